@@ -1,0 +1,255 @@
+"""Command line: parse options, call one function, render its result as text or JSON."""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NoReturn
+
+import click
+
+from . import catalog, pinned, sources
+from . import status as status_mod
+from . import target as target_mod
+from . import txn
+from .errors import PatcherError
+
+EXIT_VERIFY_FAILED = 1
+
+
+@dataclass
+class Options:
+    python: str | None
+    directory: str | None
+    as_json: bool
+
+    def target(self) -> target_mod.Target:
+        return target_mod.locate(self.python, self.directory)
+
+
+def _emit_json(data: Any) -> None:
+    click.echo(json.dumps(data, indent=2))
+
+
+def _fail(opts: Options | None, exc: PatcherError) -> NoReturn:
+    if opts is not None and opts.as_json:
+        _emit_json({"error": exc.message, "exit_code": exc.exit_code})
+    click.echo(f"vllm-patcher: error: {exc.message}", err=True)
+    sys.exit(exc.exit_code)
+
+
+class _Group(click.Group):
+    """Turn anticipated failures into one line and a documented exit code, never a traceback."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except PatcherError as exc:
+            _fail(ctx.find_object(Options), exc)
+        except OSError as exc:
+            name = f" {exc.filename}" if exc.filename else ""
+            _fail(ctx.find_object(Options), _OSFailure(f"file system error{name}: {exc.strerror}"))
+
+
+class _OSFailure(PatcherError):
+    exit_code = 6
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--python", "python", metavar="PATH", help="Interpreter of the environment to patch.")
+@click.option("--target", "directory", metavar="DIR", help="site-packages directory to patch (no interpreter).")
+@click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
+@click.version_option(package_name="vllm-patcher")
+@click.pass_context
+def main(ctx: click.Context, python: str | None, directory: str | None, as_json: bool) -> None:
+    """Apply, verify and revert the EAGLE-3 changes for DeepSeek-V3-family targets on vLLM 0.11-0.17."""
+    if python and directory:
+        raise click.UsageError("--python and --target are exclusive; pass one")
+    ctx.obj = Options(python, directory, as_json)
+
+
+def _status_lines(st: status_mod.Status) -> list[str]:
+    lines = [
+        f"vLLM {st.vllm_version} ({st.distribution}) at {st.location}",
+        f"release: {st.release}   fingerprint: {st.fingerprint}",
+    ]
+    if st.interrupted:
+        lines.append(f"an earlier {st.interrupted} run was interrupted; run apply or revert to recover")
+    for p in st.patches:
+        method = p.method or "-"
+        files = ", ".join(p.files) if p.files else "-"
+        lines.append(f"  {p.name:<22} {p.state:<15} {method:<12} {files}")
+        if p.detail and p.state not in ("applied", "upstream"):
+            lines.append(f"      {p.detail}")
+    return lines
+
+
+@main.command()
+@click.pass_obj
+def status(opts: Options) -> None:
+    """Show the vLLM release and the state of every patch."""
+    st = status_mod.read_status(opts.target())
+    if opts.as_json:
+        _emit_json(st.to_dict())
+    else:
+        click.echo("\n".join(_status_lines(st)))
+
+
+@main.command()
+@click.option("--dry-run", is_flag=True, help="Print the unified diff and write nothing.")
+@click.option("--strict", is_flag=True, help="Refuse unless a pinned diff matches this release exactly.")
+@click.pass_obj
+def apply(opts: Options, dry_run: bool, strict: bool) -> None:
+    """Apply every pending patch, all files or none."""
+    target = opts.target()
+    result = txn.apply(target, dry_run=dry_run, strict=strict)
+    st = status_mod.read_status(target)
+    methods = result.methods
+    if opts.as_json:
+        data: dict[str, Any] = {
+            "vllm_version": st.vllm_version,
+            "location": st.location,
+            "dry_run": dry_run,
+            "changed": [] if dry_run else [e.path for e in result.edits],
+            "would_change": [e.path for e in result.edits] if dry_run else [],
+            "recovered": result.recovered,
+            "notes": result.notes,
+            "fingerprint": st.fingerprint,
+            "patches": [
+                {"name": p.name, "state": p.state, "method": methods.get(p.name, p.method), "files": p.files}
+                for p in st.patches
+            ],
+        }
+        if dry_run:
+            data["diff"] = result.diff
+        _emit_json(data)
+        return
+    if dry_run:
+        if result.diff:
+            click.echo(result.diff, nl=False)
+        else:
+            click.echo("nothing to apply", err=True)
+        for note in result.notes:
+            click.echo(f"note: {note}", err=True)
+        return
+    for rel in result.recovered:
+        click.echo(f"recovered {rel} from an interrupted run")
+    for note in result.notes:
+        click.echo(f"note: {note}")
+    click.echo(f"vLLM {st.vllm_version} at {st.location}")
+    for p in st.patches:
+        verb = "applied now" if p.name in methods else p.state
+        how = f" ({methods.get(p.name, p.method)})" if methods.get(p.name, p.method) else ""
+        click.echo(f"  {p.name:<22} {verb}{how}")
+    if not result.edits:
+        click.echo("nothing to do")
+
+
+@main.command()
+@click.pass_obj
+def verify(opts: Options) -> None:
+    """Check every touched file compiles, imports and behaves, in the target's interpreter."""
+    from .verify import TIERS
+    from .verify import verify as run_verify
+
+    target = opts.target()
+    show = (lambda tier: click.echo(f"... {tier} tier", err=True)) if sys.stderr.isatty() and not opts.as_json else None
+    report = run_verify(target, on_tier=show)
+    if opts.as_json:
+        _emit_json(report.to_dict())
+    else:
+        click.echo(f"vLLM {report.vllm_version} at {report.location}")
+        for tier in TIERS:
+            result = report.tiers.get(tier, "not-run")
+            checks = [c for c in report.checks if c.tier == tier]
+            passed = sum(c.ok for c in checks)
+            counts = f" ({passed}/{len(checks)})" if checks else ""
+            click.echo(f"  {tier:<10} {result}{counts}")
+            for c in checks:
+                if not c.ok:
+                    click.echo(f"      FAIL {c.name}: {c.detail}")
+        click.echo("verify: OK" if report.ok else "verify: FAILED")
+    if not report.ok:
+        sys.exit(EXIT_VERIFY_FAILED)
+
+
+@main.command()
+@click.option("--force", is_flag=True, help="Restore pristine even over edits made after apply (kept aside).")
+@click.pass_obj
+def revert(opts: Options, force: bool) -> None:
+    """Restore every touched file to the bytes pip installed."""
+    target = opts.target()
+    result = txn.revert(target, force=force)
+    if opts.as_json:
+        _emit_json({
+            "vllm_version": target.version,
+            "location": str(target.site_packages),
+            "restored": result.restored,
+            "already_pristine": result.already_pristine,
+            "saved_edits": result.saved_edits,
+        })
+        return
+    if not result.restored and not result.already_pristine:
+        click.echo("nothing applied; nothing to revert")
+        return
+    for rel in result.restored:
+        click.echo(f"restored {rel}")
+    for rel, where in result.saved_edits.items():
+        click.echo(f"your edited {rel} was kept at {where}")
+    for rel in result.already_pristine:
+        click.echo(f"{rel} was already pristine")
+
+
+@main.command("list")
+@click.pass_obj
+def list_(opts: Options) -> None:
+    """The catalogue: which patch applies to which release, pinned or not."""
+    versions = pinned.pinned_versions()
+    rows = []
+    for version in versions:
+        release = pinned.load(version)
+        assert release is not None
+        per_patch = {p.name: sorted(f.path for f in release.files.values() if f.patch == p.name) for p in catalog.PATCHES}
+        rows.append({"version": version, "pinned": True,
+                     "patches": {n: ("pinned-diff" if fs else "not-applicable") for n, fs in per_patch.items()}})
+    if opts.as_json:
+        _emit_json({
+            "patches": [{"name": p.name, "summary": p.summary, "files": [c.path for c in p.changes]} for p in catalog.PATCHES],
+            "releases": rows,
+            "supported": catalog.SUPPORTED_RANGE,
+        })
+        return
+    for p in catalog.PATCHES:
+        click.echo(f"{p.name:<22} {p.summary}")
+    click.echo("")
+    header = f"{'release':<10}" + "".join(f"{n:<24}" for n in catalog.PATCH_NAMES)
+    click.echo(header)
+    for row in rows:
+        click.echo(f"{row['version']:<10}" + "".join(f"{row['patches'][n]:<24}" for n in catalog.PATCH_NAMES))
+    click.echo(f"{'>=0.18.0':<10}" + "".join(f"{'upstream':<24}" for _ in catalog.PATCH_NAMES))
+    click.echo(f"{'<0.11.0':<10}refused (no EAGLE-3 allow-list to widen)")
+    click.echo("other 0.11-0.17 releases: libcst transform (apply --strict refuses)")
+
+
+@main.command()
+@click.argument("versions", nargs=-1, required=True)
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="patches/ folder to write (default: the one this tool ships).")
+@click.pass_obj
+def pin(opts: Options, versions: tuple[str, ...], out_dir: Path | None) -> None:
+    """Maintainer: fetch each release's wheel, run the transforms, write patches/vllm-VERSION/."""
+    from .pinning import pin_release
+
+    root = out_dir or pinned.patches_root()
+    progress = None if opts.as_json or not sys.stderr.isatty() else (lambda msg: click.echo(msg, err=True))
+    results = [pin_release(v, root, progress=progress) for v in versions]
+    if opts.as_json:
+        _emit_json({"patches_dir": str(root), "releases": [r.__dict__ for r in results]})
+        return
+    for r in results:
+        click.echo(f"vllm {r.version}: {r.outcome}" + (f" ({', '.join(r.files)})" if r.files else ""))
+
+
+__all__ = ["main", "sources"]

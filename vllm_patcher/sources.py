@@ -1,0 +1,115 @@
+"""Pristine release trees: fetch a vLLM wheel with pip and extract the files the patches touch.
+
+The extracted tree is a miniature site-packages (the touched ``vllm/`` files plus the wheel's
+``dist-info`` with its RECORD and METADATA), so every other part of the tool can treat it exactly
+like an installed vLLM through ``--target``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from collections.abc import Callable
+from pathlib import Path
+
+from .errors import FetchError
+
+# Every file any patch may touch, for every release. Files absent from a wheel are skipped.
+SOURCE_FILES = (
+    "vllm/config/speculative.py",
+    "vllm/v1/spec_decode/eagle.py",
+    "vllm/model_executor/models/deepseek_v2.py",
+    "vllm/model_executor/models/kimi_k25.py",
+)
+
+_DIST_INFO_FILES = ("RECORD", "METADATA")
+
+
+def cache_root() -> Path:
+    """Where downloads and extracted trees live: outside any repository, reused across runs."""
+    env = os.environ.get("VLLM_PATCHER_CACHE")
+    if env:
+        return Path(env)
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(xdg) if xdg else Path.home() / ".cache"
+    return base / "vllm-patcher"
+
+
+def release_tree(version: str, cache: Path | None = None) -> Path:
+    """The extracted site-packages-like tree of one release (may not exist yet)."""
+    return (cache or cache_root()) / "src" / version / "site-packages"
+
+
+def fetch_release(
+    version: str,
+    cache: Path | None = None,
+    *,
+    progress: Callable[[str], None] | None = None,
+    keep_wheel: bool = False,
+) -> Path:
+    """Return the pristine tree of ``version``, downloading and extracting it on first use."""
+    cache = cache or cache_root()
+    tree = release_tree(version, cache)
+    if (tree / ".complete").exists():
+        return tree
+    wheel_dir = cache / "wheels"
+    wheel_dir.mkdir(parents=True, exist_ok=True)
+    wheel = _find_wheel(wheel_dir, version)
+    if wheel is None:
+        if progress:
+            progress(f"downloading vllm=={version} wheel with pip")
+        cmd = [
+            sys.executable, "-m", "pip", "download", f"vllm=={version}",
+            "--no-deps", "--only-binary", ":all:", "-d", str(wheel_dir),
+        ]
+        if progress is None:
+            cmd.append("-q")
+        result = subprocess.run(
+            cmd,
+            stdout=None if progress else subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            check=False,
+        )
+        wheel = _find_wheel(wheel_dir, version)
+        if result.returncode != 0 or wheel is None:
+            last = (result.stderr or "").strip().splitlines()[-1:] or ["no wheel"]
+            raise FetchError(f"could not download vllm=={version}: {last[0]}")
+    if progress:
+        progress(f"extracting {wheel.name}")
+    _extract(wheel, tree, version)
+    if not keep_wheel:
+        wheel.unlink()
+    return tree
+
+
+def _find_wheel(wheel_dir: Path, version: str) -> Path | None:
+    found = sorted(wheel_dir.glob(f"vllm-{version}-*.whl"))
+    return found[0] if found else None
+
+
+def _extract(wheel: Path, tree: Path, version: str) -> None:
+    parent = tree.parent
+    parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".extract-", dir=parent))
+    try:
+        with zipfile.ZipFile(wheel) as zf:
+            names = set(zf.namelist())
+            wanted = [name for name in SOURCE_FILES if name in names]
+            dist_info = f"vllm-{version}.dist-info"
+            wanted += [f"{dist_info}/{n}" for n in _DIST_INFO_FILES if f"{dist_info}/{n}" in names]
+            if not any(name.endswith("/RECORD") for name in wanted):
+                raise FetchError(f"{wheel.name} has no {dist_info}/RECORD")
+            for name in wanted:
+                zf.extract(name, staging)
+        (staging / ".complete").write_text(version + "\n")
+        if tree.exists():
+            shutil.rmtree(tree)
+        staging.rename(tree)
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)

@@ -1,0 +1,18 @@
+"""One libcst codemod per patch: source text in, source text out, no I/O.
+
+Each transform is idempotent: on source that already carries its change it returns the text
+unchanged with ``changed=False``. When the code it expects is not there it raises
+``PatchShapeError`` instead of guessing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Rewrite:
+    """The result of running one transform over one file."""
+
+    source: str
+    changed: bool

@@ -1,0 +1,134 @@
+"""verify: prove the patched vLLM will load, tier by tier, cheapest first.
+
+1. state: every patch that applies to this release is applied (or upstream).
+2. compile: every touched file compiles; a failure names file and line, and stops here.
+3. import and 4. behaviour: one fresh interpreter of the target environment imports every touched
+   module and runs the behaviour probes (``probe.py``). Skipped for a bare ``--target``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from . import catalog
+from . import status as status_mod
+from .target import Target
+
+TIERS = ("state", "compile", "import", "behaviour")
+
+
+@dataclass
+class Check:
+    tier: str
+    name: str
+    ok: bool
+    detail: str = ""
+
+
+@dataclass
+class VerifyReport:
+    vllm_version: str
+    location: str
+    checks: list[Check] = field(default_factory=list)
+    tiers: dict[str, str] = field(default_factory=dict)  # passed | failed | skipped | not-run
+
+    @property
+    def ok(self) -> bool:
+        return all(v in ("passed", "skipped") for v in self.tiers.values()) and bool(self.tiers)
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "vllm_version": self.vllm_version,
+            "location": self.location,
+            "ok": self.ok,
+            "tiers": self.tiers,
+            "checks": [asdict(c) for c in self.checks],
+        }
+
+
+def _conclude(report: VerifyReport, tier: str) -> bool:
+    mine = [c for c in report.checks if c.tier == tier]
+    passed = all(c.ok for c in mine)
+    report.tiers[tier] = "passed" if passed else "failed"
+    return passed
+
+
+def compile_tier(target: Target, rels: list[str]) -> list[Check]:
+    checks = []
+    for rel in rels:
+        path = target.path(rel)
+        try:
+            source = path.read_bytes()
+        except OSError as exc:
+            checks.append(Check("compile", rel, False, f"{path}: cannot read ({exc.strerror})"))
+            continue
+        try:
+            compile(source, str(path), "exec", dont_inherit=True)
+            checks.append(Check("compile", rel, True))
+        except SyntaxError as exc:
+            checks.append(
+                Check("compile", rel, False, f"{path}:{exc.lineno}: {exc.msg} (a typo left by an edit?)")
+            )
+    return checks
+
+
+def run_probe(python: Path, modules: list[str], behaviour: bool = True) -> list[Check]:
+    probe = Path(__file__).with_name("probe.py")
+    env = dict(os.environ)
+    # The probes build configs from local folders only; never wait on the Hugging Face hub.
+    env.update({"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONDONTWRITEBYTECODE": "1"})
+    request = json.dumps({"modules": modules, "behaviour": behaviour})
+    try:
+        proc = subprocess.run(
+            [str(python), "-I", str(probe), request],
+            capture_output=True, text=True, env=env, timeout=600, check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return [Check("import", "probe interpreter", False, f"could not run {python}: {exc}")]
+    lines = proc.stdout.strip().splitlines()
+    try:
+        data = json.loads(lines[-1])
+        return [Check(c["tier"], c["name"], bool(c["ok"]), c.get("detail", "")) for c in data["checks"]]
+    except (ValueError, IndexError, KeyError, TypeError):
+        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        return [Check("import", "probe interpreter", False, f"probe exited {proc.returncode}: {tail}")]
+
+
+def verify(target: Target, on_tier: Callable[[str], None] | None = None) -> VerifyReport:
+    report = VerifyReport(target.version, str(target.site_packages))
+    rels = catalog.touched_files(target.record)
+
+    if on_tier:
+        on_tier("state")
+    st = status_mod.read_status(target)
+    for p in st.patches:
+        ok = p.state in ("applied", "upstream", "not-applicable")
+        hint = " (run `vllm-patcher apply`)" if p.state == "pending" else ""
+        report.checks.append(Check("state", p.name, ok, f"{p.state}{hint}. {p.detail}".strip(". ")))
+    _conclude(report, "state")
+
+    if on_tier:
+        on_tier("compile")
+    report.checks.extend(compile_tier(target, rels))
+    if not _conclude(report, "compile"):
+        report.tiers.update({"import": "not-run", "behaviour": "not-run"})
+        return report
+
+    if target.python is None:
+        report.tiers.update({"import": "skipped", "behaviour": "skipped"})
+        return report
+    if on_tier:
+        on_tier("import")
+    modules = [catalog.VERIFY_MODULES[r] for r in rels if r in catalog.VERIFY_MODULES]
+    report.checks.extend(run_probe(target.python, modules))
+    _conclude(report, "import")
+    if any(c.tier == "behaviour" for c in report.checks):
+        _conclude(report, "behaviour")
+    else:
+        report.tiers["behaviour"] = "not-run"
+    return report
