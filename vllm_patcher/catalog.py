@@ -35,7 +35,7 @@ class FileChange:
     needs: str | None = None  # only applicable when the release ships this file
 
     def applies_to(self, record: dict[str, str]) -> bool:
-        return self.needs is None or self.needs in record
+        return self.path in record and (self.needs is None or self.needs in record)
 
     def rewrite(self, source: str) -> Rewrite:
         module_name, func_name = self.transform.split(":")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import os
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -38,7 +39,13 @@ class PinnedRelease:
 
 
 def patches_root() -> Path:
-    """The shipped ``patches/`` folder (installed as the ``vllm_patcher.patches`` package)."""
+    """The shipped ``patches/`` folder (installed as the ``vllm_patcher.patches`` package).
+
+    ``VLLM_PATCHER_PATCHES_DIR`` points elsewhere (an empty folder hides every pinned diff).
+    """
+    override = os.environ.get("VLLM_PATCHER_PATCHES_DIR")
+    if override:
+        return Path(override)
     return Path(str(resources.files("vllm_patcher.patches")))
 
 

@@ -87,6 +87,18 @@ def fetch_release(
     return tree
 
 
+def latest_version() -> str:
+    """The newest vLLM release on the package index, as pip sees it."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "index", "versions", "vllm"],
+        capture_output=True, text=True, check=False,
+    )
+    for line in proc.stdout.splitlines():
+        if line.startswith("vllm (") and line.endswith(")"):
+            return line[len("vllm ("):-1]
+    raise FetchError("could not ask the package index for vLLM's newest release")
+
+
 def _find_wheel(wheel_dir: Path, version: str) -> Path | None:
     found = sorted(wheel_dir.glob(f"vllm-{version}-*.whl"))
     return found[0] if found else None

@@ -261,26 +261,39 @@ def apply(
     interrupted = record is not None and record.phase != "applied"
     if not interrupted and not any(f.state in (status_mod.PENDING, status_mod.REINSTALLED) for f in files):
         return ApplyResult([], "", dry_run)
+    # Every new text is computed before anything is written, so a refusal leaves no trace.
+    edits = _compute_edits(target, files, pin, strict, notes) if not interrupted else []
     if dry_run:
-        edits = _compute_edits(target, files, pin, strict, notes)
         return ApplyResult(edits, _render_diff(edits), True, notes=notes)
 
     rels = [f.path for f in files]
     for rel in rels:
         _check_inside_package(target, rel)
     _require_writable(target, rels)
-    with state_mod.locked(target.site_packages):
-        record = state_mod.load(target.site_packages)
-        recovered: list[str] = []
-        if record is not None and record.phase != "applied":
-            recovered = _recover(target, record)
-            record = None
-        files = status_mod.survey(target, record, pin)
-        _refuse_blocking(target, files)
-        edits = _compute_edits(target, files, pin, strict, notes)
-        if edits:
-            _commit(target, record, edits)
-        return ApplyResult(edits, _render_diff(edits), False, recovered=recovered, notes=notes)
+    fresh_state_dir = not state_mod.state_dir(target.site_packages).exists()
+    try:
+        with state_mod.locked(target.site_packages):
+            record = state_mod.load(target.site_packages)
+            recovered: list[str] = []
+            if record is not None and record.phase != "applied":
+                recovered = _recover(target, record)
+                record = None
+            survey_again = status_mod.survey(target, record, pin)
+            _refuse_blocking(target, survey_again)
+            if recovered or _hashes(survey_again) != _hashes(files):
+                notes = []
+                edits = _compute_edits(target, survey_again, pin, strict, notes)
+            if edits:
+                _commit(target, record, edits)
+    except BaseException:
+        if fresh_state_dir and state_mod.load(target.site_packages) is None:
+            shutil.rmtree(state_mod.state_dir(target.site_packages), ignore_errors=True)
+        raise
+    return ApplyResult(edits, _render_diff(edits), False, recovered=recovered, notes=notes)
+
+
+def _hashes(files: list[status_mod.FileStatus]) -> list[tuple[str, str | None, str]]:
+    return [(f.path, f.current, f.state) for f in files]
 
 
 def _commit(target: Target, record: PatchState | None, edits: list[FileEdit]) -> None:

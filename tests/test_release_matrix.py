@@ -1,0 +1,178 @@
+"""Every pinned release, on its real pristine tree: pinned path, transform path, upstream releases."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from vllm_patcher import catalog, pinned, sources
+from vllm_patcher.pinning import pin_release
+
+from .conftest import KIMI_RELEASES, PINNED, REPO, run_cli, snapshot, touched_match_record
+
+EMPTY_PINS = {"VLLM_PATCHER_PATCHES_DIR": "/nonexistent-vllm-patcher-pins"}
+
+
+def expected_states(version: str) -> dict[str, str]:
+    kimi = version in KIMI_RELEASES
+    return {
+        "eagle3-whitelist": "applied",
+        "kimi-k25-image-token": "applied" if kimi else "not-applicable",
+        "supports-eagle3": "applied",
+    }
+
+
+def status_json(site: Path, env: dict[str, str] | None = None) -> dict:  # type: ignore[type-arg]
+    proc = run_cli("--target", str(site), "--json", "status", env=env, check=True)
+    return json.loads(proc.stdout)
+
+
+@pytest.mark.parametrize("version", PINNED)
+def test_pinned_diffs_equal_what_the_transforms_produce_today(
+    pristine_trees: dict[str, Path], tmp_path: Path, version: str
+) -> None:
+    pin_release(version, tmp_path)
+    shipped = REPO / "patches" / f"vllm-{version}"
+    fresh = tmp_path / f"vllm-{version}"
+    assert snapshot(fresh) == snapshot(shipped), f"patches/vllm-{version} is stale: run `make pin`"
+    # and a second pin on an unchanged tree rewrites nothing
+    assert pin_release(version, tmp_path).outcome == "unchanged"
+
+
+@pytest.mark.parametrize("version", PINNED)
+@pytest.mark.parametrize("path", ["pinned-diff", "transform"])
+def test_apply_status_revert_round_trip(tree_copy, version: str, path: str) -> None:  # type: ignore[no-untyped-def]
+    site = tree_copy(version)
+    env = EMPTY_PINS if path == "transform" else None
+    pristine = snapshot(site)
+
+    before = status_json(site, env)
+    applicable = {p["name"] for p in before["patches"] if p["state"] != "not-applicable"}
+    assert all(p["state"] == "pending" for p in before["patches"] if p["name"] in applicable)
+    assert all(p["method"] == path for p in before["patches"] if p["name"] in applicable)
+
+    proc = run_cli("--target", str(site), "--json", "apply", env=env, check=True)
+    applied = json.loads(proc.stdout)
+    assert {p["name"]: p["state"] for p in applied["patches"]} == expected_states(version)
+    assert {p["method"] for p in applied["patches"] if p["name"] in applicable} == {path}
+    assert applied["changed"], "apply changed nothing"
+    for rel in applied["changed"]:
+        compile((site / rel).read_bytes(), rel, "exec")
+    assert not any(touched_match_record(site).values())
+
+    after = status_json(site, env)
+    assert {p["name"]: p["state"] for p in after["patches"]} == expected_states(version)
+    assert after["fingerprint"] != before["fingerprint"]
+
+    patched = snapshot(site)
+    again = json.loads(run_cli("--target", str(site), "--json", "apply", env=env, check=True).stdout)
+    assert again["changed"] == []
+    assert snapshot(site) == patched, "a second apply wrote something"
+
+    verify = run_cli("--target", str(site), "--json", "verify", env=env)
+    report = json.loads(verify.stdout)
+    assert verify.returncode == 0, verify.stdout
+    assert report["tiers"] == {"state": "passed", "compile": "passed", "import": "skipped", "behaviour": "skipped"}
+
+    run_cli("--target", str(site), "revert", env=env, check=True)
+    assert all(touched_match_record(site).values())
+    leftover = {k: v for k, v in snapshot(site).items() if not k.startswith(".vllm-patcher/")}
+    assert leftover == pristine, "revert did not restore every byte"
+    assert not (site / ".vllm-patcher" / "state.json").exists()
+    assert status_json(site, env)["fingerprint"] == before["fingerprint"]
+
+
+def test_pinned_and_transform_paths_end_in_the_same_bytes(tree_copy, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    by_pin = tree_copy("0.15.1")
+    by_transform = tmp_path / "by-transform"
+    shutil.copytree(sources.fetch_release("0.15.1"), by_transform)
+    run_cli("--target", str(by_pin), "apply", check=True)
+    run_cli("--target", str(by_transform), "apply", env=EMPTY_PINS, check=True)
+    for rel in pinned.load("0.15.1").files:  # type: ignore[union-attr]
+        assert (by_pin / rel).read_bytes() == (by_transform / rel).read_bytes(), rel
+    fingerprint = status_json(by_pin)["fingerprint"]
+    assert fingerprint == status_json(by_transform)["fingerprint"]
+    other = tree_copy("0.15.0")
+    run_cli("--target", str(other), "apply", check=True)
+    assert status_json(other)["fingerprint"] != fingerprint
+
+
+@pytest.mark.parametrize("version", ["0.18.0", "latest"])
+def test_upstream_releases_are_left_alone(tmp_path: Path, version: str) -> None:
+    if version == "latest":
+        version = sources.latest_version()
+    site = tmp_path / "site"
+    shutil.copytree(sources.fetch_release(version), site)
+    before = snapshot(site)
+    st = status_json(site)
+    assert [p["state"] for p in st["patches"]] == ["upstream"] * 3
+    proc = run_cli("--target", str(site), "--json", "apply", check=True)
+    assert json.loads(proc.stdout)["changed"] == []
+    verify = run_cli("--target", str(site), "--json", "verify")
+    assert verify.returncode == 0, verify.stdout
+    assert snapshot(site) == before
+
+
+def test_apply_strict_refuses_an_unpinned_release(tree_copy) -> None:  # type: ignore[no-untyped-def]
+    site = tree_copy("0.15.1")
+    before = snapshot(site)
+    proc = run_cli("--target", str(site), "apply", "--strict", env=EMPTY_PINS)
+    assert proc.returncode == 7
+    assert "no pinned diff" in proc.stderr and "Traceback" not in proc.stderr
+    assert snapshot(site) == before
+
+
+def test_manifest_mismatch_falls_back_to_transform_and_strict_refuses(tree_copy, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    pins = tmp_path / "pins"
+    shutil.copytree(REPO / "patches" / "vllm-0.15.1", pins / "vllm-0.15.1")
+    manifest = pins / "vllm-0.15.1" / "manifest.json"
+    data = json.loads(manifest.read_text())
+    data["files"]["vllm/config/speculative.py"]["before"] = "A" * 43
+    manifest.write_text(json.dumps(data))
+    env = {"VLLM_PATCHER_PATCHES_DIR": str(pins)}
+
+    site = tree_copy("0.15.1")
+    before = snapshot(site)
+    strict = run_cli("--target", str(site), "apply", "--strict", env=env)
+    assert strict.returncode == 7 and "eagle3-whitelist" in strict.stderr
+    assert snapshot(site) == before
+
+    proc = run_cli("--target", str(site), "--json", "apply", env=env, check=True)
+    out = json.loads(proc.stdout)
+    methods = {p["name"]: p["method"] for p in out["patches"]}
+    assert methods["eagle3-whitelist"] == "transform"
+    assert methods["supports-eagle3"] == "pinned-diff"
+    assert any("pinned manifest" in n for n in out["notes"])
+
+
+def test_a_pinned_diff_that_does_not_fit_writes_nothing(tree_copy, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    pins = tmp_path / "pins"
+    shutil.copytree(REPO / "patches" / "vllm-0.15.1", pins / "vllm-0.15.1")
+    diff = pins / "vllm-0.15.1" / "supports-eagle3.diff"
+    diff.write_text(diff.read_text().replace(" class DeepseekV2ForCausalLM(", " class DeepseekV9ForCausalLM(", 1))
+    site = tree_copy("0.15.1")
+    before = snapshot(site)
+    proc = run_cli("--target", str(site), "apply", env={"VLLM_PATCHER_PATCHES_DIR": str(pins)})
+    assert proc.returncode == 7, proc.stderr
+    assert "does not match the file" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert snapshot(site) == before
+
+
+def test_list_shows_every_pinned_release() -> None:
+    out = json.loads(run_cli("--json", "list", check=True).stdout)
+    rows = {r["version"]: r["patches"] for r in out["releases"]}
+    assert tuple(rows) == PINNED
+    assert rows["0.14.1"]["kimi-k25-image-token"] == "not-applicable"
+    assert rows["0.17.1"] == dict.fromkeys(catalog.PATCH_NAMES, "pinned-diff")
+
+
+def test_git_apply_accepts_the_pinned_diffs(tree_copy) -> None:  # type: ignore[no-untyped-def]
+    import subprocess
+
+    site = tree_copy("0.17.1")
+    diffs = sorted(str(p) for p in (REPO / "patches" / "vllm-0.17.1").glob("*.diff"))
+    subprocess.run(["git", "apply", "--check", *diffs], cwd=site, check=True)
