@@ -16,8 +16,20 @@ from vllm_patcher import catalog, sources
 from vllm_patcher.target import file_hash
 
 REPO = Path(__file__).resolve().parent.parent
-PINNED = ("0.11.0", "0.11.1", "0.11.2", "0.12.0", "0.13.0", "0.14.0", "0.14.1",
-          "0.15.0", "0.15.1", "0.16.0", "0.17.0", "0.17.1")
+PINNED = (
+    "0.11.0",
+    "0.11.1",
+    "0.11.2",
+    "0.12.0",
+    "0.13.0",
+    "0.14.0",
+    "0.14.1",
+    "0.15.0",
+    "0.15.1",
+    "0.16.0",
+    "0.17.0",
+    "0.17.1",
+)
 KIMI_RELEASES = ("0.15.0", "0.15.1", "0.16.0", "0.17.0", "0.17.1")
 
 
@@ -29,8 +41,9 @@ def test_venv_python() -> Path:
 test_venv_python.__test__ = False  # type: ignore[attr-defined]
 
 
-def run_cli(*args: str, python: str | None = None, env: dict[str, str] | None = None,
-            check: bool = False) -> subprocess.CompletedProcess[str]:
+def run_cli(
+    *args: str, python: str | None = None, env: dict[str, str] | None = None, check: bool = False
+) -> subprocess.CompletedProcess[str]:
     """Run the real command line in a fresh process, the way a user does."""
     full_env = dict(os.environ)
     full_env.pop("VLLM_PATCHER_PATCHES_DIR", None)
@@ -38,7 +51,11 @@ def run_cli(*args: str, python: str | None = None, env: dict[str, str] | None = 
         full_env.update(env)
     proc = subprocess.run(
         [python or sys.executable, "-m", "vllm_patcher", *args],
-        capture_output=True, text=True, env=full_env, timeout=900, check=False,
+        capture_output=True,
+        text=True,
+        env=full_env,
+        timeout=900,
+        check=False,
     )
     if check and proc.returncode != 0:
         raise AssertionError(f"{args} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
@@ -47,7 +64,9 @@ def run_cli(*args: str, python: str | None = None, env: dict[str, str] | None = 
 
 def snapshot(root: Path) -> dict[str, bytes]:
     """Every file under ``root`` with its bytes (small trees only)."""
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()
+    }
 
 
 def record_of(site: Path) -> dict[str, str]:
@@ -59,7 +78,10 @@ def record_of(site: Path) -> dict[str, str]:
 
 def touched_match_record(site: Path) -> dict[str, bool]:
     record = record_of(site)
-    return {rel: file_hash((site / rel).read_bytes()) == record[rel] for rel in catalog.touched_files(record)}
+    return {
+        rel: file_hash((site / rel).read_bytes()) == record[rel]
+        for rel in catalog.touched_files(record)
+    }
 
 
 @pytest.fixture(scope="session")
@@ -74,7 +96,9 @@ def tree_copy(tmp_path: Path):  # type: ignore[no-untyped-def]
 
     def make(version: str) -> Path:
         dest = tmp_path / f"site-{version}"
-        shutil.copytree(sources.fetch_release(version), dest, ignore=shutil.ignore_patterns(".complete"))
+        shutil.copytree(
+            sources.fetch_release(version), dest, ignore=shutil.ignore_patterns(".complete")
+        )
         return dest
 
     return make
@@ -94,7 +118,9 @@ def vllm_python() -> Iterator[Path]:
 def venv_site(python: Path) -> Path:
     out = subprocess.run(
         [str(python), "-I", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        capture_output=True, text=True, check=True,
+        capture_output=True,
+        text=True,
+        check=True,
     )
     return Path(out.stdout.strip())
 
@@ -104,7 +130,16 @@ def _make_pristine(python: Path) -> None:
     site = venv_site(python)
     if not all(touched_match_record(site).values()):
         subprocess.run(
-            [str(python), "-m", "pip", "install", "-q", "--no-deps", "--force-reinstall", "vllm==0.15.1"],
+            [
+                str(python),
+                "-m",
+                "pip",
+                "install",
+                "-q",
+                "--no-deps",
+                "--force-reinstall",
+                "vllm==0.15.1",
+            ],
             check=True,
         )
     assert all(touched_match_record(site).values())

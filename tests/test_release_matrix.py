@@ -68,14 +68,21 @@ def test_apply_status_revert_round_trip(tree_copy, version: str, path: str) -> N
     assert after["fingerprint"] != before["fingerprint"]
 
     patched = snapshot(site)
-    again = json.loads(run_cli("--target", str(site), "--json", "apply", env=env, check=True).stdout)
+    again = json.loads(
+        run_cli("--target", str(site), "--json", "apply", env=env, check=True).stdout
+    )
     assert again["changed"] == []
     assert snapshot(site) == patched, "a second apply wrote something"
 
     verify = run_cli("--target", str(site), "--json", "verify", env=env)
     report = json.loads(verify.stdout)
     assert verify.returncode == 0, verify.stdout
-    assert report["tiers"] == {"state": "passed", "compile": "passed", "import": "skipped", "behaviour": "skipped"}
+    assert report["tiers"] == {
+        "state": "passed",
+        "compile": "passed",
+        "import": "skipped",
+        "behaviour": "skipped",
+    }
 
     run_cli("--target", str(site), "revert", env=env, check=True)
     assert all(touched_match_record(site).values())
@@ -125,7 +132,9 @@ def test_apply_strict_refuses_an_unpinned_release(tree_copy) -> None:  # type: i
     assert snapshot(site) == before
 
 
-def test_manifest_mismatch_falls_back_to_transform_and_strict_refuses(tree_copy, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_manifest_mismatch_falls_back_to_transform_and_strict_refuses(
+    tree_copy, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
     pins = tmp_path / "pins"
     shutil.copytree(REPO / "patches" / "vllm-0.15.1", pins / "vllm-0.15.1")
     manifest = pins / "vllm-0.15.1" / "manifest.json"
@@ -152,7 +161,11 @@ def test_a_pinned_diff_that_does_not_fit_writes_nothing(tree_copy, tmp_path: Pat
     pins = tmp_path / "pins"
     shutil.copytree(REPO / "patches" / "vllm-0.15.1", pins / "vllm-0.15.1")
     diff = pins / "vllm-0.15.1" / "supports-eagle3.diff"
-    diff.write_text(diff.read_text().replace(" class DeepseekV2ForCausalLM(", " class DeepseekV9ForCausalLM(", 1))
+    diff.write_text(
+        diff.read_text().replace(
+            " class DeepseekV2ForCausalLM(", " class DeepseekV9ForCausalLM(", 1
+        )
+    )
     site = tree_copy("0.15.1")
     before = snapshot(site)
     proc = run_cli("--target", str(site), "apply", env={"VLLM_PATCHER_PATCHES_DIR": str(pins)})

@@ -34,7 +34,9 @@ def read(trees: dict[str, Path], version: str, rel: str) -> str:
 
 
 @pytest.mark.parametrize("version", PINNED)
-def test_whitelist_adds_the_four_model_types_once(pristine_trees: dict[str, Path], version: str) -> None:
+def test_whitelist_adds_the_four_model_types_once(
+    pristine_trees: dict[str, Path], version: str
+) -> None:
     before = read(pristine_trees, version, SPEC)
     result = whitelist.rewrite(before)
     assert result.changed
@@ -47,12 +49,17 @@ def test_whitelist_adds_the_four_model_types_once(pristine_trees: dict[str, Path
 
 
 @pytest.mark.parametrize("version", KIMI_RELEASES)
-def test_image_token_branch_reads_media_placeholder(pristine_trees: dict[str, Path], version: str) -> None:
+def test_image_token_branch_reads_media_placeholder(
+    pristine_trees: dict[str, Path], version: str
+) -> None:
     before = read(pristine_trees, version, EAGLE)
     result = image_token.rewrite(before)
     assert result.changed
     compile(result.source, EAGLE, "exec")
-    assert 'elif self.get_model_name(target_model) == "KimiK25ForConditionalGeneration":' in result.source
+    assert (
+        'elif self.get_model_name(target_model) == "KimiK25ForConditionalGeneration":'
+        in result.source
+    )
     assert "target_model.config.media_placeholder_token_id" in result.source
     # a pure insertion: not one original line changes
     assert removed_lines(before, result.source) == []
@@ -63,7 +70,9 @@ def test_image_token_branch_reads_media_placeholder(pristine_trees: dict[str, Pa
 
 
 @pytest.mark.parametrize("version", PINNED)
-def test_supports_eagle3_on_deepseek_is_the_whole_change(pristine_trees: dict[str, Path], version: str) -> None:
+def test_supports_eagle3_on_deepseek_is_the_whole_change(
+    pristine_trees: dict[str, Path], version: str
+) -> None:
     before = read(pristine_trees, version, DEEPSEEK)
     result = supports_eagle3.rewrite_deepseek(before)
     assert result.changed
@@ -79,7 +88,7 @@ def test_supports_eagle3_on_deepseek_is_the_whole_change(pristine_trees: dict[st
     assert "hidden_states if residual is None else hidden_states + residual" in src
     assert "return hidden_states, aux_hidden_states" in src
     for line in removed_lines(before, src):
-        assert ("import" in line or "for layer in islice" in line or "SupportsLoRA" in line), line
+        assert "import" in line or "for layer in islice" in line or "SupportsLoRA" in line, line
     assert not supports_eagle3.rewrite_deepseek(src).changed
 
 
@@ -115,14 +124,19 @@ def test_upstream_0_18_needs_nothing() -> None:
 def test_single_line_lists_keep_their_style() -> None:
     src = 'class SpeculativeConfig:\n    def f(self):\n        eagle3_target_supported = ["llama", "qwen"]\n'
     out = whitelist.rewrite(src).source
-    assert 'eagle3_target_supported = ["llama", "qwen", "deepseek_v2", "deepseek_v3", "kimi_k2", "kimi_k25"]\n' in out
+    assert (
+        'eagle3_target_supported = ["llama", "qwen", "deepseek_v2", "deepseek_v3", "kimi_k2", "kimi_k25"]\n'
+        in out
+    )
 
 
 def test_exploded_list_with_trailing_comma_stays_exploded() -> None:
     src = 'x = 1\naux_hidden_states_supported = [\n    "llama",\n    "qwen",\n]\n'
     out = whitelist.rewrite(src).source
-    assert out == ('x = 1\naux_hidden_states_supported = [\n    "llama",\n    "qwen",\n'
-                   '    "deepseek_v2",\n    "deepseek_v3",\n    "kimi_k2",\n    "kimi_k25",\n]\n')
+    assert out == (
+        'x = 1\naux_hidden_states_supported = [\n    "llama",\n    "qwen",\n'
+        '    "deepseek_v2",\n    "deepseek_v3",\n    "kimi_k2",\n    "kimi_k25",\n]\n'
+    )
 
 
 @pytest.mark.parametrize(
@@ -132,9 +146,16 @@ def test_exploded_list_with_trailing_comma_stays_exploded() -> None:
         (whitelist.rewrite, "eagle3_target_supported = [1]\n", "other than plain strings"),
         (whitelist.rewrite, "def f(:\n", "not valid Python"),
         (image_token.rewrite, "if a:\n    pass\nelse:\n    pass\n", "no image-token fallback"),
-        (supports_eagle3.rewrite_deepseek, "from .interfaces import SupportsPP\n", "DeepseekV2Model"),
-        (supports_eagle3.rewrite_kimi, "class KimiK25ForConditionalGeneration(nn.Module):\n    x = 1\n",
-         "has no __init__"),
+        (
+            supports_eagle3.rewrite_deepseek,
+            "from .interfaces import SupportsPP\n",
+            "DeepseekV2Model",
+        ),
+        (
+            supports_eagle3.rewrite_kimi,
+            "class KimiK25ForConditionalGeneration(nn.Module):\n    x = 1\n",
+            "has no __init__",
+        ),
     ],
 )
 def test_unexpected_shapes_are_refused_with_a_reason(func, source: str, fragment: str) -> None:  # type: ignore[no-untyped-def]
@@ -145,8 +166,10 @@ def test_unexpected_shapes_are_refused_with_a_reason(func, source: str, fragment
 
 def test_forward_without_the_layer_loop_is_refused(pristine_trees: dict[str, Path]) -> None:
     src = read(pristine_trees, "0.15.1", DEEPSEEK)
-    broken = src.replace("for layer in islice(self.layers, self.start_layer, self.end_layer):",
-                         "for layer in self.layers[self.start_layer:self.end_layer]:")
+    broken = src.replace(
+        "for layer in islice(self.layers, self.start_layer, self.end_layer):",
+        "for layer in self.layers[self.start_layer:self.end_layer]:",
+    )
     with pytest.raises(PatchShapeError) as info:
         supports_eagle3.rewrite_deepseek(broken)
     assert "for layer in islice" in info.value.message

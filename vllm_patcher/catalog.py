@@ -69,7 +69,9 @@ PATCHES: tuple[Patch, ...] = (
         "supports-eagle3",
         "DeepSeek-V2/V3 and Kimi-K2.5 implement SupportsEagle3 and return aux hidden states",
         (
-            FileChange("vllm/model_executor/models/deepseek_v2.py", "supports_eagle3:rewrite_deepseek"),
+            FileChange(
+                "vllm/model_executor/models/deepseek_v2.py", "supports_eagle3:rewrite_deepseek"
+            ),
             FileChange(KIMI_MODEL, "supports_eagle3:rewrite_kimi", needs=KIMI_MODEL),
         ),
     ),

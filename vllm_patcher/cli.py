@@ -10,10 +10,9 @@ from typing import Any, NoReturn
 
 import click
 
-from . import catalog, pinned, sources
+from . import catalog, pinned, sources, txn
 from . import status as status_mod
 from . import target as target_mod
-from . import txn
 from .errors import PatcherError
 
 EXIT_VERIFY_FAILED = 1
@@ -59,7 +58,12 @@ class _OSFailure(PatcherError):
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--python", "python", metavar="PATH", help="Interpreter of the environment to patch.")
-@click.option("--target", "directory", metavar="DIR", help="site-packages directory to patch (no interpreter).")
+@click.option(
+    "--target",
+    "directory",
+    metavar="DIR",
+    help="site-packages directory to patch (no interpreter).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
 @click.version_option(package_name="vllm-patcher")
 @click.pass_context
@@ -76,7 +80,9 @@ def _status_lines(st: status_mod.Status) -> list[str]:
         f"release: {st.release}   fingerprint: {st.fingerprint}",
     ]
     if st.interrupted:
-        lines.append(f"an earlier {st.interrupted} run was interrupted; run apply or revert to recover")
+        lines.append(
+            f"an earlier {st.interrupted} run was interrupted; run apply or revert to recover"
+        )
     for p in st.patches:
         method = p.method or "-"
         files = ", ".join(p.files) if p.files else "-"
@@ -99,7 +105,9 @@ def status(opts: Options) -> None:
 
 @main.command()
 @click.option("--dry-run", is_flag=True, help="Print the unified diff and write nothing.")
-@click.option("--strict", is_flag=True, help="Refuse unless a pinned diff matches this release exactly.")
+@click.option(
+    "--strict", is_flag=True, help="Refuse unless a pinned diff matches this release exactly."
+)
 @click.pass_obj
 def apply(opts: Options, dry_run: bool, strict: bool) -> None:
     """Apply every pending patch, all files or none."""
@@ -118,7 +126,12 @@ def apply(opts: Options, dry_run: bool, strict: bool) -> None:
             "notes": result.notes,
             "fingerprint": st.fingerprint,
             "patches": [
-                {"name": p.name, "state": p.state, "method": methods.get(p.name, p.method), "files": p.files}
+                {
+                    "name": p.name,
+                    "state": p.state,
+                    "method": methods.get(p.name, p.method),
+                    "files": p.files,
+                }
                 for p in st.patches
             ],
         }
@@ -155,7 +168,11 @@ def verify(opts: Options) -> None:
     from .verify import verify as run_verify
 
     target = opts.target()
-    show = (lambda tier: click.echo(f"... {tier} tier", err=True)) if sys.stderr.isatty() and not opts.as_json else None
+    show = (
+        (lambda tier: click.echo(f"... {tier} tier", err=True))
+        if sys.stderr.isatty() and not opts.as_json
+        else None
+    )
     report = run_verify(target, on_tier=show)
     if opts.as_json:
         _emit_json(report.to_dict())
@@ -176,20 +193,24 @@ def verify(opts: Options) -> None:
 
 
 @main.command()
-@click.option("--force", is_flag=True, help="Restore pristine even over edits made after apply (kept aside).")
+@click.option(
+    "--force", is_flag=True, help="Restore pristine even over edits made after apply (kept aside)."
+)
 @click.pass_obj
 def revert(opts: Options, force: bool) -> None:
     """Restore every touched file to the bytes pip installed."""
     target = opts.target()
     result = txn.revert(target, force=force)
     if opts.as_json:
-        _emit_json({
-            "vllm_version": target.version,
-            "location": str(target.site_packages),
-            "restored": result.restored,
-            "already_pristine": result.already_pristine,
-            "saved_edits": result.saved_edits,
-        })
+        _emit_json(
+            {
+                "vllm_version": target.version,
+                "location": str(target.site_packages),
+                "restored": result.restored,
+                "already_pristine": result.already_pristine,
+                "saved_edits": result.saved_edits,
+            }
+        )
         return
     if not result.restored and not result.already_pristine:
         click.echo("nothing applied; nothing to revert")
@@ -207,19 +228,34 @@ def revert(opts: Options, force: bool) -> None:
 def list_(opts: Options) -> None:
     """The catalogue: which patch applies to which release, pinned or not."""
     versions = pinned.pinned_versions()
-    rows = []
+    rows: list[dict[str, Any]] = []
     for version in versions:
         release = pinned.load(version)
         assert release is not None
-        per_patch = {p.name: sorted(f.path for f in release.files.values() if f.patch == p.name) for p in catalog.PATCHES}
-        rows.append({"version": version, "pinned": True,
-                     "patches": {n: ("pinned-diff" if fs else "not-applicable") for n, fs in per_patch.items()}})
+        per_patch = {
+            p.name: sorted(f.path for f in release.files.values() if f.patch == p.name)
+            for p in catalog.PATCHES
+        }
+        rows.append(
+            {
+                "version": version,
+                "pinned": True,
+                "patches": {
+                    n: ("pinned-diff" if fs else "not-applicable") for n, fs in per_patch.items()
+                },
+            }
+        )
     if opts.as_json:
-        _emit_json({
-            "patches": [{"name": p.name, "summary": p.summary, "files": [c.path for c in p.changes]} for p in catalog.PATCHES],
-            "releases": rows,
-            "supported": catalog.SUPPORTED_RANGE,
-        })
+        _emit_json(
+            {
+                "patches": [
+                    {"name": p.name, "summary": p.summary, "files": [c.path for c in p.changes]}
+                    for p in catalog.PATCHES
+                ],
+                "releases": rows,
+                "supported": catalog.SUPPORTED_RANGE,
+            }
+        )
         return
     for p in catalog.PATCHES:
         click.echo(f"{p.name:<22} {p.summary}")
@@ -227,7 +263,10 @@ def list_(opts: Options) -> None:
     header = f"{'release':<10}" + "".join(f"{n:<24}" for n in catalog.PATCH_NAMES)
     click.echo(header)
     for row in rows:
-        click.echo(f"{row['version']:<10}" + "".join(f"{row['patches'][n]:<24}" for n in catalog.PATCH_NAMES))
+        click.echo(
+            f"{row['version']:<10}"
+            + "".join(f"{row['patches'][n]:<24}" for n in catalog.PATCH_NAMES)
+        )
     click.echo(f"{'>=0.18.0':<10}" + "".join(f"{'upstream':<24}" for _ in catalog.PATCH_NAMES))
     click.echo(f"{'<0.11.0':<10}refused (no EAGLE-3 allow-list to widen)")
     click.echo("other 0.11-0.17 releases: libcst transform (apply --strict refuses)")
@@ -235,21 +274,30 @@ def list_(opts: Options) -> None:
 
 @main.command()
 @click.argument("versions", nargs=-1, required=True)
-@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="patches/ folder to write (default: the one this tool ships).")
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="patches/ folder to write (default: the one this tool ships).",
+)
 @click.pass_obj
 def pin(opts: Options, versions: tuple[str, ...], out_dir: Path | None) -> None:
     """Maintainer: fetch each release's wheel, run the transforms, write patches/vllm-VERSION/."""
     from .pinning import pin_release
 
     root = out_dir or pinned.patches_root()
-    progress = None if opts.as_json or not sys.stderr.isatty() else (lambda msg: click.echo(msg, err=True))
+    progress = (
+        None if opts.as_json or not sys.stderr.isatty() else (lambda msg: click.echo(msg, err=True))
+    )
     results = [pin_release(v, root, progress=progress) for v in versions]
     if opts.as_json:
         _emit_json({"patches_dir": str(root), "releases": [r.__dict__ for r in results]})
         return
     for r in results:
-        click.echo(f"vllm {r.version}: {r.outcome}" + (f" ({', '.join(r.files)})" if r.files else ""))
+        click.echo(
+            f"vllm {r.version}: {r.outcome}" + (f" ({', '.join(r.files)})" if r.files else "")
+        )
 
 
 __all__ = ["main", "sources"]

@@ -46,7 +46,10 @@ def patches_root() -> Path:
     override = os.environ.get("VLLM_PATCHER_PATCHES_DIR")
     if override:
         return Path(override)
-    return Path(str(resources.files("vllm_patcher.patches")))
+    try:
+        return Path(str(resources.files("vllm_patcher.patches")))
+    except ModuleNotFoundError:  # running from a source tree that was never installed
+        return Path(__file__).resolve().parent.parent / "patches"
 
 
 def pinned_versions(root: Path | None = None) -> list[str]:
@@ -73,7 +76,9 @@ def load(version: str, root: Path | None = None) -> PinnedRelease | None:
             for rel, v in data["files"].items()
         }
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise StateError(f"pinned manifest {path} is unreadable ({exc}); reinstall vllm-patcher") from None
+        raise StateError(
+            f"pinned manifest {path} is unreadable ({exc}); reinstall vllm-patcher"
+        ) from None
     for rel in files:
         _check_rel(rel, path)
     return PinnedRelease(version=version, folder=folder, files=files)
@@ -100,8 +105,8 @@ def make_diff(rel: str, before: str, after: str) -> str:
 
 def split_by_file(diff_text: str, where: str) -> dict[str, str]:
     """Map each target path in a multi-file diff to its own diff text (validated paths)."""
-    from unidiff import PatchSet
     from unidiff.errors import UnidiffParseError
+    from unidiff.patch import PatchSet
 
     try:
         patch_set = PatchSet(diff_text)
@@ -123,7 +128,7 @@ def _strip_prefix(name: str) -> str:
 
 def apply_exact(source: str, file_diff: str, where: str) -> str:
     """Apply one file's diff to ``source``; any context mismatch is an error, never a fuzzy match."""
-    from unidiff import PatchSet
+    from unidiff.patch import PatchSet
 
     (patched,) = PatchSet(file_diff)
     src = source.splitlines(keepends=True)

@@ -5,6 +5,7 @@ works when vllm-patcher is installed somewhere else (``--python``). Reads a JSON
 argv[1] and prints one JSON report as the last line of stdout.
 """
 
+# mypy: disable-error-code="misc"
 from __future__ import annotations
 
 import importlib
@@ -52,8 +53,14 @@ def check_interfaces(ds: Any, kimi: Any | None) -> None:
         classes.append(kimi.KimiK25ForConditionalGeneration)
     for cls in classes:
         ok = supports_eagle3(cls)
-        record("behaviour", f"supports_eagle3({cls.__name__})", ok,
-               "" if ok else f"{cls.__name__} does not list SupportsEagle3; the runner refuses EAGLE-3")
+        record(
+            "behaviour",
+            f"supports_eagle3({cls.__name__})",
+            ok,
+            ""
+            if ok
+            else f"{cls.__name__} does not list SupportsEagle3; the runner refuses EAGLE-3",
+        )
 
 
 def _bare(cls: Any) -> Any:
@@ -78,10 +85,18 @@ def check_default_layers(ds: Any) -> None:
     except BaseException as exc:  # noqa: BLE001
         record("behaviour", "DeepseekV2ForCausalLM EAGLE-3 methods", False, where(exc))
         return
-    record("behaviour", "default aux layers for 61 layers", got == (2, 30, 58),
-           f"got {got}, expected (2, 30, 58)")
-    record("behaviour", "set_aux_hidden_state_layers reaches DeepseekV2Model", stored == (3, 31, 59),
-           f"model.aux_hidden_state_layers is {stored} after setting (3, 31, 59)")
+    record(
+        "behaviour",
+        "default aux layers for 61 layers",
+        got == (2, 30, 58),
+        f"got {got}, expected (2, 30, 58)",
+    )
+    record(
+        "behaviour",
+        "set_aux_hidden_state_layers reaches DeepseekV2Model",
+        stored == (3, 31, 59),
+        f"model.aux_hidden_state_layers is {stored} after setting (3, 31, 59)",
+    )
 
 
 def check_forward(ds: Any) -> None:
@@ -118,8 +133,12 @@ def check_forward(ds: Any) -> None:
         model.start_layer, model.end_layer = start, n
         model.norm = Norm()
         model.aux_hidden_state_layers = aux
-        pp = SimpleNamespace(is_first_rank=first_rank, is_last_rank=True, world_size=1,
-                             rank_in_group=0 if first_rank else 1)
+        pp = SimpleNamespace(
+            is_first_rank=first_rank,
+            is_last_rank=True,
+            world_size=1,
+            rank_in_group=0 if first_rank else 1,
+        )
         original = ds.get_pp_group
         ds.get_pp_group = lambda: pp
         try:
@@ -128,33 +147,63 @@ def check_forward(ds: Any) -> None:
             inter = None
             if not first_rank:
                 inter = IntermediateTensors({"hidden_states": embeds, "residual": embeds * 2})
-            out = type(model).forward(model, torch.zeros(3, dtype=torch.long),
-                                      torch.arange(3), inter, inputs_embeds=embeds)
+            out = type(model).forward(
+                model,
+                torch.zeros(3, dtype=torch.long),
+                torch.arange(3),
+                inter,
+                inputs_embeds=embeds,
+            )
         finally:
             ds.get_pp_group = original
         return out, seen
 
     try:
         plain, _ = run(True, 0, ())
-        if not record("behaviour", "forward without aux layers returns the plain tensor",
-                      isinstance(plain, torch.Tensor), f"got {type(plain).__name__}"):
+        if not record(
+            "behaviour",
+            "forward without aux layers returns the plain tensor",
+            isinstance(plain, torch.Tensor),
+            f"got {type(plain).__name__}",
+        ):
             return
         out, seen = run(True, 0, (0, 3, 5))
         ok = isinstance(out, tuple) and len(out) == 2 and isinstance(out[1], list)
-        if not record("behaviour", "forward with aux layers returns (hidden, aux)", ok,
-                      f"got {type(out).__name__}; the aux capture in DeepseekV2Model.forward is missing"):
+        if not record(
+            "behaviour",
+            "forward with aux layers returns (hidden, aux)",
+            ok,
+            f"got {type(out).__name__}; the aux capture in DeepseekV2Model.forward is missing",
+        ):
             return
         hidden, aux = out
-        same = len(aux) == 3 and all(torch.equal(a, seen[i]) for a, i in zip(aux, (0, 3, 5)))
-        record("behaviour", "aux states equal the residual stream entering layers 0, 3, 5", same,
-               "aux tensors differ from the residual stream entering the requested layers")
-        record("behaviour", "final hidden state unchanged by aux capture", torch.equal(hidden, plain),
-               "capturing aux states changed the model output")
+        same = len(aux) == 3 and all(
+            torch.equal(a, seen[i]) for a, i in zip(aux, (0, 3, 5), strict=True)
+        )
+        record(
+            "behaviour",
+            "aux states equal the residual stream entering layers 0, 3, 5",
+            same,
+            "aux tensors differ from the residual stream entering the requested layers",
+        )
+        record(
+            "behaviour",
+            "final hidden state unchanged by aux capture",
+            torch.equal(hidden, plain),
+            "capturing aux states changed the model output",
+        )
         out, seen = run(False, 2, (1, 2, 4))
-        ok = isinstance(out, tuple) and len(out[1]) == 2 and all(
-            torch.equal(a, seen[i]) for a, i in zip(out[1], (2, 4)))
-        record("behaviour", "pipeline stage from layer 2 captures absolute layers 2 and 4", ok,
-               "aux indices are not counted from start_layer")
+        ok = (
+            isinstance(out, tuple)
+            and len(out[1]) == 2
+            and all(torch.equal(a, seen[i]) for a, i in zip(out[1], (2, 4), strict=True))
+        )
+        record(
+            "behaviour",
+            "pipeline stage from layer 2 captures absolute layers 2 and 4",
+            ok,
+            "aux indices are not counted from start_layer",
+        )
     except BaseException as exc:  # noqa: BLE001
         record("behaviour", "DeepseekV2Model.forward probe", False, where(exc))
 
@@ -178,20 +227,43 @@ def check_kimi_delegation(ds: Any, kimi: Any) -> None:
         model.set_aux_hidden_state_layers((3, 31, 59))
         got = tuple(model.get_eagle3_aux_hidden_state_layers())
     except BaseException as exc:  # noqa: BLE001
-        record("behaviour", "KimiK25ForConditionalGeneration delegates EAGLE-3 methods", False, where(exc))
+        record(
+            "behaviour",
+            "KimiK25ForConditionalGeneration delegates EAGLE-3 methods",
+            False,
+            where(exc),
+        )
         return
     ok = tuple(inner.aux_hidden_state_layers) == (3, 31, 59) and got == (2, 30, 58)
-    record("behaviour", "KimiK25ForConditionalGeneration delegates EAGLE-3 methods", ok,
-           f"language model aux layers {tuple(inner.aux_hidden_state_layers)}, default {got}")
+    record(
+        "behaviour",
+        "KimiK25ForConditionalGeneration delegates EAGLE-3 methods",
+        ok,
+        f"language model aux layers {tuple(inner.aux_hidden_state_layers)}, default {got}",
+    )
 
 
 TEXT_CONFIG = {
-    "model_type": "deepseek_v3", "architectures": ["DeepseekV3ForCausalLM"], "hidden_size": 256,
-    "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 4, "vocab_size": 1024,
-    "intermediate_size": 512, "moe_intermediate_size": 128, "n_routed_experts": 4,
-    "num_experts_per_tok": 2, "n_shared_experts": 1, "first_k_dense_replace": 1,
-    "kv_lora_rank": 64, "q_lora_rank": 64, "qk_rope_head_dim": 16, "qk_nope_head_dim": 32,
-    "v_head_dim": 32, "max_position_embeddings": 4096, "rms_norm_eps": 1e-6,
+    "model_type": "deepseek_v3",
+    "architectures": ["DeepseekV3ForCausalLM"],
+    "hidden_size": 256,
+    "num_hidden_layers": 4,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 4,
+    "vocab_size": 1024,
+    "intermediate_size": 512,
+    "moe_intermediate_size": 128,
+    "n_routed_experts": 4,
+    "num_experts_per_tok": 2,
+    "n_shared_experts": 1,
+    "first_k_dense_replace": 1,
+    "kv_lora_rank": 64,
+    "q_lora_rank": 64,
+    "qk_rope_head_dim": 16,
+    "qk_nope_head_dim": 32,
+    "v_head_dim": 32,
+    "max_position_embeddings": 4096,
+    "rms_norm_eps": 1e-6,
     "torch_dtype": "bfloat16",
 }
 
@@ -208,44 +280,91 @@ def check_speculative_config(with_kimi: bool) -> None:
             json.dump(cfg, fh)
         return path
 
-    drafter = write("drafter", {
-        "model_type": "llama", "architectures": ["LlamaForCausalLMEagle3"], "hidden_size": 256,
-        "num_hidden_layers": 1, "num_attention_heads": 4, "num_key_value_heads": 4,
-        "intermediate_size": 512, "vocab_size": 1024, "max_position_embeddings": 4096,
-        "rms_norm_eps": 1e-6, "torch_dtype": "bfloat16",
-    })
+    drafter = write(
+        "drafter",
+        {
+            "model_type": "llama",
+            "architectures": ["LlamaForCausalLMEagle3"],
+            "hidden_size": 256,
+            "num_hidden_layers": 1,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 4,
+            "intermediate_size": 512,
+            "vocab_size": 1024,
+            "max_position_embeddings": 4096,
+            "rms_norm_eps": 1e-6,
+            "torch_dtype": "bfloat16",
+        },
+    )
     targets = {"deepseek_v3": (write("deepseek_v3", TEXT_CONFIG), True)}
     if with_kimi:
-        targets["kimi_k25"] = (write("kimi_k25", {
-            "model_type": "kimi_k25", "architectures": ["KimiK25ForConditionalGeneration"],
-            "text_config": TEXT_CONFIG, "vision_config": {}, "media_placeholder_token_id": 163605,
-            "torch_dtype": "bfloat16",
-        }), True)
-    targets["gpt2 (not on the list)"] = (write("gpt2", {
-        "model_type": "gpt2", "architectures": ["GPT2LMHeadModel"], "n_embd": 256, "n_layer": 2,
-        "n_head": 4, "vocab_size": 1024, "n_positions": 1024, "torch_dtype": "float16",
-    }), False)
+        targets["kimi_k25"] = (
+            write(
+                "kimi_k25",
+                {
+                    "model_type": "kimi_k25",
+                    "architectures": ["KimiK25ForConditionalGeneration"],
+                    "text_config": TEXT_CONFIG,
+                    "vision_config": {},
+                    "media_placeholder_token_id": 163605,
+                    "torch_dtype": "bfloat16",
+                },
+            ),
+            True,
+        )
+    targets["gpt2 (not on the list)"] = (
+        write(
+            "gpt2",
+            {
+                "model_type": "gpt2",
+                "architectures": ["GPT2LMHeadModel"],
+                "n_embd": 256,
+                "n_layer": 2,
+                "n_head": 4,
+                "vocab_size": 1024,
+                "n_positions": 1024,
+                "torch_dtype": "float16",
+            },
+        ),
+        False,
+    )
     for label, (path, should_accept) in targets.items():
         name = f"SpeculativeConfig eagle3 {'accepts' if should_accept else 'rejects'} {label}"
         try:
             target = ModelConfig(model=path, skip_tokenizer_init=True)
         except BaseException as exc:  # noqa: BLE001
-            record("behaviour", name, False, f"could not build the target ModelConfig: {where(exc)}")
+            record(
+                "behaviour", name, False, f"could not build the target ModelConfig: {where(exc)}"
+            )
             continue
         try:
-            SpeculativeConfig(method="eagle3", model=drafter, num_speculative_tokens=3,
-                              target_model_config=target, target_parallel_config=ParallelConfig())
+            SpeculativeConfig(
+                method="eagle3",
+                model=drafter,
+                num_speculative_tokens=3,
+                target_model_config=target,
+                target_parallel_config=ParallelConfig(),
+            )
             accepted, why = True, ""
         except BaseException as exc:  # noqa: BLE001
-            accepted, why = False, str(exc).strip().splitlines()[-1] if str(exc).strip() else repr(exc)
+            accepted, why = (
+                False,
+                str(exc).strip().splitlines()[-1] if str(exc).strip() else repr(exc),
+            )
             text = str(exc)
             if not should_accept or "only supported" in text:
                 why = " ".join(text.split())[:300]
         if should_accept:
             record("behaviour", name, accepted, f"rejected: {why}")
         else:
-            record("behaviour", name, not accepted and "only supported" in why,
-                   "accepted a family the allow-list should still reject" if accepted else f"failed: {why}")
+            record(
+                "behaviour",
+                name,
+                not accepted and "only supported" in why,
+                "accepted a family the allow-list should still reject"
+                if accepted
+                else f"failed: {why}",
+            )
 
 
 def main() -> None:

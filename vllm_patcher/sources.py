@@ -63,8 +63,16 @@ def fetch_release(
         if progress:
             progress(f"downloading vllm=={version} wheel with pip")
         cmd = [
-            sys.executable, "-m", "pip", "download", f"vllm=={version}",
-            "--no-deps", "--only-binary", ":all:", "-d", str(wheel_dir),
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            f"vllm=={version}",
+            "--no-deps",
+            "--only-binary",
+            ":all:",
+            "-d",
+            str(wheel_dir),
         ]
         if progress is None:
             cmd.append("-q")
@@ -91,11 +99,13 @@ def latest_version() -> str:
     """The newest vLLM release on the package index, as pip sees it."""
     proc = subprocess.run(
         [sys.executable, "-m", "pip", "index", "versions", "vllm"],
-        capture_output=True, text=True, check=False,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     for line in proc.stdout.splitlines():
         if line.startswith("vllm (") and line.endswith(")"):
-            return line[len("vllm ("):-1]
+            return line[len("vllm (") : -1]
     raise FetchError("could not ask the package index for vLLM's newest release")
 
 

@@ -87,17 +87,25 @@ def load(site_packages: Path) -> PatchState | None:
                 for k, v in data["patches"].items()
             },
             files={
-                str(k): FileRecord(patch=str(v["patch"]), before=str(v["before"]), after=str(v["after"]))
+                str(k): FileRecord(
+                    patch=str(v["patch"]), before=str(v["before"]), after=str(v["after"])
+                )
                 for k, v in data["files"].items()
             },
         )
     except (ValueError, KeyError, TypeError, AttributeError, UnicodeDecodeError) as exc:
-        raise StateError(f"state record {path} is corrupt ({exc}); {_fix_hint(site_packages)}") from None
+        raise StateError(
+            f"state record {path} is corrupt ({exc}); {_fix_hint(site_packages)}"
+        ) from None
     if state.phase not in ("applying", "applied", "reverting"):
-        raise StateError(f"state record {path} has unknown phase {state.phase!r}; {_fix_hint(site_packages)}")
+        raise StateError(
+            f"state record {path} has unknown phase {state.phase!r}; {_fix_hint(site_packages)}"
+        )
     for rel in state.files:
         if not _is_package_path(rel):
-            raise StateError(f"state record {path} names a file outside vllm/ ({rel}); {_fix_hint(site_packages)}")
+            raise StateError(
+                f"state record {path} names a file outside vllm/ ({rel}); {_fix_hint(site_packages)}"
+            )
     return state
 
 

@@ -20,7 +20,13 @@ from .target import Target, file_hash
 # File states. "modified": differs from RECORD without our doing; "edited": changed after we
 # applied; "reinstalled": back to RECORD although our record says applied.
 PENDING, APPLIED, UPSTREAM, MODIFIED, EDITED, REINSTALLED, MISSING = (
-    "pending", "applied", "upstream", "modified", "edited", "reinstalled", "missing",
+    "pending",
+    "applied",
+    "upstream",
+    "modified",
+    "edited",
+    "reinstalled",
+    "missing",
 )
 
 
@@ -64,12 +70,24 @@ class Status:
             "fingerprint": self.fingerprint,
             "interrupted": self.interrupted,
             "patches": [
-                {"name": p.name, "state": p.state, "method": p.method, "files": p.files, "detail": p.detail}
+                {
+                    "name": p.name,
+                    "state": p.state,
+                    "method": p.method,
+                    "files": p.files,
+                    "detail": p.detail,
+                }
                 for p in self.patches
             ],
             "files": [
-                {"path": f.path, "patch": f.patch, "state": f.state, "sha256": f.current,
-                 "record_sha256": f.record, "detail": f.detail}
+                {
+                    "path": f.path,
+                    "patch": f.patch,
+                    "state": f.state,
+                    "sha256": f.current,
+                    "record_sha256": f.record,
+                    "detail": f.detail,
+                }
                 for f in self.files
             ],
         }
@@ -101,7 +119,11 @@ def survey(
     for patch in catalog.PATCHES:
         for change in patch.applicable(target.record):
             rel = change.path
-            data = contents[rel] if contents is not None and rel in contents else read_bytes(target, rel)
+            data = (
+                contents[rel]
+                if contents is not None and rel in contents
+                else read_bytes(target, rel)
+            )
             rec = target.record.get(rel)
             cur = file_hash(data) if data is not None else None
             fs = FileStatus(rel, patch.name, PENDING, cur, rec)
@@ -110,13 +132,23 @@ def survey(
                 fs.state, fs.detail = MISSING, f"{rel} is missing; reinstall vLLM"
             elif ours is not None and cur == ours.after:
                 fs.state = APPLIED
-                fs.method = record.patches[ours.patch].method if record and ours.patch in record.patches else None
+                fs.method = (
+                    record.patches[ours.patch].method
+                    if record and ours.patch in record.patches
+                    else None
+                )
             elif ours is not None and cur == rec:
-                fs.state, fs.detail = REINSTALLED, "back to the installer's bytes since apply (reinstalled?)"
+                fs.state, fs.detail = (
+                    REINSTALLED,
+                    "back to the installer's bytes since apply (reinstalled?)",
+                )
             elif ours is not None:
                 fs.state, fs.detail = EDITED, f"{rel} changed after vllm-patcher applied it"
             elif cur != rec:
-                fs.state, fs.detail = MODIFIED, f"{rel} differs from the installer's RECORD (local edit?)"
+                fs.state, fs.detail = (
+                    MODIFIED,
+                    f"{rel} differs from the installer's RECORD (local edit?)",
+                )
             else:
                 pin = release_pin.files.get(rel) if release_pin else None
                 if pin is not None and pin.before == cur:

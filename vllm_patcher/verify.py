@@ -72,7 +72,12 @@ def compile_tier(target: Target, rels: list[str]) -> list[Check]:
             checks.append(Check("compile", rel, True))
         except SyntaxError as exc:
             checks.append(
-                Check("compile", rel, False, f"{path}:{exc.lineno}: {exc.msg} (a typo left by an edit?)")
+                Check(
+                    "compile",
+                    rel,
+                    False,
+                    f"{path}:{exc.lineno}: {exc.msg} (a typo left by an edit?)",
+                )
             )
     return checks
 
@@ -86,17 +91,25 @@ def run_probe(python: Path, modules: list[str], behaviour: bool = True) -> list[
     try:
         proc = subprocess.run(
             [str(python), "-I", str(probe), request],
-            capture_output=True, text=True, env=env, timeout=600, check=False,
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=600,
+            check=False,
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
         return [Check("import", "probe interpreter", False, f"could not run {python}: {exc}")]
     lines = proc.stdout.strip().splitlines()
     try:
         data = json.loads(lines[-1])
-        return [Check(c["tier"], c["name"], bool(c["ok"]), c.get("detail", "")) for c in data["checks"]]
+        return [
+            Check(c["tier"], c["name"], bool(c["ok"]), c.get("detail", "")) for c in data["checks"]
+        ]
     except (ValueError, IndexError, KeyError, TypeError):
         tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-        return [Check("import", "probe interpreter", False, f"probe exited {proc.returncode}: {tail}")]
+        return [
+            Check("import", "probe interpreter", False, f"probe exited {proc.returncode}: {tail}")
+        ]
 
 
 def verify(target: Target, on_tier: Callable[[str], None] | None = None) -> VerifyReport:

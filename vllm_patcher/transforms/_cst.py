@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TypeVar
+from typing import Any
 
 import libcst as cst
 
 from ..errors import PatchShapeError
-
-T = TypeVar("T", cst.Element, cst.ImportAlias, cst.Arg)
 
 
 def parse(source: str, path: str) -> cst.Module:
@@ -21,7 +19,7 @@ def parse(source: str, path: str) -> cst.Module:
         ) from None
 
 
-def append_items(items: Sequence[T], new: Sequence[T], default_sep: cst.Comma) -> list[T]:
+def append_items(items: Sequence[Any], new: Sequence[Any], default_sep: cst.Comma) -> list[Any]:
     """Append ``new`` to a comma-separated sequence, reusing the separator style already used.
 
     A single-line sequence keeps ``, `` between items; an exploded one keeps its newline and

@@ -9,6 +9,8 @@ before that fallback, a branch for ``KimiK25ForConditionalGeneration`` that read
 
 from __future__ import annotations
 
+from typing import Any
+
 import libcst as cst
 import libcst.matchers as m
 
@@ -20,8 +22,8 @@ PATCH = "kimi-k25-image-token"
 KIMI_ARCH = "KimiK25ForConditionalGeneration"
 
 
-def _attr_chain(*names: str) -> m.BaseExpressionMatchType:
-    node: m.BaseExpressionMatchType = m.Name(names[0])
+def _attr_chain(*names: str) -> Any:
+    node: Any = m.Name(names[0])
     for name in names[1:]:
         node = m.Attribute(value=node, attr=m.Name(name))
     return node
@@ -30,7 +32,9 @@ def _attr_chain(*names: str) -> m.BaseExpressionMatchType:
 _FALLBACK_ASSIGN = m.SimpleStatementLine(
     body=[
         m.Assign(
-            targets=[m.AssignTarget(target=_attr_chain("self", "model", "config", "image_token_index"))],
+            targets=[
+                m.AssignTarget(target=_attr_chain("self", "model", "config", "image_token_index"))
+            ],
             value=_attr_chain("target_model", "config", "image_token_index"),
         )
     ]
@@ -40,9 +44,7 @@ _KIMI_TEST = m.Comparison(
     comparisons=[
         m.ComparisonTarget(
             operator=m.Equal(),
-            comparator=m.SimpleString(
-                m.MatchIfTrue(lambda raw: raw.strip("\"'") == KIMI_ARCH)
-            ),
+            comparator=m.SimpleString(m.MatchIfTrue(lambda raw: raw.strip("\"'") == KIMI_ARCH)),
         )
     ]
 )

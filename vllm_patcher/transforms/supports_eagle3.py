@@ -20,6 +20,7 @@ methods to its language model. Releases whose language model is a bare ``Deepsee
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import libcst as cst
 import libcst.matchers as m
@@ -46,46 +47,51 @@ _INTERFACES_IMPORT = m.ImportFrom(
         ),
     )
 )
-_SELF_ATTR = lambda name: m.Attribute(value=m.Name("self"), attr=m.Name(name))  # noqa: E731
+
+
+def _self_attr(name: str) -> m.Attribute:
+    return m.Attribute(value=m.Name("self"), attr=m.Name(name))
+
+
 _LAYER_LOOP = m.For(
     target=m.Name("layer"),
     iter=m.Call(
         func=m.Name("islice"),
         args=[
-            m.Arg(_SELF_ATTR("layers")),
-            m.Arg(_SELF_ATTR("start_layer")),
-            m.Arg(_SELF_ATTR("end_layer")),
+            m.Arg(_self_attr("layers")),
+            m.Arg(_self_attr("start_layer")),
+            m.Arg(_self_attr("end_layer")),
         ],
     ),
 )
 
-_CAUSAL_LM_METHODS = f'''\
+_CAUSAL_LM_METHODS = f"""\
 def {SET_METHOD}(self, layers: tuple[int, ...]) -> None:
     self.model.aux_hidden_state_layers = layers
 
 def {GET_METHOD}(self) -> tuple[int, ...]:
     num_layers = len(self.model.layers)
     return (2, num_layers // 2, num_layers - 3)
-'''
-_KIMI_DELEGATING_METHODS = f'''\
+"""
+_KIMI_DELEGATING_METHODS = f"""\
 def {SET_METHOD}(self, layers: tuple[int, ...]) -> None:
     self.language_model.{SET_METHOD}(layers)
 
 def {GET_METHOD}(self) -> tuple[int, ...]:
     return self.language_model.{GET_METHOD}()
-'''
+"""
 # 0.15.x builds Kimi-K2.5's language model as a bare DeepseekV2Model, which has no methods to
 # delegate to; act on it the way DeepseekV2ForCausalLM acts on its own ``self.model``.
-_KIMI_DIRECT_METHODS = f'''\
+_KIMI_DIRECT_METHODS = f"""\
 def {SET_METHOD}(self, layers: tuple[int, ...]) -> None:
     self.language_model.aux_hidden_state_layers = layers
 
 def {GET_METHOD}(self) -> tuple[int, ...]:
     num_layers = len(self.language_model.layers)
     return (2, num_layers // 2, num_layers - 3)
-'''
+"""
 
-_LOOP_TEMPLATE = '''\
+_LOOP_TEMPLATE = """\
 for idx, layer in enumerate(
     LAYERS,
     start=self.start_layer,
@@ -94,11 +100,11 @@ for idx, layer in enumerate(
         aux_hidden_states.append(
             hidden_states if residual is None else hidden_states + residual
         )
-'''
-_RETURN_TEMPLATE = '''\
+"""
+_RETURN_TEMPLATE = """\
 if len(aux_hidden_states) > 0:
     return hidden_states, aux_hidden_states
-'''
+"""
 
 
 class _Edits:
@@ -155,9 +161,11 @@ def _add_methods_after_init(cls: cst.ClassDef, template: str, edits: _Edits) -> 
     return cls.with_changes(body=cls.body.with_changes(body=body))
 
 
-def _assigns_self_attr(fn: cst.FunctionDef, attr: str, value: m.BaseMatcherNode | None = None) -> bool:
-    target = m.AssignTarget(target=_SELF_ATTR(attr))
-    pattern = m.Assign(targets=[target]) if value is None else m.Assign(targets=[target], value=value)
+def _assigns_self_attr(fn: cst.FunctionDef, attr: str, value: Any = None) -> bool:
+    target = m.AssignTarget(target=_self_attr(attr))
+    pattern = (
+        m.Assign(targets=[target]) if value is None else m.Assign(targets=[target], value=value)
+    )
     return bool(m.findall(fn, pattern))
 
 
@@ -184,14 +192,14 @@ def _patch_model_forward(fn: cst.FunctionDef, edits: _Edits) -> cst.FunctionDef:
             f"found {len(loops)}"
         )
     last = body[-1]
-    if not m.matches(
-        last, m.SimpleStatementLine(body=[m.Return(value=m.Name("hidden_states"))])
-    ):
+    if not m.matches(last, m.SimpleStatementLine(body=[m.Return(value=m.Name("hidden_states"))])):
         raise PatchShapeError("DeepseekV2Model.forward does not end with `return hidden_states`")
     loop = body[loops[0]]
     assert isinstance(loop, cst.For)
     if m.findall(loop.body, m.Name("idx")):
-        raise PatchShapeError("DeepseekV2Model.forward already uses the name `idx` in its layer loop")
+        raise PatchShapeError(
+            "DeepseekV2Model.forward already uses the name `idx` in its layer loop"
+        )
 
     template = cst.parse_statement(_LOOP_TEMPLATE)
     assert isinstance(template, cst.For) and isinstance(template.iter, cst.Call)
@@ -209,6 +217,7 @@ def _patch_model_forward(fn: cst.FunctionDef, edits: _Edits) -> cst.FunctionDef:
     collect = cst.parse_statement("aux_hidden_states = []\n").with_changes(
         leading_lines=loop.leading_lines
     )
+    assert isinstance(last, cst.SimpleStatementLine)
     guard = cst.parse_statement(_RETURN_TEMPLATE).with_changes(leading_lines=last.leading_lines)
     plain_return = last.with_changes(leading_lines=[])
 
@@ -269,7 +278,9 @@ class _SupportsEagle3Transformer(m.MatcherDecoratableTransformer):
                 raise PatchShapeError(f"{self.module_label}: {name}.__init__ never sets self.model")
             return _add_methods_after_init(updated, _CAUSAL_LM_METHODS, self.edits)
         if not _assigns_self_attr(init, "language_model"):
-            raise PatchShapeError(f"{self.module_label}: {name}.__init__ never sets self.language_model")
+            raise PatchShapeError(
+                f"{self.module_label}: {name}.__init__ never sets self.language_model"
+            )
         bare = _assigns_self_attr(init, "language_model", m.Call(func=m.Name("DeepseekV2Model")))
         template = _KIMI_DIRECT_METHODS if bare else _KIMI_DELEGATING_METHODS
         return _add_methods_after_init(updated, template, self.edits)
@@ -292,7 +303,9 @@ def _run(source: str, path: str, classes: Sequence[str]) -> Rewrite:
     return Rewrite(new.code, changed=transformer.edits.changed)
 
 
-def rewrite_deepseek(source: str, path: str = "vllm/model_executor/models/deepseek_v2.py") -> Rewrite:
+def rewrite_deepseek(
+    source: str, path: str = "vllm/model_executor/models/deepseek_v2.py"
+) -> Rewrite:
     return _run(source, path, ("DeepseekV2Model", "DeepseekV2ForCausalLM"))
 
 

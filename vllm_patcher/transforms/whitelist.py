@@ -50,7 +50,9 @@ class _AllowListWidener(m.MatcherDecoratableTransformer):
         if not self.missing:
             return updated
         new = [cst.Element(cst.SimpleString(f'"{t}"')) for t in self.missing]
-        elements = append_items(value.elements, new, cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+        elements = append_items(
+            value.elements, new, cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+        )
         return updated.with_changes(value=value.with_changes(elements=elements))
 
 

@@ -1,0 +1,93 @@
+"""Integration on a real vLLM 0.15.1 venv: the tool inside that venv, and from outside via --python."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from .conftest import run_cli, touched_match_record, venv_site
+
+PATCHES = ("eagle3-whitelist", "kimi-k25-image-token", "supports-eagle3")
+
+
+def modes(vllm_python: Path) -> dict[str, tuple[str | None, list[str]]]:
+    return {
+        "inside": (str(vllm_python), []),  # vllm-patcher installed in the vLLM venv itself
+        "--python": (sys.executable, ["--python", str(vllm_python)]),  # from the dev venv
+    }
+
+
+@pytest.mark.parametrize("mode", ["inside", "--python"])
+def test_apply_status_verify_revert(vllm_python: Path, mode: str) -> None:
+    interpreter, where = modes(vllm_python)[mode]
+    site = venv_site(vllm_python)
+
+    def cli(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        return run_cli(*where, *args, python=interpreter, check=check)
+
+    st = json.loads(cli("--json", "status").stdout)
+    assert st["vllm_version"] == "0.15.1"
+    assert Path(st["location"]) == site
+    assert [(p["name"], p["state"], p["method"]) for p in st["patches"]] == [
+        (name, "pending", "pinned-diff") for name in PATCHES
+    ]
+
+    applied = json.loads(cli("--json", "apply").stdout)
+    assert [p["state"] for p in applied["patches"]] == ["applied"] * 3
+    assert not any(touched_match_record(site).values())
+    assert json.loads(cli("--json", "apply").stdout)["changed"] == []
+
+    verify = cli("--json", "verify", check=False)
+    report = json.loads(verify.stdout)
+    assert verify.returncode == 0, [c for c in report["checks"] if not c["ok"]]
+    assert report["tiers"] == dict.fromkeys(("state", "compile", "import", "behaviour"), "passed")
+    names = {c["name"] for c in report["checks"]}
+    assert "supports_eagle3(KimiK25ForConditionalGeneration)" in names
+    assert "SpeculativeConfig eagle3 rejects gpt2 (not on the list)" in names
+
+    cli("revert")
+    assert all(touched_match_record(site).values())
+    assert not (site / ".vllm-patcher" / "state.json").exists()
+    assert "nothing applied" in cli("revert").stdout
+
+
+def test_verify_fails_before_apply_and_names_the_cause(vllm_python: Path) -> None:
+    proc = run_cli("--python", str(vllm_python), "--json", "verify")
+    assert proc.returncode == 1
+    report = json.loads(proc.stdout)
+    assert report["tiers"]["state"] == "failed"
+    failed = {c["name"]: c["detail"] for c in report["checks"] if not c["ok"]}
+    assert "SpeculativeConfig eagle3 accepts deepseek_v3" in failed
+    assert "only supported for" in failed["SpeculativeConfig eagle3 accepts deepseek_v3"]
+    assert "forward with aux layers returns (hidden, aux)" in failed
+
+
+PROBE = (
+    "from vllm.model_executor.models.interfaces import supports_eagle3\n"
+    "from vllm.model_executor.models.deepseek_v2 import DeepseekV3ForCausalLM\n"
+    "print(supports_eagle3(DeepseekV3ForCausalLM))\n"
+)
+
+
+def fresh_import(vllm_python: Path) -> str:
+    # bytecode writing on, so a stale .pyc would be used by the next import if one were left
+    out = subprocess.run(
+        [str(vllm_python), "-c", PROBE],
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(Path.home())},
+        check=True,
+    )
+    return out.stdout.strip().splitlines()[-1]
+
+
+def test_no_stale_bytecode_after_apply_and_revert(vllm_python: Path) -> None:
+    assert fresh_import(vllm_python) == "False"
+    run_cli("--python", str(vllm_python), "apply", check=True)
+    assert fresh_import(vllm_python) == "True"
+    run_cli("--python", str(vllm_python), "revert", check=True)
+    assert fresh_import(vllm_python) == "False"
