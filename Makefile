@@ -44,8 +44,9 @@ pre-deploy: $(VENV)/.vllm-$(VLLM_VERSION)
 	@$(VENV)/bin/vllm-patcher status
 
 serve: pre-deploy
+	$(VENV)/bin/vllm-patcher doctor --model $(MODEL) --drafter $(DRAFTER)
 	$(VENV)/bin/vllm serve $(MODEL) --port $(PORT) --tensor-parallel-size $(TP) \
-	  --speculative-config '{"method": "eagle3", "model": "$(DRAFTER)", "num_speculative_tokens": $(NUM_SPEC)}'
+	  --speculative-config "$$($(VENV)/bin/vllm-patcher serve-args --drafter $(DRAFTER) --num-speculative-tokens $(NUM_SPEC))"
 
 # --- development ---------------------------------------------------------------------------------
 $(DEV_VENV)/.ready: pyproject.toml

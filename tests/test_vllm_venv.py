@@ -91,3 +91,72 @@ def test_no_stale_bytecode_after_apply_and_revert(vllm_python: Path) -> None:
     assert fresh_import(vllm_python) == "True"
     run_cli("--python", str(vllm_python), "revert", check=True)
     assert fresh_import(vllm_python) == "False"
+
+
+BREAKAGES = {
+    # the seed's mistake: a trailing comma in an unparenthesised import
+    "trailing-comma": (
+        "vllm/model_executor/models/deepseek_v2.py",
+        "SupportsPP, SupportsEagle3\n",
+        "SupportsPP, SupportsEagle3,\n",
+        "compile",
+        "vllm/model_executor/models/deepseek_v2.py",
+    ),
+    "no-SupportsEagle3-base": (
+        "vllm/model_executor/models/deepseek_v2.py",
+        "SupportsLoRA, SupportsEagle, SupportsEagle3\n",
+        "SupportsLoRA, SupportsEagle\n",
+        "behaviour",
+        "supports_eagle3(DeepseekV3ForCausalLM)",
+    ),
+    "aux-capture-disabled": (
+        "vllm/model_executor/models/deepseek_v2.py",
+        "if idx in self.aux_hidden_state_layers:",
+        "if idx in ():",
+        "behaviour",
+        "forward with aux layers returns (hidden, aux)",
+    ),
+    "kimi-branch-broken": (
+        "vllm/v1/spec_decode/eagle.py",
+        "target_model.config.media_placeholder_token_id",
+        "target_model.config.image_token_index",
+        "behaviour",
+        "EAGLE proposer reads Kimi-K2.5's image token from media_placeholder_token_id",
+    ),
+}
+
+
+@pytest.mark.parametrize("breakage", list(BREAKAGES))
+def test_verify_catches_each_breakage_in_the_right_tier(vllm_python: Path, breakage: str) -> None:
+    rel, old, new, tier, check_name = BREAKAGES[breakage]
+    where = ["--python", str(vllm_python)]
+    site = venv_site(vllm_python)
+    run_cli(*where, "apply", check=True)
+    path = site / rel
+    text = path.read_text()
+    assert text.count(old) == 1, f"{old!r} not found once in the patched {rel}"
+    path.write_text(text.replace(old, new))
+
+    proc = run_cli(*where, "--json", "verify")
+    assert proc.returncode == 1
+    report = json.loads(proc.stdout)
+    assert report["tiers"][tier] == "failed", report["tiers"]
+    failed = {c["name"]: c["detail"] for c in report["checks"] if not c["ok"] and c["tier"] == tier}
+    if tier == "compile":
+        assert report["tiers"]["import"] == "not-run"
+        detail = failed[rel]
+        line = next(
+            i
+            for i, t in enumerate(path.read_text().splitlines(), 1)
+            if t.endswith("SupportsEagle3,")
+        )
+        assert f"{path}:{line}:" in detail
+    else:
+        assert check_name in failed, failed
+        assert failed[check_name]
+    # the edit is ours to undo: revert --force keeps it aside, apply and verify are green again
+    run_cli(*where, "revert", "--force", check=True)
+    assert all(touched_match_record(site).values())
+    run_cli(*where, "apply", check=True)
+    assert run_cli(*where, "verify").returncode == 0
+    run_cli(*where, "revert", check=True)

@@ -300,4 +300,82 @@ def pin(opts: Options, versions: tuple[str, ...], out_dir: Path | None) -> None:
         )
 
 
+@main.command()
+@click.option("--model", "model_dir", required=True, metavar="DIR", help="Target model directory.")
+@click.option("--drafter", "drafter_dir", required=True, metavar="DIR", help="EAGLE-3 drafter.")
+@click.option(
+    "--vllm-version",
+    metavar="X.Y.Z",
+    default=None,
+    help="Judge for this vLLM release instead of the installed one (no vLLM needed).",
+)
+@click.option(
+    "--fix",
+    is_flag=True,
+    help="Write the top-level aux-layer key the drafter needs (config.json backed up first).",
+)
+@click.pass_obj
+def doctor(
+    opts: Options, model_dir: str, drafter_dir: str, vllm_version: str | None, fix: bool
+) -> None:
+    """Preflight: check the drafter against the target for this vLLM release, before any load."""
+    from . import doctor as doctor_mod
+    from .errors import TargetNotFound
+
+    if vllm_version is None:
+        try:
+            vllm_version = opts.target().version
+        except TargetNotFound as exc:
+            raise TargetNotFound(
+                f"{exc.message}; or name the release with --vllm-version"
+            ) from None
+    report = doctor_mod.run(model_dir, drafter_dir, vllm_version, fix=fix)
+    if opts.as_json:
+        _emit_json(report.to_dict())
+    else:
+        t, aux = report.target, report.aux
+        if report.fix is not None:
+            click.echo(
+                f"wrote {doctor_mod.AUX_KEY}: {list(report.fix.ids)} to {report.fix.config} "
+                f"(original kept as {report.fix.backup}); checked again:"
+            )
+        elif fix:
+            click.echo("--fix: nothing it can write; see the fixes below")
+        click.echo(
+            f"vLLM {report.vllm_version}, target {t.path} ({t.model_type}, {t.num_layers} layers), "
+            f"drafter {report.drafter.path}"
+        )
+        click.echo(
+            f"aux layers: vLLM {list(aux.vllm_ids)} (residual entering layer i) = SGLang/SpecForge "
+            f"{list(aux.output_ids)} (output of layer i), from {aux.source}"
+        )
+        for f in report.findings:
+            click.echo(f"  {f.level:<8} {f.check:<13} {f.message}")
+            if f.fix and f.level != doctor_mod.OK:
+                click.echo(f"  {'':<8} {'':<13} fix: {f.fix}")
+        problems, warnings = len(report.problems), len(report.warnings)
+        click.echo(
+            f"doctor: {problems} problem{'s' * (problems != 1)}, "
+            f"{warnings} warning{'s' * (warnings != 1)}"
+        )
+    if not report.ok:
+        sys.exit(EXIT_VERIFY_FAILED)
+
+
+@main.command("serve-args")
+@click.option("--drafter", "drafter_dir", required=True, metavar="DIR", help="EAGLE-3 drafter.")
+@click.option(
+    "--num-speculative-tokens",
+    type=click.IntRange(min=1),
+    default=3,
+    show_default=True,
+    help="Draft tokens proposed per step.",
+)
+def serve_args(drafter_dir: str, num_speculative_tokens: int) -> None:
+    """Print the JSON for vllm serve --speculative-config (needs no vLLM)."""
+    from . import doctor as doctor_mod
+
+    click.echo(json.dumps(doctor_mod.speculative_config(drafter_dir, num_speculative_tokens)))
+
+
 __all__ = ["main", "sources"]

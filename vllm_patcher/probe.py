@@ -243,6 +243,55 @@ def check_kimi_delegation(ds: Any, kimi: Any) -> None:
     )
 
 
+class _ReachedLanguageModel(Exception):
+    """Raised by the stand-in target right after the image-token branch has run."""
+
+
+def check_image_token(eagle: Any, kimi: Any) -> None:
+    """Run the proposer's real load_model up to the image-token branch with a Kimi-K2.5 target."""
+    import torch
+
+    token = 163605
+    drafter = torch.nn.Module()
+    drafter.config = SimpleNamespace()
+    target = _bare(kimi.KimiK25ForConditionalGeneration)
+    # Kimi-K2.5's config has media_placeholder_token_id and no image_token_index.
+    target.config = SimpleNamespace(media_placeholder_token_id=token)
+
+    def reached() -> Any:
+        raise _ReachedLanguageModel
+
+    target.get_language_model = reached
+    proposer = eagle.EagleProposer.__new__(eagle.EagleProposer)
+    proposer.vllm_config = SimpleNamespace(
+        speculative_config=SimpleNamespace(draft_model_config=SimpleNamespace())
+    )
+    proposer.supports_mm_inputs = False
+    proposer.device = torch.device("cpu")
+    stand_ins = {
+        "get_layers_from_vllm_config": lambda *args, **kwargs: {},
+        "get_model": lambda *args, **kwargs: drafter,
+    }
+    saved = {name: getattr(eagle, name) for name in stand_ins if hasattr(eagle, name)}
+    for name, value in stand_ins.items():
+        setattr(eagle, name, value)
+    name = "EAGLE proposer reads Kimi-K2.5's image token from media_placeholder_token_id"
+    try:
+        eagle.EagleProposer.load_model(proposer, target)
+        record("behaviour", name, False, "load_model never asked the Kimi target for its language model")
+    except _ReachedLanguageModel:
+        got = getattr(drafter.config, "image_token_index", None)
+        record("behaviour", name, got == token, f"drafter image_token_index is {got}, expected {token}")
+    except AttributeError as exc:
+        record("behaviour", name, False, f"{where(exc)}: the Kimi-K2.5 branch is missing, "
+               "so the generic image_token_index fallback runs")
+    except BaseException as exc:  # noqa: BLE001
+        record("behaviour", name, False, where(exc))
+    finally:
+        for attr, value in saved.items():
+            setattr(eagle, attr, value)
+
+
 TEXT_CONFIG = {
     "model_type": "deepseek_v3",
     "architectures": ["DeepseekV3ForCausalLM"],
@@ -383,6 +432,9 @@ def main() -> None:
             check_forward(ds)
             if kimi is not None:
                 check_kimi_delegation(ds, kimi)
+                eagle = loaded.get("vllm.v1.spec_decode.eagle")
+                if eagle is not None:
+                    check_image_token(eagle, kimi)
             check_speculative_config(with_kimi)
     sys.stdout.write("\n" + json.dumps({"checks": CHECKS}) + "\n")
     sys.stdout.flush()

@@ -1,7 +1,8 @@
 """verify: prove the patched vLLM will load, tier by tier, cheapest first.
 
-1. state: every patch that applies to this release is applied (or upstream).
-2. compile: every touched file compiles; a failure names file and line, and stops here.
+1. compile: every touched file compiles; a failure names file and line and stops verify there,
+   well under a second and without importing vLLM.
+2. state: every patch that applies to this release is applied (or upstream).
 3. import and 4. behaviour: one fresh interpreter of the target environment imports every touched
    module and runs the behaviour probes (``probe.py``). Skipped for a bare ``--target``.
 """
@@ -19,7 +20,7 @@ from . import catalog
 from . import status as status_mod
 from .target import Target
 
-TIERS = ("state", "compile", "import", "behaviour")
+TIERS = ("compile", "state", "import", "behaviour")
 
 
 @dataclass
@@ -117,6 +118,13 @@ def verify(target: Target, on_tier: Callable[[str], None] | None = None) -> Veri
     rels = catalog.touched_files(target.record)
 
     if on_tier:
+        on_tier("compile")
+    report.checks.extend(compile_tier(target, rels))
+    if not _conclude(report, "compile"):
+        report.tiers.update({"state": "not-run", "import": "not-run", "behaviour": "not-run"})
+        return report
+
+    if on_tier:
         on_tier("state")
     st = status_mod.read_status(target)
     for p in st.patches:
@@ -124,13 +132,6 @@ def verify(target: Target, on_tier: Callable[[str], None] | None = None) -> Veri
         hint = " (run `vllm-patcher apply`)" if p.state == "pending" else ""
         report.checks.append(Check("state", p.name, ok, f"{p.state}{hint}. {p.detail}".strip(". ")))
     _conclude(report, "state")
-
-    if on_tier:
-        on_tier("compile")
-    report.checks.extend(compile_tier(target, rels))
-    if not _conclude(report, "compile"):
-        report.tiers.update({"import": "not-run", "behaviour": "not-run"})
-        return report
 
     if target.python is None:
         report.tiers.update({"import": "skipped", "behaviour": "skipped"})

@@ -1,0 +1,736 @@
+"""doctor and serve-args: drafter <-> target preflight on hand-written configs and safetensors."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import struct
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from vllm_patcher import doctor
+from vllm_patcher.doctor import (
+    PROBLEM,
+    WARNING,
+    ModelFilesError,
+    aux_layer_plan,
+    check,
+    default_aux_layers,
+    read_safetensors_header,
+    read_target,
+    reads_nested_key,
+    reads_top_level_key,
+    run,
+    speculative_config,
+)
+
+from .conftest import run_cli, snapshot
+
+HIDDEN = 7168
+LAYERS = 61
+DEEPSEEK_VOCAB = 129280
+KIMI_VOCAB = 163840
+DRAFT_VOCAB = 32000
+KEY = "eagle_aux_hidden_state_layer_ids"
+DTYPE_BYTES = {"BF16": 2, "I64": 8, "BOOL": 1, "F32": 4}
+
+
+# --- fixtures written by hand ----------------------------------------------------------------------
+
+
+def write_json(path: Path, data: dict[str, Any]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    return path
+
+
+def write_safetensors(
+    path: Path, tensors: dict[str, tuple[str, list[int]]], metadata: dict[str, str] | None = None
+) -> None:
+    """A real safetensors file: length, JSON header, then zero bytes (sparse) for every tensor."""
+    header: dict[str, Any] = {"__metadata__": metadata or {"format": "pt"}}
+    offset = 0
+    for name, (dtype, shape) in tensors.items():
+        size = DTYPE_BYTES[dtype] * math.prod(shape)
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + size]}
+        offset += size
+    raw = json.dumps(header).encode("utf-8")
+    raw += b" " * (-len(raw) % 8)  # the format pads the header to 8 bytes with spaces
+    with path.open("wb") as fh:
+        fh.write(struct.pack("<Q", len(raw)))
+        fh.write(raw)
+        fh.truncate(8 + len(raw) + offset)
+
+
+def deepseek_target(root: Path) -> Path:
+    write_json(
+        root / "DeepSeek-V3" / "config.json",
+        {
+            "architectures": ["DeepseekV3ForCausalLM"],
+            "model_type": "deepseek_v3",
+            "hidden_size": HIDDEN,
+            "num_hidden_layers": LAYERS,
+            "vocab_size": DEEPSEEK_VOCAB,
+            "first_k_dense_replace": 3,
+        },
+    )
+    return root / "DeepSeek-V3"
+
+
+def kimi_target(root: Path) -> Path:
+    write_json(
+        root / "Kimi-K2.5" / "config.json",
+        {
+            "architectures": ["KimiK25ForConditionalGeneration"],
+            "model_type": "kimi_k25",
+            "media_placeholder_token_id": 163605,
+            "text_config": {
+                "model_type": "deepseek_v3",
+                "hidden_size": HIDDEN,
+                "num_hidden_layers": LAYERS,
+                "vocab_size": KIMI_VOCAB,
+            },
+            "vision_config": {"hidden_size": 1152},
+        },
+    )
+    return root / "Kimi-K2.5"
+
+
+def drafter_weights(
+    names: str = "midlayer", d2t: bool = True, t2d: bool = True, fc_in: int = 3 * HIDDEN
+) -> dict[str, tuple[str, list[int]]]:
+    tensors: dict[str, tuple[str, list[int]]] = {
+        "fc.weight": ("BF16", [HIDDEN, fc_in]),
+        f"{names}.hidden_norm.weight": ("BF16", [HIDDEN]),
+        f"{names}.input_layernorm.weight": ("BF16", [HIDDEN]),
+        "norm.weight": ("BF16", [HIDDEN]),
+    }
+    if d2t:
+        tensors["d2t"] = ("I64", [DRAFT_VOCAB])
+    if t2d:
+        tensors["t2d"] = ("BOOL", [KIMI_VOCAB])
+    return tensors
+
+
+def specforge_drafter(
+    root: Path,
+    name: str = "drafter",
+    vocab: int = KIMI_VOCAB,
+    nested: list[int] | None = None,
+    weights: dict[str, tuple[str, list[int]]] | None = None,
+    **overrides: Any,
+) -> Path:
+    """A drafter config the way SpecForge exports one: aux ids nested, in SGLang's convention."""
+    config: dict[str, Any] = {
+        "architectures": ["LlamaForCausalLMEagle3"],
+        "model_type": "llama",
+        "hidden_size": HIDDEN,
+        "num_hidden_layers": 1,
+        "num_attention_heads": 64,
+        "vocab_size": vocab,
+        "draft_vocab_size": DRAFT_VOCAB,
+    }
+    if nested is not None:
+        config["eagle_config"] = {"eagle_aux_hidden_state_layer_ids": nested}
+    for key, value in overrides.items():
+        if value is None:
+            config.pop(key, None)
+        else:
+            config[key] = value
+    write_json(root / name / "config.json", config)
+    if weights is not None:
+        write_safetensors(root / name / "model.safetensors", weights)
+    return root / name
+
+
+def doctor_json(*args: str) -> tuple[int, dict[str, Any]]:
+    proc = run_cli("--json", "doctor", *args)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    return proc.returncode, json.loads(proc.stdout)
+
+
+def by_check(report: doctor.DoctorReport | dict[str, Any], name: str) -> list[tuple[str, str]]:
+    findings = report["findings"] if isinstance(report, dict) else report.to_dict()["findings"]
+    assert isinstance(findings, list)
+    return [(f["level"], f["message"]) for f in findings if f["check"] == name]
+
+
+def assert_clean_refusal(proc: Any, code: int, *fragments: str) -> None:
+    assert proc.returncode == code, (proc.returncode, proc.stdout, proc.stderr)
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith("vllm-patcher: error: ")
+    assert "Traceback" not in proc.stderr + proc.stdout
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+
+
+# --- the release rules, as pure functions -----------------------------------------------------------
+
+
+def test_default_aux_layers_for_61_layers() -> None:
+    assert default_aux_layers(LAYERS) == (2, 30, 58)
+
+
+@pytest.mark.parametrize(
+    ("version", "top", "nested"),
+    [
+        ("0.11.0", False, False),
+        ("0.11.1", True, False),
+        ("0.15.1", True, False),
+        ("0.15.1+cu129", True, False),
+        ("0.21.3", True, False),
+        ("0.22.0rc1", True, True),
+        ("0.22.0", True, True),
+        ("1.0.0", True, True),
+    ],
+)
+def test_which_keys_each_release_reads(version: str, top: bool, nested: bool) -> None:
+    assert reads_top_level_key(version) is top
+    assert reads_nested_key(version) is nested
+
+
+def test_kimi_nested_ids_are_ignored_before_0_22_and_read_unshifted_after() -> None:
+    config = {"eagle_config": {KEY: [2, 30, 58]}}
+    for version in ("0.11.0", "0.15.1", "0.21.0"):
+        plan = aux_layer_plan(config, LAYERS, version)
+        assert (plan.vllm_ids, plan.source) == ((2, 30, 58), "default")
+        assert plan.output_ids == (1, 29, 57)
+        assert plan.trained_ids == (3, 31, 59)
+    assert aux_layer_plan(config, LAYERS, "0.15.1").write_ids == (3, 31, 59)
+    # 0.11.0 reads no key at all: writing one would change nothing
+    assert aux_layer_plan(config, LAYERS, "0.11.0").write_ids is None
+    plan = aux_layer_plan(config, LAYERS, "0.22.0")
+    assert (plan.vllm_ids, plan.source, plan.write_ids) == ((2, 30, 58), "nested", (3, 31, 59))
+
+
+def test_top_level_key_wins_from_0_11_1() -> None:
+    config = {KEY: [3, 31, 59], "eagle_config": {KEY: [2, 30, 58]}}
+    plan = aux_layer_plan(config, LAYERS, "0.15.1")
+    assert (plan.vllm_ids, plan.source, plan.write_ids) == ((3, 31, 59), "top-level", None)
+    assert plan.output_ids == (2, 30, 58)
+    assert aux_layer_plan(config, LAYERS, "0.22.0").source == "top-level"
+    assert aux_layer_plan(config, LAYERS, "0.11.0").source == "default"
+
+
+def test_empty_or_malformed_top_level_key_means_default() -> None:
+    for value in ([], "2,30,58", [2.0, 30, 58], [True, 30, 58]):
+        plan = aux_layer_plan({KEY: value}, LAYERS, "0.15.1")
+        assert (plan.vllm_ids, plan.source) == ((2, 30, 58), "default")
+
+
+def test_read_target_uses_kimi_text_config(tmp_path: Path) -> None:
+    target = read_target(kimi_target(tmp_path))
+    assert (target.model_type, target.text_model_type) == ("kimi_k25", "deepseek_v3")
+    assert (target.hidden_size, target.num_layers, target.vocab_size) == (HIDDEN, 61, KIMI_VOCAB)
+
+
+def test_read_target_takes_top_level_vocab_when_text_config_lacks_it(tmp_path: Path) -> None:
+    root = kimi_target(tmp_path)
+    config = json.loads((root / "config.json").read_text())
+    del config["text_config"]["vocab_size"]
+    config["vocab_size"] = 163841
+    write_json(root / "config.json", config)
+    assert read_target(root).vocab_size == 163841
+
+
+def test_safetensors_header_is_read_without_torch(tmp_path: Path) -> None:
+    path = tmp_path / "model.safetensors"
+    write_safetensors(path, drafter_weights(), metadata={"format": "pt", "producer": "SpecForge"})
+    tensors = read_safetensors_header(path)
+    assert "__metadata__" not in tensors
+    assert tensors["fc.weight"].shape == (HIDDEN, 3 * HIDDEN)
+    assert tensors["fc.weight"].dtype == "BF16"
+    assert tensors["d2t"].shape == (DRAFT_VOCAB,)
+    assert set(tensors) == set(drafter_weights())
+
+
+# --- check(): the findings --------------------------------------------------------------------------
+
+
+def test_kimi_k25_specforge_drafter_on_0_15_1_needs_the_shifted_top_level_key(
+    tmp_path: Path,
+) -> None:
+    drafter = specforge_drafter(tmp_path, nested=[2, 30, 58], weights=drafter_weights())
+    report = check(kimi_target(tmp_path), drafter, "0.15.1")
+    assert not report.ok
+    (problem,) = report.problems
+    assert problem.check == "aux-layers"
+    assert problem.message == (
+        "vLLM 0.15.1 ignores eagle_config.eagle_aux_hidden_state_layer_ids [2, 30, 58] "
+        "(SpecForge layer outputs = vLLM [3, 31, 59]) and uses its default [2, 30, 58] = "
+        "outputs of layers 1, 29, 57, one layer earlier than the drafter was trained on"
+    )
+    assert problem.fix == (
+        f'add "eagle_aux_hidden_state_layer_ids": [3, 31, 59] at the top level of '
+        f"{drafter / 'config.json'} (vllm-patcher doctor --fix writes it)"
+    )
+    assert report.aux.to_dict() == {
+        "vllm_ids": [2, 30, 58],
+        "sglang_ids": [1, 29, 57],
+        "source": "default",
+        "default": [2, 30, 58],
+        "top_level": None,
+        "nested": [2, 30, 58],
+        "trained_vllm_ids": [3, 31, 59],
+        "fix_top_level": [3, 31, 59],
+    }
+
+
+def test_deepseek_specforge_ids_equal_the_default_so_the_ignored_key_is_only_a_warning(
+    tmp_path: Path,
+) -> None:
+    drafter = specforge_drafter(
+        tmp_path, vocab=DEEPSEEK_VOCAB, nested=[1, 29, 57], weights=drafter_weights()
+    )
+    report = check(deepseek_target(tmp_path), drafter, "0.15.1")
+    assert report.ok
+    assert report.aux.vllm_ids == (2, 30, 58)
+    ((level, message),) = by_check(report, "aux-layers")
+    assert level == WARNING
+    assert "happens to be the layers the drafter was trained on" in message
+    assert report.aux.write_ids == (2, 30, 58)
+
+
+def test_on_0_11_0_the_drafter_gets_the_default_whatever_it_declares(tmp_path: Path) -> None:
+    drafter = specforge_drafter(tmp_path, nested=[2, 30, 58], weights=drafter_weights())
+    report = check(kimi_target(tmp_path), drafter, "0.11.0")
+    assert (report.aux.vllm_ids, report.aux.source) == ((2, 30, 58), "default")
+    (problem,) = report.problems
+    assert "reads no aux-layer key" in problem.message
+    assert problem.fix is not None and "upgrade to vLLM 0.11.1 or newer" in problem.fix
+    assert "[3, 31, 59]" in problem.fix
+    assert report.aux.write_ids is None
+
+
+def test_on_0_22_the_nested_key_is_read_one_layer_early(tmp_path: Path) -> None:
+    drafter = specforge_drafter(tmp_path, nested=[2, 30, 58], weights=drafter_weights())
+    report = check(kimi_target(tmp_path), drafter, "0.22.0")
+    assert report.ok
+    assert (report.aux.vllm_ids, report.aux.source) == ((2, 30, 58), "nested")
+    ((level, message),) = by_check(report, "aux-layers")
+    assert level == WARNING
+    assert "unshifted" in message and "one layer earlier" in message
+    assert report.aux.write_ids == (3, 31, 59)
+
+
+def test_top_level_key_already_present_passes(tmp_path: Path) -> None:
+    drafter = specforge_drafter(
+        tmp_path, nested=[2, 30, 58], weights=drafter_weights(), **{KEY: [3, 31, 59]}
+    )
+    report = check(kimi_target(tmp_path), drafter, "0.15.1")
+    assert report.ok and not report.warnings
+    assert (report.aux.vllm_ids, report.aux.source) == ((3, 31, 59), "top-level")
+    assert report.aux.output_ids == (2, 30, 58)
+
+
+def test_top_level_key_copied_unshifted_from_the_nested_one_is_flagged(tmp_path: Path) -> None:
+    drafter = specforge_drafter(
+        tmp_path, nested=[2, 30, 58], weights=drafter_weights(), **{KEY: [2, 30, 58]}
+    )
+    report = check(kimi_target(tmp_path), drafter, "0.15.1")
+    ((level, message),) = by_check(report, "aux-layers")
+    assert level == WARNING and "means vLLM [3, 31, 59]" in message
+    # an explicit top-level key is the author's word: --fix leaves it alone
+    assert report.aux.write_ids is None
+
+
+def test_aux_id_outside_the_target_is_a_problem(tmp_path: Path) -> None:
+    drafter = specforge_drafter(tmp_path, weights=drafter_weights(), **{KEY: [2, 30, 61]})
+    report = check(kimi_target(tmp_path), drafter, "0.15.1")
+    (problem,) = report.problems
+    assert problem.check == "aux-layers" and "outside the target's [0, 61)" in problem.message
+    assert report.aux.write_ids == (2, 30, 58)
+
+
+def test_nested_id_past_the_last_layer_is_a_problem(tmp_path: Path) -> None:
+    # SpecForge's 60 is the output of the last layer: vLLM would need layer 61, which is not there
+    drafter = specforge_drafter(tmp_path, nested=[2, 30, 60], weights=drafter_weights())
+    report = check(kimi_target(tmp_path), drafter, "0.15.1")
+    (problem,) = report.problems
+    assert "[3, 31, 61]" in problem.message and "outside the target's [0, 61)" in problem.message
+    assert report.aux.write_ids is None
+
+
+def test_wrong_architecture_is_a_problem(tmp_path: Path) -> None:
+    drafter = specforge_drafter(
+        tmp_path, weights=drafter_weights(), architectures=["LlamaForCausalLM"]
+    )
+    report = check(kimi_target(tmp_path), drafter, "0.15.1")
+    assert [p.check for p in report.problems] == ["architecture"]
+    assert 'set "architectures": ["LlamaForCausalLMEagle3"]' in (report.problems[0].fix or "")
+
+
+def test_eagle3_llama_architecture_name_is_accepted(tmp_path: Path) -> None:
+    drafter = specforge_drafter(
+        tmp_path, weights=drafter_weights(), architectures=["Eagle3LlamaForCausalLM"]
+    )
+    assert check(kimi_target(tmp_path), drafter, "0.15.1").ok
+
+
+def test_drafter_for_another_hidden_size_is_a_problem(tmp_path: Path) -> None:
+    drafter = specforge_drafter(tmp_path, weights=drafter_weights(fc_in=3 * 4096), hidden_size=4096)
+    report = check(kimi_target(tmp_path), drafter, "0.15.1")
+    assert sorted(p.check for p in report.problems) == ["fc-weight", "hidden-size"]
+    fc = next(p for p in report.problems if p.check == "fc-weight")
+    assert "[7168, 12288]" in fc.message and "21504" in fc.message
+
+
+def test_target_hidden_size_is_preferred_over_hidden_size(tmp_path: Path) -> None:
+    # a drafter narrower than its target: its fc still takes 3 x the target's hidden size
+    drafter = specforge_drafter(
+        tmp_path, weights=drafter_weights(), hidden_size=4096, target_hidden_size=HIDDEN
+    )
+    report = check(kimi_target(tmp_path), drafter, "0.15.1")
+    assert report.ok
+    assert by_check(report, "hidden-size") == [
+        ("ok", "drafter target_hidden_size 7168 = target hidden size")
+    ]
+
+
+def test_wrong_target_hidden_size_with_a_fitting_fc_says_to_fix_the_config(tmp_path: Path) -> None:
+    drafter = specforge_drafter(tmp_path, weights=drafter_weights(), target_hidden_size=4096)
+    (problem,) = check(kimi_target(tmp_path), drafter, "0.15.1").problems
+    assert problem.check == "hidden-size"
+    assert problem.fix is not None and '"target_hidden_size": 7168' in problem.fix
+
+
+def test_vocab_mismatch_is_a_problem(tmp_path: Path) -> None:
+    drafter = specforge_drafter(tmp_path, vocab=DEEPSEEK_VOCAB, weights=drafter_weights())
+    (problem,) = check(kimi_target(tmp_path), drafter, "0.15.1").problems
+    assert problem.check == "vocab"
+    assert "129280" in problem.message and "163840" in problem.message
+
+
+def test_small_draft_vocab_without_d2t_is_a_problem(tmp_path: Path) -> None:
+    drafter = specforge_drafter(tmp_path, weights=drafter_weights(d2t=False, t2d=False))
+    (problem,) = check(kimi_target(tmp_path), drafter, "0.15.1").problems
+    assert problem.check == "draft-vocab" and "no d2t" in problem.message
+
+
+def test_missing_t2d_is_a_warning_because_vllm_skips_it(tmp_path: Path) -> None:
+    drafter = specforge_drafter(tmp_path, weights=drafter_weights(t2d=False))
+    report = check(kimi_target(tmp_path), drafter, "0.15.1")
+    assert report.ok
+    assert by_check(report, "draft-vocab")[0][0] == WARNING
+
+
+def test_full_draft_vocab_needs_no_mapping(tmp_path: Path) -> None:
+    drafter = specforge_drafter(
+        tmp_path, weights=drafter_weights(d2t=False, t2d=False), draft_vocab_size=KIMI_VOCAB
+    )
+    assert check(kimi_target(tmp_path), drafter, "0.15.1").ok
+
+
+def test_without_safetensors_the_mapping_cannot_be_checked(tmp_path: Path) -> None:
+    drafter = specforge_drafter(tmp_path)
+    report = check(kimi_target(tmp_path), drafter, "0.15.1")
+    assert report.ok
+    ((level, message),) = by_check(report, "draft-vocab")
+    assert level == WARNING and "cannot check" in message and "no safetensors" in message
+    assert by_check(report, "weight-names")[0][0] == WARNING
+
+
+@pytest.mark.parametrize("style", ["layers.0", "midlayer"])
+def test_weight_naming_is_reported(tmp_path: Path, style: str) -> None:
+    drafter = specforge_drafter(tmp_path, weights=drafter_weights(names=style))
+    ((level, message),) = by_check(check(kimi_target(tmp_path), drafter, "0.15.1"), "weight-names")
+    assert level == "ok" and f"{style}.*" in message
+
+
+def test_unknown_weight_naming_is_a_warning(tmp_path: Path) -> None:
+    drafter = specforge_drafter(tmp_path, weights=drafter_weights(names="model.layers.0"))
+    ((level, _),) = by_check(check(kimi_target(tmp_path), drafter, "0.15.1"), "weight-names")
+    assert level == WARNING
+
+
+def test_sharded_weights_are_read_together(tmp_path: Path) -> None:
+    drafter = specforge_drafter(tmp_path)
+    tensors = drafter_weights()
+    write_safetensors(
+        drafter / "model-00001-of-00002.safetensors", {"fc.weight": tensors["fc.weight"]}
+    )
+    write_safetensors(
+        drafter / "model-00002-of-00002.safetensors",
+        {k: v for k, v in tensors.items() if k != "fc.weight"},
+    )
+    report = check(kimi_target(tmp_path), drafter, "0.15.1")
+    assert len(report.drafter.tensors) == len(tensors)
+    assert by_check(report, "fc-weight")[0][0] == "ok"
+
+
+def test_run_with_fix_writes_the_key_and_checks_again(tmp_path: Path) -> None:
+    drafter = specforge_drafter(tmp_path, nested=[2, 30, 58], weights=drafter_weights())
+    report = run(kimi_target(tmp_path), drafter, "0.15.1", fix=True)
+    assert report.ok and report.fix is not None
+    assert report.fix.ids == (3, 31, 59)
+    assert report.aux.source == "top-level"
+
+
+def test_check_refuses_unreadable_version() -> None:
+    with pytest.raises(ModelFilesError):
+        reads_top_level_key("latest")
+
+
+def test_serve_args_config_is_absolute(tmp_path: Path) -> None:
+    drafter = specforge_drafter(tmp_path)
+    assert speculative_config(drafter, 4) == {
+        "method": "eagle3",
+        "model": str(drafter),
+        "num_speculative_tokens": 4,
+    }
+
+
+# --- the command line -------------------------------------------------------------------------------
+
+
+def test_consistent_pair_exits_0_with_no_warning(tmp_path: Path) -> None:
+    drafter = specforge_drafter(
+        tmp_path,
+        vocab=DEEPSEEK_VOCAB,
+        nested=[1, 29, 57],
+        weights=drafter_weights(),
+        **{KEY: [2, 30, 58]},
+    )
+    code, data = doctor_json(
+        "--model",
+        str(deepseek_target(tmp_path)),
+        "--drafter",
+        str(drafter),
+        "--vllm-version",
+        "0.15.1",
+    )
+    assert code == 0
+    assert data["ok"] is True and data["problems"] == 0 and data["warnings"] == 0
+    assert {f["level"] for f in data["findings"]} == {"ok"}
+    assert data["aux_layers"]["vllm_ids"] == [2, 30, 58]
+    assert data["aux_layers"]["sglang_ids"] == [1, 29, 57]
+    assert data["aux_layers"]["source"] == "top-level"
+
+
+def test_kimi_problem_exits_1_and_text_shows_the_fix(tmp_path: Path) -> None:
+    target = kimi_target(tmp_path)
+    drafter = specforge_drafter(tmp_path, nested=[2, 30, 58], weights=drafter_weights())
+    before = snapshot(drafter)
+    proc = run_cli(
+        "doctor", "--model", str(target), "--drafter", str(drafter), "--vllm-version", "0.15.1"
+    )
+    assert proc.returncode == 1, proc.stderr
+    assert "Traceback" not in proc.stderr
+    out = proc.stdout
+    assert "aux layers: vLLM [2, 30, 58]" in out and "SGLang/SpecForge [1, 29, 57]" in out
+    assert "from default" in out
+    problem_lines = [line for line in out.splitlines() if line.strip().startswith("problem")]
+    assert len(problem_lines) == 1 and "aux-layers" in problem_lines[0]
+    assert 'fix: add "eagle_aux_hidden_state_layer_ids": [3, 31, 59]' in out
+    assert out.strip().splitlines()[-1] == "doctor: 1 problem, 0 warnings"
+    # without --fix nothing is written
+    assert snapshot(drafter) == before
+
+
+def test_json_findings_carry_level_message_and_fix(tmp_path: Path) -> None:
+    drafter = specforge_drafter(tmp_path, nested=[2, 30, 58], weights=drafter_weights())
+    code, data = doctor_json(
+        "--model", str(kimi_target(tmp_path)), "--drafter", str(drafter), "--vllm-version", "0.15.1"
+    )
+    assert code == 1 and data["ok"] is False and data["vllm_version"] == "0.15.1"
+    (problem,) = [f for f in data["findings"] if f["level"] == PROBLEM]
+    assert set(problem) == {"check", "level", "message", "fix"}
+    assert "[3, 31, 59]" in problem["fix"]
+    assert data["aux_layers"]["fix_top_level"] == [3, 31, 59]
+    assert data["fix"] is None
+
+
+@pytest.mark.parametrize(
+    ("version", "code", "source"), [("0.11.0", 1, "default"), ("0.22.0", 0, "nested")]
+)
+def test_same_kimi_drafter_on_other_releases(
+    tmp_path: Path, version: str, code: int, source: str
+) -> None:
+    drafter = specforge_drafter(tmp_path, nested=[2, 30, 58], weights=drafter_weights())
+    got, data = doctor_json(
+        "--model", str(kimi_target(tmp_path)), "--drafter", str(drafter), "--vllm-version", version
+    )
+    assert got == code
+    assert data["aux_layers"]["source"] == source
+    assert data["aux_layers"]["vllm_ids"] == [2, 30, 58]
+
+
+def test_fix_writes_the_key_keeps_a_backup_and_the_next_run_passes(tmp_path: Path) -> None:
+    target = kimi_target(tmp_path)
+    drafter = specforge_drafter(tmp_path, nested=[2, 30, 58], weights=drafter_weights())
+    config = drafter / "config.json"
+    original = config.read_bytes()
+    args = ("--model", str(target), "--drafter", str(drafter), "--vllm-version", "0.15.1")
+
+    proc = run_cli("doctor", *args, "--fix")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "wrote eagle_aux_hidden_state_layer_ids: [3, 31, 59]" in proc.stdout
+    assert (drafter / "config.json.bak").read_bytes() == original
+    before, after = json.loads(original), json.loads(config.read_bytes())
+    assert list(after) == [*before, KEY]
+    assert after[KEY] == [3, 31, 59]
+    assert {k: v for k, v in after.items() if k != KEY} == before
+    assert config.read_text().startswith('{\n  "architectures"')  # indentation kept
+
+    code, data = doctor_json(*args)
+    assert code == 0 and data["aux_layers"]["source"] == "top-level"
+    assert data["aux_layers"]["vllm_ids"] == [3, 31, 59]
+
+    # nothing left to write: a second --fix leaves the files alone
+    fixed = snapshot(drafter)
+    assert run_cli("doctor", *args, "--fix").returncode == 0
+    assert snapshot(drafter) == fixed
+
+
+def test_fix_never_overwrites_an_earlier_backup(tmp_path: Path) -> None:
+    target = kimi_target(tmp_path)
+    drafter = specforge_drafter(tmp_path, nested=[2, 30, 58], weights=drafter_weights())
+    (drafter / "config.json.bak").write_bytes(b"an older backup")
+    original = (drafter / "config.json").read_bytes()
+    code, data = doctor_json(
+        "--model", str(target), "--drafter", str(drafter), "--vllm-version", "0.15.1", "--fix"
+    )
+    assert code == 0
+    assert data["fix"]["backup"] == str(drafter / "config.json.bak.1")
+    assert (drafter / "config.json.bak").read_bytes() == b"an older backup"
+    assert (drafter / "config.json.bak.1").read_bytes() == original
+
+
+def test_fix_writes_nothing_when_only_an_upgrade_helps(tmp_path: Path) -> None:
+    drafter = specforge_drafter(tmp_path, nested=[2, 30, 58], weights=drafter_weights())
+    before = snapshot(drafter)
+    proc = run_cli(
+        "doctor", "--model", str(kimi_target(tmp_path)), "--drafter", str(drafter),
+        "--vllm-version", "0.11.0", "--fix",
+    )  # fmt: skip
+    assert proc.returncode == 1
+    assert "--fix: nothing it can write" in proc.stdout
+    assert snapshot(drafter) == before
+
+
+def test_deepseek_fix_makes_the_default_explicit(tmp_path: Path) -> None:
+    drafter = specforge_drafter(
+        tmp_path, vocab=DEEPSEEK_VOCAB, nested=[1, 29, 57], weights=drafter_weights()
+    )
+    code, data = doctor_json(
+        "--model", str(deepseek_target(tmp_path)), "--drafter", str(drafter),
+        "--vllm-version", "0.17.1", "--fix",
+    )  # fmt: skip
+    assert code == 0
+    assert json.loads((drafter / "config.json").read_text())[KEY] == [2, 30, 58]
+    assert data["warnings"] == 0 and data["aux_layers"]["source"] == "top-level"
+
+
+# --- bad input --------------------------------------------------------------------------------------
+
+
+def test_missing_model_directory(tmp_path: Path) -> None:
+    drafter = specforge_drafter(tmp_path)
+    proc = run_cli(
+        "doctor", "--model", str(tmp_path / "nope"), "--drafter", str(drafter),
+        "--vllm-version", "0.15.1",
+    )  # fmt: skip
+    assert_clean_refusal(proc, 11, "does not exist")
+
+
+def test_drafter_without_config(tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    proc = run_cli(
+        "doctor", "--model", str(kimi_target(tmp_path)), "--drafter", str(tmp_path / "empty"),
+        "--vllm-version", "0.15.1",
+    )  # fmt: skip
+    assert_clean_refusal(proc, 11, "has no config.json")
+
+
+@pytest.mark.parametrize(
+    "text", ["{not json", "[1, 2, 3]", '{"model_type": "deepseek_v3", "hidden_size": 7168}']
+)
+def test_invalid_target_config(tmp_path: Path, text: str) -> None:
+    target = tmp_path / "target"
+    target.mkdir()
+    (target / "config.json").write_text(text)
+    proc = run_cli(
+        "doctor", "--model", str(target), "--drafter", str(specforge_drafter(tmp_path)),
+        "--vllm-version", "0.15.1",
+    )  # fmt: skip
+    assert_clean_refusal(proc, 11, str(target / "config.json"))
+
+
+@pytest.mark.parametrize("damage", ["truncated", "short", "not-json", "offsets-past-the-end"])
+def test_corrupt_safetensors(tmp_path: Path, damage: str) -> None:
+    drafter = specforge_drafter(tmp_path, weights=drafter_weights())
+    path = drafter / "model.safetensors"
+    data = path.read_bytes()
+    (length,) = struct.unpack("<Q", data[:8])
+    if damage == "truncated":
+        path.write_bytes(data[: 8 + length // 2])
+    elif damage == "short":
+        path.write_bytes(b"\x01\x02")
+    elif damage == "not-json":
+        path.write_bytes(data[:8] + b"\xff" * length)
+    else:
+        with path.open("r+b") as fh:
+            fh.truncate(8 + length + 10)
+    before = snapshot(drafter)
+    proc = run_cli(
+        "doctor", "--model", str(kimi_target(tmp_path)), "--drafter", str(drafter),
+        "--vllm-version", "0.15.1", "--fix",
+    )  # fmt: skip
+    assert_clean_refusal(proc, 11, "model.safetensors is not a readable safetensors file")
+    assert snapshot(drafter) == before
+
+
+def test_unreadable_vllm_version(tmp_path: Path) -> None:
+    proc = run_cli(
+        "doctor", "--model", str(kimi_target(tmp_path)), "--drafter", str(specforge_drafter(tmp_path)),
+        "--vllm-version", "latest",
+    )  # fmt: skip
+    assert_clean_refusal(proc, 11, "'latest' is not a vLLM release version")
+
+
+def test_without_vllm_or_vllm_version_it_refuses_like_other_commands(tmp_path: Path) -> None:
+    # the development venv has no vLLM
+    proc = run_cli(
+        "doctor",
+        "--model",
+        str(kimi_target(tmp_path)),
+        "--drafter",
+        str(specforge_drafter(tmp_path)),
+    )
+    assert_clean_refusal(proc, 3, "no vLLM installed", "--vllm-version")
+
+
+# --- serve-args -------------------------------------------------------------------------------------
+
+
+def test_serve_args_prints_exactly_the_speculative_config(tmp_path: Path) -> None:
+    drafter = specforge_drafter(tmp_path)
+    relative = os.path.relpath(drafter)  # the child runs in this process's directory
+    proc = run_cli("serve-args", "--drafter", relative)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == (
+        f'{{"method": "eagle3", "model": "{drafter}", "num_speculative_tokens": 3}}\n'
+    )
+    proc = run_cli("serve-args", "--drafter", str(drafter), "--num-speculative-tokens", "5")
+    assert json.loads(proc.stdout) == {
+        "method": "eagle3",
+        "model": str(drafter),
+        "num_speculative_tokens": 5,
+    }
+
+
+def test_serve_args_needs_a_drafter_config(tmp_path: Path) -> None:
+    assert_clean_refusal(
+        run_cli("serve-args", "--drafter", str(tmp_path)), 11, "has no config.json"
+    )
+
+
+def test_serve_args_refuses_zero_tokens(tmp_path: Path) -> None:
+    proc = run_cli(
+        "serve-args", "--drafter", str(specforge_drafter(tmp_path)), "--num-speculative-tokens", "0"
+    )
+    assert proc.returncode == 2 and proc.stdout == ""

@@ -1,0 +1,806 @@
+"""doctor: check an EAGLE-3 drafter against its DeepSeek-V3-family target before a long model load.
+
+Everything here is read from the two ``config.json`` files and the drafter's safetensors headers
+(JSON, so no torch). The aux-layer rules follow what each vLLM release really reads from the
+drafter's config, because a one-layer shift there does not crash: it silently costs acceptance.
+
+Two conventions for an aux layer id ``i``: vLLM captures the residual stream *entering* layer
+``i``; SGLang and SpecForge name the *output* of layer ``i`` (SGLang captures at ``i + 1``). So an
+id in SpecForge's convention is ``i + 1`` in vLLM's.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import struct
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, TypeGuard
+
+from packaging.version import InvalidVersion, Version
+
+from .errors import NotWritable, PatcherError
+from .state import atomic_write
+
+OK, WARNING, PROBLEM = "ok", "warning", "problem"
+
+AUX_KEY = "eagle_aux_hidden_state_layer_ids"
+NESTED_KEY = f"eagle_config.{AUX_KEY}"
+EAGLE3_ARCHITECTURES = ("LlamaForCausalLMEagle3", "Eagle3LlamaForCausalLM")
+DEEPSEEK_V3_FAMILY = ("deepseek_v2", "deepseek_v3", "deepseek_v32", "kimi_k2", "kimi_k25")
+
+# 0.11.0 always asks the model for its default; 0.11.1 added the top-level key; 0.22.0 also
+# falls back to the nested key SpecForge writes, without shifting it.
+READS_TOP_LEVEL_FROM = Version("0.11.1")
+READS_NESTED_FROM = Version("0.22.0")
+
+# safetensors refuses headers above 100 MB; a bigger length means a corrupt or foreign file.
+MAX_HEADER_BYTES = 100_000_000
+DTYPE_BYTES = {
+    "BOOL": 1,
+    "U8": 1,
+    "I8": 1,
+    "F8_E4M3": 1,
+    "F8_E5M2": 1,
+    "I16": 2,
+    "U16": 2,
+    "F16": 2,
+    "BF16": 2,
+    "I32": 4,
+    "U32": 4,
+    "F32": 4,
+    "I64": 8,
+    "U64": 8,
+    "F64": 8,
+}
+
+
+class ModelFilesError(PatcherError):
+    """A model or drafter directory, its config.json or a safetensors header cannot be read."""
+
+    exit_code = 11
+
+
+@dataclass(frozen=True)
+class TargetModel:
+    """The facts doctor needs from the target's config (its text config for Kimi-K2.5)."""
+
+    path: str
+    model_type: str
+    text_model_type: str
+    hidden_size: int
+    num_layers: int
+    vocab_size: int
+
+
+@dataclass(frozen=True)
+class Tensor:
+    dtype: str
+    shape: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class DrafterModel:
+    path: str
+    config: dict[str, Any] = field(repr=False)
+    weight_files: tuple[str, ...]
+    tensors: dict[str, Tensor] = field(repr=False)
+
+    @property
+    def config_path(self) -> Path:
+        return Path(self.path) / "config.json"
+
+
+@dataclass(frozen=True)
+class AuxLayerPlan:
+    """Which aux layers vLLM will capture for this drafter, and where that choice came from."""
+
+    vllm_ids: tuple[int, ...]  # residual stream entering layer i (vLLM's convention)
+    source: str  # top-level | nested | default
+    default: tuple[int, ...]
+    top_level: tuple[int, ...] | None  # as declared, vLLM's convention
+    nested: tuple[int, ...] | None  # as declared, SpecForge's convention (layer outputs)
+    trained_ids: tuple[int, ...] | None  # what the drafter expects, in vLLM's convention
+    write_ids: tuple[int, ...] | None  # the top-level value ``--fix`` writes, if any
+
+    @property
+    def output_ids(self) -> tuple[int, ...]:
+        """The same layers in SGLang/SpecForge's convention: output of layer i."""
+        return tuple(i - 1 for i in self.vllm_ids)
+
+    def to_dict(self) -> dict[str, object]:
+        def listed(ids: tuple[int, ...] | None) -> list[int] | None:
+            return None if ids is None else list(ids)
+
+        return {
+            "vllm_ids": list(self.vllm_ids),
+            "sglang_ids": list(self.output_ids),
+            "source": self.source,
+            "default": list(self.default),
+            "top_level": listed(self.top_level),
+            "nested": listed(self.nested),
+            "trained_vllm_ids": listed(self.trained_ids),
+            "fix_top_level": listed(self.write_ids),
+        }
+
+
+@dataclass(frozen=True)
+class Finding:
+    check: str
+    level: str  # ok | warning | problem
+    message: str
+    fix: str | None = None
+
+
+@dataclass(frozen=True)
+class AppliedFix:
+    config: str
+    backup: str
+    ids: tuple[int, ...]
+
+    def to_dict(self) -> dict[str, object]:
+        return {"config": self.config, "backup": self.backup, AUX_KEY: list(self.ids)}
+
+
+@dataclass
+class DoctorReport:
+    vllm_version: str
+    target: TargetModel
+    drafter: DrafterModel
+    aux: AuxLayerPlan
+    findings: list[Finding] = field(default_factory=list)
+    fix: AppliedFix | None = None  # what --fix wrote before these findings were taken
+
+    @property
+    def problems(self) -> list[Finding]:
+        return [f for f in self.findings if f.level == PROBLEM]
+
+    @property
+    def warnings(self) -> list[Finding]:
+        return [f for f in self.findings if f.level == WARNING]
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "ok": self.ok,
+            "vllm_version": self.vllm_version,
+            "target": asdict(self.target),
+            "drafter": {
+                "path": self.drafter.path,
+                "architectures": self.drafter.config.get("architectures"),
+                "weight_files": list(self.drafter.weight_files),
+                "tensors": len(self.drafter.tensors),
+            },
+            "aux_layers": self.aux.to_dict(),
+            "findings": [asdict(f) for f in self.findings],
+            "problems": len(self.problems),
+            "warnings": len(self.warnings),
+            "fix": self.fix.to_dict() if self.fix else None,
+        }
+
+
+# --- reading -------------------------------------------------------------------------------------
+
+
+def _read_config(directory: Path, role: str) -> dict[str, Any]:
+    if not directory.is_dir():
+        raise ModelFilesError(f"{role} directory {directory} does not exist")
+    path = directory / "config.json"
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ModelFilesError(f"{role} directory {directory} has no config.json") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ModelFilesError(f"cannot read {path}: {exc}") from None
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise ModelFilesError(f"{path} is not valid JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise ModelFilesError(f"{path} is not a JSON object")
+    return data
+
+
+def _positive_int(config: dict[str, Any], key: str) -> int | None:
+    value = config.get(key)
+    # bool is an int to Python, never a size to a model config
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return value
+    return None
+
+
+def read_target(directory: str | Path) -> TargetModel:
+    """The target's hidden size, layer count and vocabulary, from ``text_config`` when it has one."""
+    root = Path(directory)
+    config = _read_config(root, "model")
+    text = config.get("text_config")
+    text_config = text if isinstance(text, dict) else config
+    path = root / "config.json"
+    values: dict[str, int] = {}
+    for key in ("hidden_size", "num_hidden_layers", "vocab_size"):
+        value = _positive_int(text_config, key)
+        if value is None and key == "vocab_size":
+            value = _positive_int(config, key)
+        if value is None:
+            where = "text_config" if text_config is not config else "the top level"
+            raise ModelFilesError(f"{path} has no positive integer {key} at {where}")
+        values[key] = value
+    model_type = str(config.get("model_type", ""))
+    return TargetModel(
+        path=str(root),
+        model_type=model_type,
+        text_model_type=str(text_config.get("model_type", model_type)),
+        hidden_size=values["hidden_size"],
+        num_layers=values["num_hidden_layers"],
+        vocab_size=values["vocab_size"],
+    )
+
+
+def read_safetensors_header(path: str | Path) -> dict[str, Tensor]:
+    """Tensor names, dtypes and shapes of one safetensors file, from its JSON header only."""
+    file = Path(path)
+
+    def corrupt(why: str) -> ModelFilesError:
+        return ModelFilesError(f"{file} is not a readable safetensors file: {why}")
+
+    try:
+        size = file.stat().st_size
+        with file.open("rb") as fh:
+            prefix = fh.read(8)
+            if len(prefix) < 8:
+                raise corrupt(f"{size} bytes, shorter than the 8-byte header length")
+            (length,) = struct.unpack("<Q", prefix)
+            if length > MAX_HEADER_BYTES or 8 + length > size:
+                raise corrupt(f"header length {length} does not fit in {size} bytes")
+            raw = fh.read(length)
+    except OSError as exc:
+        raise ModelFilesError(f"cannot read {file}: {exc.strerror or exc}") from None
+    try:
+        header = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        raise corrupt("the header is not JSON") from None
+    if not isinstance(header, dict):
+        raise corrupt("the header is not a JSON object")
+    data_bytes = size - 8 - length
+    tensors: dict[str, Tensor] = {}
+    for name, entry in header.items():
+        if name == "__metadata__":
+            continue
+        if not isinstance(entry, dict):
+            raise corrupt(f"entry {name!r} is not an object")
+        dtype, shape, offsets = entry.get("dtype"), entry.get("shape"), entry.get("data_offsets")
+        if not isinstance(dtype, str) or not _int_list(shape, minimum=0):
+            raise corrupt(f"entry {name!r} has no valid dtype and shape")
+        if (
+            not _int_list(offsets, minimum=0)
+            or len(offsets) != 2
+            or not offsets[0] <= offsets[1] <= data_bytes
+        ):
+            raise corrupt(
+                f"entry {name!r} has data_offsets {offsets} outside the {data_bytes} data bytes"
+            )
+        width = DTYPE_BYTES.get(dtype)
+        if width is not None and offsets[1] - offsets[0] != width * math.prod(shape):
+            raise corrupt(
+                f"entry {name!r} holds {offsets[1] - offsets[0]} bytes, not {dtype} x {shape}"
+            )
+        tensors[name] = Tensor(dtype=dtype, shape=tuple(shape))
+    return tensors
+
+
+def _int_list(value: object, minimum: int | None = None) -> TypeGuard[list[int]]:
+    return isinstance(value, list) and all(
+        isinstance(v, int) and not isinstance(v, bool) and (minimum is None or v >= minimum)
+        for v in value
+    )
+
+
+def read_drafter(directory: str | Path) -> DrafterModel:
+    """The drafter's config and, when it ships safetensors, the tensors they declare."""
+    root = Path(directory)
+    config = _read_config(root, "drafter")
+    files = sorted(root.glob("*.safetensors"))
+    tensors: dict[str, Tensor] = {}
+    for file in files:
+        tensors.update(read_safetensors_header(file))
+    return DrafterModel(
+        path=str(root),
+        config=config,
+        weight_files=tuple(f.name for f in files),
+        tensors=tensors,
+    )
+
+
+# --- the release's aux-layer rules ----------------------------------------------------------------
+
+
+def release_version(version: str) -> Version:
+    try:
+        return Version(Version(version).base_version)
+    except InvalidVersion:
+        raise ModelFilesError(f"{version!r} is not a vLLM release version (like 0.15.1)") from None
+
+
+def reads_top_level_key(version: str) -> bool:
+    return release_version(version) >= READS_TOP_LEVEL_FROM
+
+
+def reads_nested_key(version: str) -> bool:
+    return release_version(version) >= READS_NESTED_FROM
+
+
+def default_aux_layers(num_layers: int) -> tuple[int, ...]:
+    """What a DeepSeek-V3-family model answers to get_eagle3_aux_hidden_state_layers()."""
+    return (2, num_layers // 2, num_layers - 3)
+
+
+def _declared_ids(value: object) -> tuple[int, ...] | None:
+    # vLLM takes the key only when it is a non-empty list or tuple; anything else means "absent"
+    if isinstance(value, list) and value and _int_list(value):
+        return tuple(value)
+    return None
+
+
+def _nested_value(config: dict[str, Any]) -> object:
+    eagle = config.get("eagle_config")
+    return eagle.get(AUX_KEY) if isinstance(eagle, dict) else None
+
+
+def aux_layer_plan(config: dict[str, Any], num_layers: int, vllm_version: str) -> AuxLayerPlan:
+    """The aux layers ``vllm_version`` will capture for a drafter with this config."""
+    top = _declared_ids(config.get(AUX_KEY))
+    nested = _declared_ids(_nested_value(config))
+    default = default_aux_layers(num_layers)
+    if top is not None and reads_top_level_key(vllm_version):
+        used, source = top, "top-level"
+    elif nested is not None and reads_nested_key(vllm_version):
+        used, source = nested, "nested"
+    else:
+        used, source = default, "default"
+    if top is not None:
+        trained: tuple[int, ...] | None = top
+    elif nested is not None:
+        trained = tuple(i + 1 for i in nested)
+    else:
+        trained = None
+    invalid_top = config.get(AUX_KEY) not in (None, []) and top is None
+    write = _ids_to_write(top, invalid_top, nested, num_layers, vllm_version)
+    return AuxLayerPlan(used, source, default, top, nested, trained, write)
+
+
+def _in_range(ids: tuple[int, ...], num_layers: int) -> bool:
+    return all(0 <= i < num_layers for i in ids)
+
+
+def _ids_to_write(
+    top: tuple[int, ...] | None,
+    invalid_top: bool,
+    nested: tuple[int, ...] | None,
+    num_layers: int,
+    vllm_version: str,
+) -> tuple[int, ...] | None:
+    # Only worth writing where the release reads it; an explicit, in-range top-level key is the
+    # author's word and stays, even if it disagrees with the nested one.
+    if not reads_top_level_key(vllm_version):
+        return None
+    if top is not None and _in_range(top, num_layers):
+        return None
+    if nested is not None:
+        shifted = tuple(i + 1 for i in nested)
+        return shifted if _in_range(shifted, num_layers) else None
+    if top is not None or invalid_top:
+        return default_aux_layers(num_layers)
+    return None
+
+
+# --- the checks -----------------------------------------------------------------------------------
+
+
+def _ids(ids: tuple[int, ...] | None) -> str:
+    return "none" if ids is None else "[" + ", ".join(str(i) for i in ids) + "]"
+
+
+def _outputs(ids: tuple[int, ...]) -> str:
+    return "outputs of layers " + ", ".join(str(i - 1) for i in ids)
+
+
+def _shift(used: tuple[int, ...], trained: tuple[int, ...]) -> str:
+    diffs = {u - t for u, t in zip(used, trained, strict=False)}
+    if len(used) != len(trained) or len(diffs) != 1:
+        return "different layers from those the drafter was trained on"
+    (d,) = diffs
+    layers = "one layer" if abs(d) == 1 else f"{abs(d)} layers"
+    return f"{layers} {'earlier' if d < 0 else 'later'} than the drafter was trained on"
+
+
+def _key_fix(config_path: Path, ids: tuple[int, ...], by_fix: bool = True) -> str:
+    fix = f'add "{AUX_KEY}": {_ids(ids)} at the top level of {config_path}'
+    return f"{fix} (vllm-patcher doctor --fix writes it)" if by_fix else fix
+
+
+def check_aux_layers(
+    drafter: DrafterModel, target: TargetModel, vllm_version: str
+) -> tuple[AuxLayerPlan, list[Finding]]:
+    """The aux layers this release will capture, judged against those the drafter was trained on."""
+    plan = aux_layer_plan(drafter.config, target.num_layers, vllm_version)
+    n, used, cfg = target.num_layers, plan.vllm_ids, drafter.config_path
+    top, nested, trained = plan.top_level, plan.nested, plan.trained_ids
+    release = f"vLLM {vllm_version}"
+    reads_top = reads_top_level_key(vllm_version)
+    findings: list[Finding] = []
+
+    def add(level: str, message: str, fix: str | None = None) -> None:
+        findings.append(Finding("aux-layers", level, message, fix))
+
+    raw_top, raw_nested = drafter.config.get(AUX_KEY), _nested_value(drafter.config)
+    if raw_top is not None and top is None:
+        message = f"top-level {AUX_KEY} is {json.dumps(raw_top)}, not a list of layer numbers; vLLM ignores it"
+        if reads_top and raw_top != [] and plan.write_ids is not None:
+            add(PROBLEM, message, _key_fix(cfg, plan.write_ids))
+        else:
+            add(WARNING, message)
+    if raw_nested is not None and nested is None:
+        add(WARNING, f"{NESTED_KEY} is {json.dumps(raw_nested)}, not a list of layer numbers")
+
+    if not _in_range(used, n):
+        fix = (
+            _key_fix(cfg, plan.write_ids)
+            if plan.write_ids is not None
+            else f"set {AUX_KEY} to layers inside [0, {n}) (vLLM's default is {_ids(plan.default)})"
+        )
+        add(
+            PROBLEM,
+            f"{release} would capture layers {_ids(used)} ({plan.source}), outside the target's [0, {n})",
+            fix,
+        )
+        return plan, findings
+    if trained is not None and not _in_range(trained, n):
+        add(
+            PROBLEM,
+            f"the drafter was trained on layers {_ids(trained)} in vLLM's convention, "
+            f"outside the target's [0, {n}): it does not fit this target",
+            "use a drafter trained for this target",
+        )
+        return plan, findings
+
+    if trained is None:
+        add(
+            OK,
+            f"no aux layers declared; {release} uses its default {_ids(used)} = {_outputs(used)}",
+        )
+    elif not reads_top:
+        if trained == used:
+            add(
+                OK,
+                f"{release} reads no aux-layer key; its default {_ids(used)} = {_outputs(used)} "
+                "are the layers the drafter was trained on",
+            )
+        else:
+            upgrade = f"upgrade to vLLM {READS_TOP_LEVEL_FROM} or newer, which reads the top-level {AUX_KEY}"
+            if top is not None:
+                declared, fix = f"top-level {AUX_KEY} {_ids(top)}", upgrade
+            else:
+                declared = (
+                    f"{NESTED_KEY} {_ids(nested)} (SpecForge layer outputs = vLLM {_ids(trained)})"
+                )
+                fix = f"{upgrade}, and {_key_fix(cfg, trained, by_fix=False)}"
+            add(
+                PROBLEM,
+                f"{release} reads no aux-layer key: it ignores the {declared} and uses its default "
+                f"{_ids(used)} = {_outputs(used)}, {_shift(used, trained)}",
+                fix,
+            )
+    elif top is not None:
+        shifted = tuple(i + 1 for i in nested) if nested is not None else None
+        if shifted is not None and shifted != top:
+            add(
+                WARNING,
+                f"{release} uses the top-level {AUX_KEY} {_ids(top)} = {_outputs(top)}, but "
+                f"{NESTED_KEY} {_ids(nested)} (SpecForge layer outputs) means vLLM {_ids(shifted)}",
+                f"if the drafter was trained with SpecForge/SGLang, set the top-level "
+                f"{AUX_KEY} in {cfg} to {_ids(shifted)}",
+            )
+        else:
+            add(OK, f"{release} uses the top-level {AUX_KEY} {_ids(top)} = {_outputs(top)}")
+    elif plan.source == "nested":
+        add(
+            WARNING,
+            f"{release} reads {NESTED_KEY} {_ids(nested)} unshifted: it captures {_ids(used)} = "
+            f"{_outputs(used)}, {_shift(used, trained)} "
+            f"(SpecForge layer outputs {_ids(nested)} = vLLM {_ids(trained)})",
+            _key_fix(cfg, trained),
+        )
+    elif trained == used:
+        add(
+            WARNING,
+            f"{release} ignores {NESTED_KEY} {_ids(nested)}; its default {_ids(used)} = "
+            f"{_outputs(used)} happens to be the layers the drafter was trained on",
+            _key_fix(cfg, trained),
+        )
+    else:
+        add(
+            PROBLEM,
+            f"{release} ignores {NESTED_KEY} {_ids(nested)} (SpecForge layer outputs = vLLM "
+            f"{_ids(trained)}) and uses its default {_ids(used)} = {_outputs(used)}, "
+            f"{_shift(used, trained)}",
+            _key_fix(cfg, trained),
+        )
+    return plan, findings
+
+
+def check_drafter(drafter: DrafterModel, target: TargetModel) -> list[Finding]:
+    """Architecture, hidden size, vocabulary and weight names: everything but the aux layers."""
+    config, tensors, cfg = drafter.config, drafter.tensors, drafter.config_path
+    has_weights = bool(drafter.weight_files)
+    findings: list[Finding] = []
+
+    if target.text_model_type in DEEPSEEK_V3_FAMILY or target.model_type in DEEPSEEK_V3_FAMILY:
+        findings.append(
+            Finding(
+                "target",
+                OK,
+                f"{target.model_type} target: {target.num_layers} layers, hidden size "
+                f"{target.hidden_size}, vocab {target.vocab_size}",
+            )
+        )
+    else:
+        findings.append(
+            Finding(
+                "target",
+                WARNING,
+                f"target model_type {target.model_type!r} is not a DeepSeek-V3-family type "
+                f"({', '.join(DEEPSEEK_V3_FAMILY)}); the aux-layer default assumed here is theirs",
+            )
+        )
+
+    archs = config.get("architectures")
+    arch_list = [a for a in archs if isinstance(a, str)] if isinstance(archs, list) else []
+    if any(a in EAGLE3_ARCHITECTURES for a in arch_list):
+        findings.append(Finding("architecture", OK, f"drafter architecture {', '.join(arch_list)}"))
+    else:
+        findings.append(
+            Finding(
+                "architecture",
+                PROBLEM,
+                f"drafter architectures {json.dumps(archs)} name no EAGLE-3 head "
+                f"({' or '.join(EAGLE3_ARCHITECTURES)})",
+                f'set "architectures": ["{EAGLE3_ARCHITECTURES[0]}"] in {cfg} if this is an '
+                "EAGLE-3 drafter; otherwise use an EAGLE-3 drafter",
+            )
+        )
+
+    fc_name = next((n for n in tensors if n == "fc.weight" or n.endswith(".fc.weight")), None)
+    fc_in = 3 * target.hidden_size
+    fc_fits = fc_name is not None and tensors[fc_name].shape[1:2] == (fc_in,)
+    key = "target_hidden_size" if "target_hidden_size" in config else "hidden_size"
+    declared = _positive_int(config, key)
+    if declared == target.hidden_size:
+        findings.append(
+            Finding("hidden-size", OK, f"drafter {key} {declared} = target hidden size")
+        )
+    else:
+        fix = (
+            f'set "target_hidden_size": {target.hidden_size} in {cfg} (its fc weight already '
+            f"takes 3 x {target.hidden_size})"
+            if fc_fits
+            else f"use a drafter trained for a target with hidden size {target.hidden_size}"
+        )
+        findings.append(
+            Finding(
+                "hidden-size",
+                PROBLEM,
+                f"drafter {key} is {json.dumps(config.get(key))}, the target's hidden size is "
+                f"{target.hidden_size} (the fc layer takes 3 x target hidden size)",
+                fix,
+            )
+        )
+    if fc_name is not None:
+        shape = list(tensors[fc_name].shape)
+        if fc_fits:
+            findings.append(
+                Finding("fc-weight", OK, f"{fc_name} {shape} takes 3 x {target.hidden_size}")
+            )
+        else:
+            findings.append(
+                Finding(
+                    "fc-weight",
+                    PROBLEM,
+                    f"{fc_name} has shape {shape}; vLLM needs {fc_in} (3 x {target.hidden_size}) inputs",
+                    f"use a drafter trained for a target with hidden size {target.hidden_size}",
+                )
+            )
+    elif has_weights:
+        findings.append(
+            Finding(
+                "fc-weight",
+                WARNING,
+                "no fc.weight in the drafter's safetensors: not an EAGLE-3 head?",
+            )
+        )
+
+    vocab = _positive_int(config, "vocab_size")
+    if vocab is None:
+        findings.append(
+            Finding(
+                "vocab",
+                WARNING,
+                f"drafter config has no vocab_size to compare with the target's {target.vocab_size}",
+            )
+        )
+    elif vocab != target.vocab_size:
+        findings.append(
+            Finding(
+                "vocab",
+                PROBLEM,
+                f"drafter vocab_size {vocab} != target vocab_size {target.vocab_size}: "
+                "different tokenizers",
+                f"use a drafter trained with this target's tokenizer (vocab_size {target.vocab_size})",
+            )
+        )
+    else:
+        findings.append(Finding("vocab", OK, f"vocab_size {vocab} matches the target"))
+
+    findings.append(_check_draft_vocab(drafter, vocab or target.vocab_size))
+    findings.extend(_check_weight_names(drafter))
+    return findings
+
+
+def _check_draft_vocab(drafter: DrafterModel, vocab: int) -> Finding:
+    draft = _positive_int(drafter.config, "draft_vocab_size")
+    if draft is None or draft >= vocab:
+        return Finding("draft-vocab", OK, "the drafter predicts over the full vocabulary")
+    if not drafter.weight_files:
+        return Finding(
+            "draft-vocab",
+            WARNING,
+            f"draft_vocab_size {draft} < vocab_size {vocab}: cannot check d2t/t2d, no safetensors",
+        )
+    d2t = drafter.tensors.get("d2t")
+    if d2t is None:
+        return Finding(
+            "draft-vocab",
+            PROBLEM,
+            f"draft_vocab_size {draft} < vocab_size {vocab} but the weights have no d2t tensor: "
+            "draft tokens cannot be mapped to target tokens",
+            "re-export the drafter with its d2t (draft-to-target) mapping, or use one that has it",
+        )
+    if d2t.shape != (draft,):
+        return Finding(
+            "draft-vocab",
+            PROBLEM,
+            f"d2t has shape {list(d2t.shape)}, not [{draft}] (draft_vocab_size)",
+            "re-export the drafter: its d2t does not match its draft_vocab_size",
+        )
+    if "t2d" not in drafter.tensors:
+        # vLLM's loader skips t2d; SGLang uses it.
+        return Finding(
+            "draft-vocab",
+            WARNING,
+            f"draft_vocab_size {draft}: d2t present, t2d missing (vLLM does not read t2d; SGLang does)",
+        )
+    return Finding("draft-vocab", OK, f"draft_vocab_size {draft} with d2t and t2d")
+
+
+def _check_weight_names(drafter: DrafterModel) -> list[Finding]:
+    if not drafter.weight_files:
+        return [
+            Finding(
+                "weight-names",
+                WARNING,
+                f"no *.safetensors in {drafter.path}: fc, d2t/t2d and tensor names not checked",
+            )
+        ]
+    styles = [
+        p for p in ("layers.0.", "midlayer.") if any(n.startswith(p) for n in drafter.tensors)
+    ]
+    if not styles:
+        return [
+            Finding(
+                "weight-names",
+                WARNING,
+                "no layers.0.* or midlayer.* tensors: vLLM's EAGLE-3 loader will find no decoder layer",
+            )
+        ]
+    note = " (vLLM maps midlayer.* to layers.0.*)" if "midlayer." in styles else ""
+    return [
+        Finding(
+            "weight-names",
+            OK,
+            f"decoder layer weights named {' and '.join(s + '*' for s in styles)}{note}",
+        )
+    ]
+
+
+def check(model_dir: str | Path, drafter_dir: str | Path, vllm_version: str) -> DoctorReport:
+    """Every check, reading only; nothing is written."""
+    release_version(vllm_version)
+    target = read_target(model_dir)
+    drafter = read_drafter(drafter_dir)
+    plan, aux_findings = check_aux_layers(drafter, target, vllm_version)
+    findings = check_drafter(drafter, target) + aux_findings
+    return DoctorReport(vllm_version, target, drafter, plan, findings)
+
+
+# --- --fix ----------------------------------------------------------------------------------------
+
+
+def _backup(path: Path, data: bytes) -> Path:
+    n = 0
+    while True:
+        candidate = path.with_name(f"{path.name}.bak" + (f".{n}" if n else ""))
+        try:
+            fd = os.open(candidate, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            n += 1
+            continue
+        except OSError as exc:
+            raise NotWritable(f"cannot back up {path} to {candidate}: {exc.strerror}") from None
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        return candidate
+
+
+def _indent_of(text: str) -> str | None:
+    for line in text.splitlines()[1:]:
+        stripped = line.lstrip(" \t")
+        if stripped.startswith('"'):
+            return line[: len(line) - len(stripped)] or None
+    return None
+
+
+def write_aux_layer_ids(drafter_dir: str | Path, ids: tuple[int, ...]) -> Path:
+    """Set the top-level aux-layer key in the drafter's config.json; return the backup's path.
+
+    The original is copied byte for byte first; other keys keep their values and order, and the
+    file is replaced atomically so a concurrent reader never sees half a config.
+    """
+    path = Path(drafter_dir) / "config.json"
+    original = path.read_bytes()
+    text = original.decode("utf-8")
+    data = json.loads(text)
+    data[AUX_KEY] = list(ids)
+    rendered = json.dumps(data, indent=_indent_of(text), ensure_ascii=text.isascii())
+    if text.endswith("\n"):
+        rendered += "\n"
+    backup = _backup(path, original)
+    atomic_write(path, rendered.encode("utf-8"), mode=path.stat().st_mode & 0o777)
+    return backup
+
+
+def run(
+    model_dir: str | Path, drafter_dir: str | Path, vllm_version: str, fix: bool = False
+) -> DoctorReport:
+    """check(); with ``fix``, write the top-level key it calls for, then check again."""
+    report = check(model_dir, drafter_dir, vllm_version)
+    ids = report.aux.write_ids
+    if not fix or ids is None:
+        return report
+    backup = write_aux_layer_ids(drafter_dir, ids)
+    after = check(model_dir, drafter_dir, vllm_version)
+    after.fix = AppliedFix(str(report.drafter.config_path), str(backup), ids)
+    return after
+
+
+# --- serve-args -----------------------------------------------------------------------------------
+
+
+def speculative_config(
+    drafter_dir: str | Path, num_speculative_tokens: int = 3
+) -> dict[str, object]:
+    """vLLM's ``--speculative-config`` for this drafter; needs no vLLM."""
+    root = Path(drafter_dir)
+    if not (root / "config.json").is_file():
+        raise ModelFilesError(f"drafter directory {root} has no config.json")
+    return {
+        "method": "eagle3",
+        # not resolve(): keep the operator's symlinked model paths as they named them
+        "model": os.path.abspath(root),
+        "num_speculative_tokens": num_speculative_tokens,
+    }
