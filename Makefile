@@ -70,7 +70,8 @@ test-venv: $(TEST_VENV)/.ready
 	$(TEST_VENV)/bin/pip install -q "click>=8.1" "libcst>=1.1" "unidiff>=0.7" "packaging>=23"
 
 lint: dev
-	$(DEV_VENV)/bin/ruff check vllm_patcher tests
+	$(DEV_VENV)/bin/ruff check vllm_patcher tests bench
+	$(DEV_VENV)/bin/ruff format --check vllm_patcher tests bench
 	$(DEV_VENV)/bin/mypy
 
 test: lint test-venv

@@ -131,19 +131,27 @@ def test_single_line_lists_keep_their_style() -> None:
 
 
 def test_exploded_list_with_trailing_comma_stays_exploded() -> None:
-    src = 'x = 1\naux_hidden_states_supported = [\n    "llama",\n    "qwen",\n]\n'
-    out = whitelist.rewrite(src).source
-    assert out == (
-        'x = 1\naux_hidden_states_supported = [\n    "llama",\n    "qwen",\n'
-        '    "deepseek_v2",\n    "deepseek_v3",\n    "kimi_k2",\n    "kimi_k25",\n]\n'
+    head = "class SpeculativeConfig:\n    def f(self):\n"
+    src = (
+        head
+        + '        aux_hidden_states_supported = [\n            "llama",\n            "qwen",\n        ]\n'
     )
+    out = whitelist.rewrite(src).source
+    added = "".join(
+        f'            "{t}",\n' for t in ("deepseek_v2", "deepseek_v3", "kimi_k2", "kimi_k25")
+    )
+    assert out == src.replace('            "qwen",\n', '            "qwen",\n' + added)
 
 
 @pytest.mark.parametrize(
     ("func", "source", "fragment"),
     [
         (whitelist.rewrite, "x = 1\n", "no EAGLE-3 allow-list"),
-        (whitelist.rewrite, "eagle3_target_supported = [1]\n", "other than plain strings"),
+        (
+            whitelist.rewrite,
+            "class C:\n    def f(self):\n        eagle3_target_supported = [1]\n",
+            "other than plain strings",
+        ),
         (whitelist.rewrite, "def f(:\n", "not valid Python"),
         (image_token.rewrite, "if a:\n    pass\nelse:\n    pass\n", "no image-token fallback"),
         (
@@ -153,6 +161,7 @@ def test_exploded_list_with_trailing_comma_stays_exploded() -> None:
         ),
         (
             supports_eagle3.rewrite_kimi,
+            "from .interfaces import SupportsPP\n"
             "class KimiK25ForConditionalGeneration(nn.Module):\n    x = 1\n",
             "has no __init__",
         ),

@@ -278,13 +278,25 @@ def check_image_token(eagle: Any, kimi: Any) -> None:
     name = "EAGLE proposer reads Kimi-K2.5's image token from media_placeholder_token_id"
     try:
         eagle.EagleProposer.load_model(proposer, target)
-        record("behaviour", name, False, "load_model never asked the Kimi target for its language model")
+        record(
+            "behaviour",
+            name,
+            False,
+            "load_model never asked the Kimi target for its language model",
+        )
     except _ReachedLanguageModel:
         got = getattr(drafter.config, "image_token_index", None)
-        record("behaviour", name, got == token, f"drafter image_token_index is {got}, expected {token}")
+        record(
+            "behaviour", name, got == token, f"drafter image_token_index is {got}, expected {token}"
+        )
     except AttributeError as exc:
-        record("behaviour", name, False, f"{where(exc)}: the Kimi-K2.5 branch is missing, "
-               "so the generic image_token_index fallback runs")
+        record(
+            "behaviour",
+            name,
+            False,
+            f"{where(exc)}: the Kimi-K2.5 branch is missing, "
+            "so the generic image_token_index fallback runs",
+        )
     except BaseException as exc:  # noqa: BLE001
         record("behaviour", name, False, where(exc))
     finally:

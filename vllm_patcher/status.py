@@ -113,8 +113,14 @@ def survey(
     record: state_mod.PatchState | None,
     release_pin: pinned.PinnedRelease | None,
     contents: dict[str, bytes | None] | None = None,
+    detect_upstream: bool = True,
 ) -> list[FileStatus]:
-    """One FileStatus per applicable file of every patch (patchable releases only)."""
+    """One FileStatus per applicable file of every patch (patchable releases only).
+
+    ``contents`` receives the bytes read, so a caller can reuse them. With ``detect_upstream``
+    false, a pristine file of an unpinned release is ``pending`` without running its transform
+    (apply runs it anyway and skips a file the transform leaves unchanged).
+    """
     files = []
     for patch in catalog.PATCHES:
         for change in patch.applicable(target.record):
@@ -155,8 +161,7 @@ def survey(
                     fs.method = "pinned-diff"
                 else:
                     fs.method = "transform"
-                    assert data is not None
-                    if not _transform_would_change(change, data):
+                    if detect_upstream and not _transform_would_change(change, data):
                         fs.state, fs.method = UPSTREAM, None
             files.append(fs)
     return files

@@ -138,6 +138,7 @@ def _compute_edits(
     pin: pinned.PinnedRelease | None,
     strict: bool,
     notes: list[str],
+    contents: dict[str, bytes | None],
 ) -> list[FileEdit]:
     todo = [f for f in files if f.state in (status_mod.PENDING, status_mod.REINSTALLED)]
     by_patch: dict[str, list[status_mod.FileStatus]] = {}
@@ -146,7 +147,10 @@ def _compute_edits(
     edits = []
     changes = {c.path: c for p in catalog.PATCHES for c in p.changes}
     for patch, pfiles in by_patch.items():
-        olds = {f.path: target.path(f.path).read_bytes() for f in pfiles}
+        olds: dict[str, bytes] = {}
+        for f in pfiles:
+            data = contents.get(f.path)
+            olds[f.path] = data if data is not None else target.path(f.path).read_bytes()
         use_pin = pin is not None and all(
             f.path in pin.files and pin.files[f.path].before == file_hash(olds[f.path])
             for f in pfiles
@@ -274,7 +278,8 @@ def apply(
         raise StateError(
             "an earlier run was interrupted; run `vllm-patcher apply` to recover first"
         )
-    files = status_mod.survey(target, record, pin)
+    contents: dict[str, bytes | None] = {}
+    files = status_mod.survey(target, record, pin, contents, detect_upstream=False)
     _refuse_blocking(target, files)
     notes: list[str] = []
     interrupted = record is not None and record.phase != "applied"
@@ -283,7 +288,7 @@ def apply(
     ):
         return ApplyResult([], "", dry_run)
     # Every new text is computed before anything is written, so a refusal leaves no trace.
-    edits = _compute_edits(target, files, pin, strict, notes) if not interrupted else []
+    edits = _compute_edits(target, files, pin, strict, notes, contents) if not interrupted else []
     if dry_run:
         return ApplyResult(edits, _render_diff(edits), True, notes=notes)
 
@@ -299,11 +304,14 @@ def apply(
             if record is not None and record.phase != "applied":
                 recovered = _recover(target, record)
                 record = None
-            survey_again = status_mod.survey(target, record, pin)
+            contents_again: dict[str, bytes | None] = {}
+            survey_again = status_mod.survey(
+                target, record, pin, contents_again, detect_upstream=False
+            )
             _refuse_blocking(target, survey_again)
             if recovered or _hashes(survey_again) != _hashes(files):
                 notes = []
-                edits = _compute_edits(target, survey_again, pin, strict, notes)
+                edits = _compute_edits(target, survey_again, pin, strict, notes, contents_again)
             if edits:
                 _commit(target, record, edits)
     except BaseException:

@@ -9,45 +9,24 @@ before that fallback, a branch for ``KimiK25ForConditionalGeneration`` that read
 
 from __future__ import annotations
 
-from typing import Any
-
 import libcst as cst
-import libcst.matchers as m
 
 from ..errors import PatchShapeError
 from . import Rewrite
-from ._cst import parse
+from ._cst import (
+    assign_target,
+    body_of,
+    classes,
+    dotted,
+    method,
+    parse,
+    replace_statement,
+    replace_top,
+)
 
 PATCH = "kimi-k25-image-token"
 KIMI_ARCH = "KimiK25ForConditionalGeneration"
-
-
-def _attr_chain(*names: str) -> Any:
-    node: Any = m.Name(names[0])
-    for name in names[1:]:
-        node = m.Attribute(value=node, attr=m.Name(name))
-    return node
-
-
-_FALLBACK_ASSIGN = m.SimpleStatementLine(
-    body=[
-        m.Assign(
-            targets=[
-                m.AssignTarget(target=_attr_chain("self", "model", "config", "image_token_index"))
-            ],
-            value=_attr_chain("target_model", "config", "image_token_index"),
-        )
-    ]
-)
-_LAST_BRANCH = m.If(orelse=m.Else(body=m.IndentedBlock(body=[_FALLBACK_ASSIGN])))
-_KIMI_TEST = m.Comparison(
-    comparisons=[
-        m.ComparisonTarget(
-            operator=m.Equal(),
-            comparator=m.SimpleString(m.MatchIfTrue(lambda raw: raw.strip("\"'") == KIMI_ARCH)),
-        )
-    ]
-)
+FALLBACK = ("self.model.config.image_token_index", "target_model.config.image_token_index")
 
 _TEMPLATE = f'''\
 if self.get_model_name(target_model) == "{KIMI_ARCH}":
@@ -57,34 +36,75 @@ if self.get_model_name(target_model) == "{KIMI_ARCH}":
 '''
 
 
-class _KimiBranchInserter(m.MatcherDecoratableTransformer):
-    def __init__(self) -> None:
-        super().__init__()
-        self.found = 0
+def _is_fallback(orelse: object) -> bool:
+    if not isinstance(orelse, cst.Else):
+        return False
+    stmts = body_of(orelse)
+    if len(stmts) != 1:
+        return False
+    target, value = assign_target(stmts[0])
+    return (target, dotted(value)) == FALLBACK
 
-    @m.leave(_LAST_BRANCH)
-    def insert(self, original: cst.If, updated: cst.If) -> cst.If:
-        self.found += 1
-        branch = cst.parse_statement(_TEMPLATE)
-        assert isinstance(branch, cst.If)
-        # Name the model the same way the neighbouring branch does.
-        test = updated.test
-        if isinstance(test, cst.Comparison) and isinstance(branch.test, cst.Comparison):
-            branch = branch.with_changes(test=branch.test.with_changes(left=test.left))
-        return updated.with_changes(orelse=branch.with_changes(orelse=updated.orelse))
+
+def _is_kimi_test(test: cst.BaseExpression) -> bool:
+    if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
+        return False
+    comp = test.comparisons[0]
+    return (
+        isinstance(comp.operator, cst.Equal)
+        and isinstance(comp.comparator, cst.SimpleString)
+        and comp.comparator.evaluated_value == KIMI_ARCH
+    )
+
+
+def _chain(node: cst.If) -> list[cst.If]:
+    out = [node]
+    while isinstance(out[-1].orelse, cst.If):
+        out.append(out[-1].orelse)
+    return out
+
+
+def _insert_kimi(node: cst.If) -> cst.If:
+    if isinstance(node.orelse, cst.If):
+        return node.with_changes(orelse=_insert_kimi(node.orelse))
+    branch = cst.parse_statement(_TEMPLATE)
+    assert isinstance(branch, cst.If) and isinstance(branch.test, cst.Comparison)
+    # Name the model the same way the neighbouring branch does.
+    if isinstance(node.test, cst.Comparison):
+        branch = branch.with_changes(test=branch.test.with_changes(left=node.test.left))
+    return node.with_changes(orelse=branch.with_changes(orelse=node.orelse))
 
 
 def rewrite(source: str, path: str = "vllm/v1/spec_decode/eagle.py") -> Rewrite:
     module = parse(source, path)
-    if m.findall(module, m.If(test=_KIMI_TEST)):
-        return Rewrite(source, changed=False)
-    inserter = _KimiBranchInserter()
-    new = module.visit(inserter)
-    if inserter.found == 0:
+    # load_model: `if supports_multimodal(target_model):` holds an if/elif chain over model
+    # names whose final `else` is the generic image_token_index fallback.
+    found = []
+    for cls in classes(module):
+        fn = method(cls, "load_model")
+        if fn is None:
+            continue
+        for outer in body_of(fn):
+            if not (
+                isinstance(outer, cst.If)
+                and isinstance(outer.test, cst.Call)
+                and isinstance(outer.test.func, cst.Name)
+                and outer.test.func.value == "supports_multimodal"
+            ):
+                continue
+            for chain in body_of(outer):
+                if isinstance(chain, cst.If) and _is_fallback(_chain(chain)[-1].orelse):
+                    found.append((cls, fn, outer, chain))
+    if not found:
         raise PatchShapeError(
-            f"{path}: no image-token fallback "
+            f"{path}: no image-token fallback in load_model "
             "(else: self.model.config.image_token_index = target_model.config.image_token_index)"
         )
-    if inserter.found > 1:
-        raise PatchShapeError(f"{path}: {inserter.found} image-token fallbacks found, expected one")
-    return Rewrite(new.code, changed=True)
+    if len(found) > 1:
+        raise PatchShapeError(f"{path}: {len(found)} image-token fallbacks found, expected one")
+    cls, fn, outer, chain = found[0]
+    if any(_is_kimi_test(branch.test) for branch in _chain(chain)):
+        return Rewrite(source, changed=False)
+    new_outer = replace_statement(outer, chain, _insert_kimi(chain))
+    new_cls = replace_statement(cls, fn, replace_statement(fn, outer, new_outer))
+    return Rewrite(replace_top(module, cls, new_cls).code, changed=True)

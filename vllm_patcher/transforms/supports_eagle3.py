@@ -20,50 +20,30 @@ methods to its language model. Releases whose language model is a bare ``Deepsee
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import libcst as cst
-import libcst.matchers as m
 
 from ..errors import PatchShapeError
 from . import Rewrite
-from ._cst import append_items, parse
+from ._cst import (
+    SPACE_COMMA,
+    append_items,
+    body_of,
+    dotted,
+    find_all,
+    method,
+    names_used,
+    parse,
+    small,
+    with_body,
+)
+from ._cst import replace_statement as replace_in
 
 PATCH = "supports-eagle3"
 INTERFACE = "SupportsEagle3"
 SET_METHOD = "set_aux_hidden_state_layers"
 GET_METHOD = "get_eagle3_aux_hidden_state_layers"
-
-_SPACE_COMMA = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
-_INTERFACES_IMPORT = m.ImportFrom(
-    module=m.OneOf(
-        m.Name("interfaces"),
-        m.Attribute(
-            value=m.Attribute(
-                value=m.Attribute(value=m.Name("vllm"), attr=m.Name("model_executor")),
-                attr=m.Name("models"),
-            ),
-            attr=m.Name("interfaces"),
-        ),
-    )
-)
-
-
-def _self_attr(name: str) -> m.Attribute:
-    return m.Attribute(value=m.Name("self"), attr=m.Name(name))
-
-
-_LAYER_LOOP = m.For(
-    target=m.Name("layer"),
-    iter=m.Call(
-        func=m.Name("islice"),
-        args=[
-            m.Arg(_self_attr("layers")),
-            m.Arg(_self_attr("start_layer")),
-            m.Arg(_self_attr("end_layer")),
-        ],
-    ),
-)
+INTERFACES_MODULES = ("interfaces", "vllm.model_executor.models.interfaces")
 
 _CAUSAL_LM_METHODS = f"""\
 def {SET_METHOD}(self, layers: tuple[int, ...]) -> None:
@@ -90,7 +70,6 @@ def {GET_METHOD}(self) -> tuple[int, ...]:
     num_layers = len(self.language_model.layers)
     return (2, num_layers // 2, num_layers - 3)
 """
-
 _LOOP_TEMPLATE = """\
 for idx, layer in enumerate(
     LAYERS,
@@ -107,84 +86,96 @@ if len(aux_hidden_states) > 0:
 """
 
 
-class _Edits:
-    """Counts what a pass found and changed, so a refusal can say which part was missing."""
-
-    def __init__(self) -> None:
-        self.changed = False
-        self.seen: set[str] = set()
-
-
 def _methods(template: str) -> list[cst.FunctionDef]:
-    module = cst.parse_module(template)
     out = []
-    for stmt in module.body:
+    for stmt in cst.parse_module(template).body:
         assert isinstance(stmt, cst.FunctionDef)
         out.append(stmt.with_changes(leading_lines=[cst.EmptyLine(indent=False)]))
     return out
 
 
-def _find_method(cls: cst.ClassDef, name: str) -> cst.FunctionDef | None:
-    for stmt in cls.body.body:
-        if isinstance(stmt, cst.FunctionDef) and stmt.name.value == name:
-            return stmt
-    return None
+def _add_import(module: cst.Module) -> tuple[cst.Module, bool, bool]:
+    """Add SupportsEagle3 to the ``from ...interfaces import ..., SupportsPP`` line."""
+    body = list(module.body)
+    for i, stmt in enumerate(body):
+        node = small(stmt)
+        if not isinstance(node, cst.ImportFrom) or isinstance(node.names, cst.ImportStar):
+            continue
+        relative = len(node.relative)
+        name = dotted(node.module)
+        if not (
+            (relative == 1 and name == "interfaces")
+            or (relative == 0 and name in INTERFACES_MODULES[1:])
+        ):
+            continue
+        names = [alias.name.value for alias in node.names if isinstance(alias.name, cst.Name)]
+        if "SupportsPP" not in names:
+            continue
+        if INTERFACE in names:
+            return module, True, False
+        aliases = append_items(node.names, [cst.ImportAlias(cst.Name(INTERFACE))], SPACE_COMMA)
+        assert isinstance(stmt, cst.SimpleStatementLine)
+        body[i] = stmt.with_changes(body=[node.with_changes(names=aliases)])
+        return module.with_changes(body=body), True, True
+    return module, False, False
 
 
-def _add_base(cls: cst.ClassDef, edits: _Edits) -> cst.ClassDef:
-    if any(m.matches(arg, m.Arg(value=m.Name(INTERFACE), keyword=None)) for arg in cls.bases):
-        return cls
+def _add_base(cls: cst.ClassDef) -> tuple[cst.ClassDef, bool]:
+    if any(arg.keyword is None and dotted(arg.value) == INTERFACE for arg in cls.bases):
+        return cls, False
     if not cls.bases:
         raise PatchShapeError(f"class {cls.name.value} has no bases to extend")
-    edits.changed = True
-    bases = append_items(cls.bases, [cst.Arg(cst.Name(INTERFACE))], _SPACE_COMMA)
-    return cls.with_changes(bases=bases)
+    return cls.with_changes(
+        bases=append_items(cls.bases, [cst.Arg(cst.Name(INTERFACE))], SPACE_COMMA)
+    ), True
 
 
-def _add_methods_after_init(cls: cst.ClassDef, template: str, edits: _Edits) -> cst.ClassDef:
-    new = [fn for fn in _methods(template) if _find_method(cls, fn.name.value) is None]
-    if not new:
-        return cls
-    body = list(cls.body.body)
-    init_at = next(
-        (
-            i
-            for i, stmt in enumerate(body)
-            if isinstance(stmt, cst.FunctionDef) and stmt.name.value == "__init__"
-        ),
-        None,
-    )
-    if init_at is None:
+def _add_methods_after_init(cls: cst.ClassDef, template: str) -> tuple[cst.ClassDef, bool]:
+    new = [fn for fn in _methods(template) if method(cls, fn.name.value) is None]
+    init = method(cls, "__init__")
+    if init is None:
         raise PatchShapeError(f"class {cls.name.value} has no __init__")
-    edits.changed = True
-    body[init_at + 1 : init_at + 1] = new
-    return cls.with_changes(body=cls.body.with_changes(body=body))
+    if not new:
+        return cls, False
+    return replace_in(cls, init, [init, *new]), True
 
 
-def _assigns_self_attr(fn: cst.FunctionDef, attr: str, value: Any = None) -> bool:
-    target = m.AssignTarget(target=_self_attr(attr))
-    pattern = (
-        m.Assign(targets=[target]) if value is None else m.Assign(targets=[target], value=value)
+def _self_assignments(fn: cst.FunctionDef, attr: str) -> list[cst.Assign]:
+    """Assignments to ``self.<attr>`` anywhere in ``fn`` (some sit inside ``with`` blocks)."""
+    found = find_all(
+        fn,
+        lambda n: (
+            isinstance(n, cst.Assign) and any(dotted(t.target) == f"self.{attr}" for t in n.targets)
+        ),
     )
-    return bool(m.findall(fn, pattern))
+    return [n for n in found if isinstance(n, cst.Assign)]
 
 
-def _patch_model_init(fn: cst.FunctionDef, edits: _Edits) -> cst.FunctionDef:
-    if _assigns_self_attr(fn, "aux_hidden_state_layers"):
-        return fn
-    edits.changed = True
+def _patch_model_init(fn: cst.FunctionDef) -> tuple[cst.FunctionDef, bool]:
+    if _self_assignments(fn, "aux_hidden_state_layers"):
+        return fn, False
     stmt = cst.parse_statement("self.aux_hidden_state_layers = tuple[int, ...]()\n")
     stmt = stmt.with_changes(leading_lines=[cst.EmptyLine(indent=False)])
-    assert isinstance(fn.body, cst.IndentedBlock)
-    return fn.with_changes(body=fn.body.with_changes(body=[*fn.body.body, stmt]))
+    return with_body(fn, [*body_of(fn), stmt]), True
 
 
-def _patch_model_forward(fn: cst.FunctionDef, edits: _Edits) -> cst.FunctionDef:
-    if m.findall(fn, m.Name("aux_hidden_states")):
-        return fn
-    assert isinstance(fn.body, cst.IndentedBlock)
-    body: list[cst.BaseStatement] = list(fn.body.body)
-    loops = [i for i, stmt in enumerate(body) if m.matches(stmt, _LAYER_LOOP)]
+def _is_layer_loop(stmt: cst.CSTNode) -> bool:
+    if not (isinstance(stmt, cst.For) and dotted(stmt.target) == "layer"):
+        return False
+    call = stmt.iter
+    return (
+        isinstance(call, cst.Call)
+        and dotted(call.func) == "islice"
+        and [dotted(a.value) for a in call.args]
+        == ["self.layers", "self.start_layer", "self.end_layer"]
+    )
+
+
+def _patch_model_forward(fn: cst.FunctionDef) -> tuple[cst.FunctionDef, bool]:
+    if names_used(fn, "aux_hidden_states"):
+        return fn, False
+    body: list[cst.BaseStatement] = list(body_of(fn))
+    loops = [i for i, stmt in enumerate(body) if _is_layer_loop(stmt)]
     if len(loops) != 1:
         raise PatchShapeError(
             "DeepseekV2Model.forward: expected one top-level "
@@ -192,11 +183,13 @@ def _patch_model_forward(fn: cst.FunctionDef, edits: _Edits) -> cst.FunctionDef:
             f"found {len(loops)}"
         )
     last = body[-1]
-    if not m.matches(last, m.SimpleStatementLine(body=[m.Return(value=m.Name("hidden_states"))])):
+    ret = small(last)
+    if not (isinstance(ret, cst.Return) and dotted(ret.value) == "hidden_states"):
         raise PatchShapeError("DeepseekV2Model.forward does not end with `return hidden_states`")
+    assert isinstance(last, cst.SimpleStatementLine)
     loop = body[loops[0]]
     assert isinstance(loop, cst.For)
-    if m.findall(loop.body, m.Name("idx")):
+    if names_used(loop.body, "idx"):
         raise PatchShapeError(
             "DeepseekV2Model.forward already uses the name `idx` in its layer loop"
         )
@@ -205,102 +198,88 @@ def _patch_model_forward(fn: cst.FunctionDef, edits: _Edits) -> cst.FunctionDef:
     assert isinstance(template, cst.For) and isinstance(template.iter, cst.Call)
     enumerate_args = list(template.iter.args)
     enumerate_args[0] = enumerate_args[0].with_changes(value=loop.iter)
-    new_iter = template.iter.with_changes(args=enumerate_args)
-    assert isinstance(loop.body, cst.IndentedBlock)
-    new_loop = loop.with_changes(
-        target=template.target,
-        iter=new_iter,
-        whitespace_after_in=template.whitespace_after_in,
-        body=loop.body.with_changes(body=[*template.body.body, *loop.body.body]),
-        leading_lines=[],
+    new_loop = with_body(
+        loop.with_changes(
+            target=template.target,
+            iter=template.iter.with_changes(args=enumerate_args),
+            whitespace_after_in=template.whitespace_after_in,
+            leading_lines=[],
+        ),
+        [*body_of(template), *body_of(loop)],
     )
     collect = cst.parse_statement("aux_hidden_states = []\n").with_changes(
         leading_lines=loop.leading_lines
     )
-    assert isinstance(last, cst.SimpleStatementLine)
     guard = cst.parse_statement(_RETURN_TEMPLATE).with_changes(leading_lines=last.leading_lines)
-    plain_return = last.with_changes(leading_lines=[])
-
     i = loops[0]
-    body = [*body[:i], collect, new_loop, *body[i + 1 : -1], guard, plain_return]
-    edits.changed = True
-    return fn.with_changes(body=fn.body.with_changes(body=body))
+    body = [
+        *body[:i],
+        collect,
+        new_loop,
+        *body[i + 1 : -1],
+        guard,
+        last.with_changes(leading_lines=[]),
+    ]
+    return with_body(fn, body), True
 
 
-def _patch_class_method(
-    cls: cst.ClassDef, name: str, patcher: object, edits: _Edits
-) -> cst.ClassDef:
-    fn = _find_method(cls, name)
+def _patch_method(cls: cst.ClassDef, name: str, patcher) -> tuple[cst.ClassDef, bool]:  # type: ignore[no-untyped-def]
+    fn = method(cls, name)
     if fn is None:
         raise PatchShapeError(f"class {cls.name.value} has no method {name}")
-    assert callable(patcher)
-    new_fn = patcher(fn, edits)
-    body = [new_fn if stmt is fn else stmt for stmt in cls.body.body]
-    return cls.with_changes(body=cls.body.with_changes(body=body))
+    new_fn, changed = patcher(fn)
+    return (replace_in(cls, fn, new_fn), True) if changed else (cls, False)
 
 
-class _SupportsEagle3Transformer(m.MatcherDecoratableTransformer):
-    def __init__(self, classes: Sequence[str], module_label: str) -> None:
-        super().__init__()
-        self.edits = _Edits()
-        self.classes = classes
-        self.module_label = module_label
-        self.import_seen = False
-
-    @m.leave(_INTERFACES_IMPORT)
-    def add_import(self, original: cst.ImportFrom, updated: cst.ImportFrom) -> cst.ImportFrom:
-        if isinstance(updated.names, cst.ImportStar):
-            return updated
-        names = list(updated.names)
-        if not any(m.matches(a, m.ImportAlias(name=m.Name("SupportsPP"))) for a in names):
-            return updated
-        self.import_seen = True
-        if any(m.matches(a, m.ImportAlias(name=m.Name(INTERFACE))) for a in names):
-            return updated
-        self.edits.changed = True
-        new_names = append_items(names, [cst.ImportAlias(cst.Name(INTERFACE))], _SPACE_COMMA)
-        return updated.with_changes(names=new_names)
-
-    def leave_ClassDef(self, original: cst.ClassDef, updated: cst.ClassDef) -> cst.ClassDef:
-        name = updated.name.value
-        if name not in self.classes:
-            return updated
-        self.edits.seen.add(name)
-        if name == "DeepseekV2Model":
-            updated = _patch_class_method(updated, "__init__", _patch_model_init, self.edits)
-            return _patch_class_method(updated, "forward", _patch_model_forward, self.edits)
-        init = _find_method(updated, "__init__")
-        if init is None:
-            raise PatchShapeError(f"{self.module_label}: class {name} has no __init__")
-        updated = _add_base(updated, self.edits)
-        if name == "DeepseekV2ForCausalLM":
-            if not _assigns_self_attr(init, "model"):
-                raise PatchShapeError(f"{self.module_label}: {name}.__init__ never sets self.model")
-            return _add_methods_after_init(updated, _CAUSAL_LM_METHODS, self.edits)
-        if not _assigns_self_attr(init, "language_model"):
-            raise PatchShapeError(
-                f"{self.module_label}: {name}.__init__ never sets self.language_model"
-            )
-        bare = _assigns_self_attr(init, "language_model", m.Call(func=m.Name("DeepseekV2Model")))
-        template = _KIMI_DIRECT_METHODS if bare else _KIMI_DELEGATING_METHODS
-        return _add_methods_after_init(updated, template, self.edits)
+def _patch_class(cls: cst.ClassDef) -> tuple[cst.ClassDef, bool]:
+    name = cls.name.value
+    if name == "DeepseekV2Model":
+        cls, a = _patch_method(cls, "__init__", _patch_model_init)
+        cls, b = _patch_method(cls, "forward", _patch_model_forward)
+        return cls, a or b
+    init = method(cls, "__init__")
+    if init is None:
+        raise PatchShapeError(f"class {name} has no __init__")
+    cls, based = _add_base(cls)
+    if name == "DeepseekV2ForCausalLM":
+        if not _self_assignments(init, "model"):
+            raise PatchShapeError(f"{name}.__init__ never sets self.model")
+        cls, added = _add_methods_after_init(cls, _CAUSAL_LM_METHODS)
+        return cls, based or added
+    language_model = _self_assignments(init, "language_model")
+    if not language_model:
+        raise PatchShapeError(f"{name}.__init__ never sets self.language_model")
+    bare = any(
+        isinstance(a.value, cst.Call) and dotted(a.value.func) == "DeepseekV2Model"
+        for a in language_model
+    )
+    cls, added = _add_methods_after_init(
+        cls, _KIMI_DIRECT_METHODS if bare else _KIMI_DELEGATING_METHODS
+    )
+    return cls, based or added
 
 
-def _run(source: str, path: str, classes: Sequence[str]) -> Rewrite:
+def _run(source: str, path: str, class_names: Sequence[str]) -> Rewrite:
     module = parse(source, path)
-    transformer = _SupportsEagle3Transformer(classes, path)
     try:
-        new = module.visit(transformer)
+        module, import_seen, changed = _add_import(module)
+        if not import_seen:
+            raise PatchShapeError("no `from ...interfaces import ..., SupportsPP` to extend")
+        body = list(module.body)
+        seen = set()
+        for i, stmt in enumerate(body):
+            if isinstance(stmt, cst.ClassDef) and stmt.name.value in class_names:
+                seen.add(stmt.name.value)
+                body[i], patched = _patch_class(stmt)
+                changed = changed or patched
+        missing = [c for c in class_names if c not in seen]
+        if missing:
+            raise PatchShapeError(f"class {', '.join(missing)} not found")
     except PatchShapeError as exc:
-        if exc.message.startswith(path):
-            raise
         raise PatchShapeError(f"{path}: {exc.message}") from None
-    missing = [c for c in classes if c not in transformer.edits.seen]
-    if missing:
-        raise PatchShapeError(f"{path}: class {', '.join(missing)} not found")
-    if not transformer.import_seen:
-        raise PatchShapeError(f"{path}: no `from ...interfaces import ..., SupportsPP` to extend")
-    return Rewrite(new.code, changed=transformer.edits.changed)
+    if not changed:
+        return Rewrite(source, changed=False)
+    return Rewrite(module.with_changes(body=body).code, changed=True)
 
 
 def rewrite_deepseek(

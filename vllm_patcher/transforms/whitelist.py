@@ -9,20 +9,15 @@ of the strings in an allow-list (``eagle3_target_supported`` up to 0.16,
 from __future__ import annotations
 
 import libcst as cst
-import libcst.matchers as m
 
 from ..errors import PatchShapeError
 from . import Rewrite
-from ._cst import append_items, parse
+from ._cst import SPACE_COMMA, append_items, assign_target, body_of, classes, parse, replace_top
+from ._cst import replace_statement as replace_in
 
 PATCH = "eagle3-whitelist"
 ALLOW_LIST_NAMES = ("eagle3_target_supported", "aux_hidden_states_supported")
 ADDED_MODEL_TYPES = ("deepseek_v2", "deepseek_v3", "kimi_k2", "kimi_k25")
-
-_ALLOW_LIST = m.Assign(
-    targets=[m.AssignTarget(target=m.OneOf(*(m.Name(n) for n in ALLOW_LIST_NAMES)))],
-    value=m.List(),
-)
 
 
 def _strings(node: cst.List) -> list[str]:
@@ -34,36 +29,37 @@ def _strings(node: cst.List) -> list[str]:
     return values
 
 
-class _AllowListWidener(m.MatcherDecoratableTransformer):
-    def __init__(self) -> None:
-        super().__init__()
-        self.found = 0
-        self.missing: list[str] = []
-
-    @m.leave(_ALLOW_LIST)
-    def widen(self, original: cst.Assign, updated: cst.Assign) -> cst.Assign:
-        self.found += 1
-        value = updated.value
-        assert isinstance(value, cst.List)
-        present = _strings(value)
-        self.missing = [t for t in ADDED_MODEL_TYPES if t not in present]
-        if not self.missing:
-            return updated
-        new = [cst.Element(cst.SimpleString(f'"{t}"')) for t in self.missing]
-        elements = append_items(
-            value.elements, new, cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
-        )
-        return updated.with_changes(value=value.with_changes(elements=elements))
-
-
 def rewrite(source: str, path: str = "vllm/config/speculative.py") -> Rewrite:
     module = parse(source, path)
-    widener = _AllowListWidener()
-    new = module.visit(widener)
-    if widener.found == 0:
+    # The list is a plain assignment at the top level of one SpeculativeConfig method.
+    found = []
+    for cls in classes(module):
+        for fn in body_of(cls):
+            if not isinstance(fn, cst.FunctionDef):
+                continue
+            for stmt in body_of(fn):
+                name, value = assign_target(stmt)
+                if name in ALLOW_LIST_NAMES and isinstance(value, cst.List):
+                    found.append((cls, fn, stmt, value))
+    if not found:
         raise PatchShapeError(
             f"{path}: no EAGLE-3 allow-list ({' or '.join(ALLOW_LIST_NAMES)} = [...]) found"
         )
-    if widener.found > 1:
-        raise PatchShapeError(f"{path}: {widener.found} EAGLE-3 allow-lists found, expected one")
-    return Rewrite(new.code, changed=bool(widener.missing))
+    if len(found) > 1:
+        raise PatchShapeError(f"{path}: {len(found)} EAGLE-3 allow-lists found, expected one")
+    cls, fn, stmt, value = found[0]
+    try:
+        present = _strings(value)
+    except PatchShapeError as exc:
+        raise PatchShapeError(f"{path}: {exc.message}") from None
+    missing = [t for t in ADDED_MODEL_TYPES if t not in present]
+    if not missing:
+        return Rewrite(source, changed=False)
+    new = [cst.Element(cst.SimpleString(f'"{t}"')) for t in missing]
+    new_value = value.with_changes(elements=append_items(value.elements, new, SPACE_COMMA))
+    assert isinstance(stmt, cst.SimpleStatementLine)
+    assign = stmt.body[0]
+    assert isinstance(assign, cst.Assign)
+    new_stmt = stmt.with_changes(body=[assign.with_changes(value=new_value)])
+    new_cls = replace_in(cls, fn, replace_in(fn, stmt, new_stmt))
+    return Rewrite(replace_top(module, cls, new_cls).code, changed=True)
