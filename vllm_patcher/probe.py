@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import shutil
 import sys
 import tempfile
 import traceback
@@ -389,43 +390,49 @@ def check_speculative_config(with_kimi: bool) -> None:
         ),
         False,
     )
-    for label, (path, should_accept) in targets.items():
-        name = f"SpeculativeConfig eagle3 {'accepts' if should_accept else 'rejects'} {label}"
-        try:
-            target = ModelConfig(model=path, skip_tokenizer_init=True)
-        except BaseException as exc:  # noqa: BLE001
-            record(
-                "behaviour", name, False, f"could not build the target ModelConfig: {where(exc)}"
-            )
-            continue
-        try:
-            SpeculativeConfig(
-                method="eagle3",
-                model=drafter,
-                num_speculative_tokens=3,
-                target_model_config=target,
-                target_parallel_config=ParallelConfig(),
-            )
-            accepted, why = True, ""
-        except BaseException as exc:  # noqa: BLE001
-            accepted, why = (
-                False,
-                str(exc).strip().splitlines()[-1] if str(exc).strip() else repr(exc),
-            )
-            text = str(exc)
-            if not should_accept or "only supported" in text:
-                why = " ".join(text.split())[:300]
-        if should_accept:
-            record("behaviour", name, accepted, f"rejected: {why}")
-        else:
-            record(
-                "behaviour",
-                name,
-                not accepted and "only supported" in why,
-                "accepted a family the allow-list should still reject"
-                if accepted
-                else f"failed: {why}",
-            )
+    try:
+        for label, (path, should_accept) in targets.items():
+            name = f"SpeculativeConfig eagle3 {'accepts' if should_accept else 'rejects'} {label}"
+            try:
+                target = ModelConfig(model=path, skip_tokenizer_init=True)
+            except BaseException as exc:  # noqa: BLE001
+                record(
+                    "behaviour",
+                    name,
+                    False,
+                    f"could not build the target ModelConfig: {where(exc)}",
+                )
+                continue
+            try:
+                SpeculativeConfig(
+                    method="eagle3",
+                    model=drafter,
+                    num_speculative_tokens=3,
+                    target_model_config=target,
+                    target_parallel_config=ParallelConfig(),
+                )
+                accepted, why = True, ""
+            except BaseException as exc:  # noqa: BLE001
+                accepted, why = (
+                    False,
+                    str(exc).strip().splitlines()[-1] if str(exc).strip() else repr(exc),
+                )
+                text = str(exc)
+                if not should_accept or "only supported" in text:
+                    why = " ".join(text.split())[:300]
+            if should_accept:
+                record("behaviour", name, accepted, f"rejected: {why}")
+            else:
+                record(
+                    "behaviour",
+                    name,
+                    not accepted and "only supported" in why,
+                    "accepted a family the allow-list should still reject"
+                    if accepted
+                    else f"failed: {why}",
+                )
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def main() -> None:

@@ -8,6 +8,7 @@ is ``applying`` or ``reverting`` while files are being replaced, ``applied`` onc
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import json
@@ -114,9 +115,20 @@ def _is_package_path(rel: str) -> bool:
     return bool(parts) and parts[0] == "vllm" and ".." not in parts and not Path(rel).is_absolute()
 
 
+TMP_SUFFIX = ".vllm-patcher-tmp"
+
+
+def _fault_delay() -> None:
+    # Fault-injection hook for the crash tests: widen the window in which a kill lands mid-write.
+    delay = os.environ.get("VLLM_PATCHER_FAULT_DELAY")
+    if delay:
+        time.sleep(float(delay))
+
+
 def atomic_write(path: Path, data: bytes, mode: int | None = None) -> None:
     """Write ``data`` to ``path`` so a reader sees the old bytes or the new, never a mix."""
-    tmp = path.with_name(f".{path.name}.vllm-patcher-tmp")
+    _fault_delay()
+    tmp = path.with_name(f".{path.name}{TMP_SUFFIX}")
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, mode or 0o644)
         try:
@@ -134,6 +146,14 @@ def atomic_write(path: Path, data: bytes, mode: int | None = None) -> None:
         tmp.unlink(missing_ok=True)
         raise NotWritable(_os_error_message(path, exc)) from None
     fsync_dir(path.parent)
+
+
+def sweep_temp_files(directories: list[Path]) -> None:
+    """Remove temp files a killed run left behind (never imported: they do not end in .py)."""
+    for directory in directories:
+        for leftover in directory.glob(f".*{TMP_SUFFIX}"):
+            with contextlib.suppress(OSError):
+                leftover.unlink()
 
 
 def fsync_dir(directory: Path) -> None:
@@ -170,8 +190,13 @@ def ensure_dir(path: Path) -> None:
 
 
 @contextmanager
-def locked(site_packages: Path, timeout: float = 60.0) -> Iterator[None]:
-    """Hold the environment's lock; wait up to ``timeout`` seconds for another run to finish."""
+def locked(site_packages: Path, timeout: float | None = None) -> Iterator[None]:
+    """Hold the environment's lock; wait up to ``timeout`` seconds for another run to finish.
+
+    The default wait is 60 s, or ``VLLM_PATCHER_LOCK_TIMEOUT`` seconds when set.
+    """
+    if timeout is None:
+        timeout = float(os.environ.get("VLLM_PATCHER_LOCK_TIMEOUT", "60"))
     directory = state_dir(site_packages)
     ensure_dir(directory)
     lock_path = directory / "lock"

@@ -280,9 +280,10 @@ def apply(
         )
     contents: dict[str, bytes | None] = {}
     files = status_mod.survey(target, record, pin, contents, detect_upstream=False)
-    _refuse_blocking(target, files)
     notes: list[str] = []
     interrupted = record is not None and record.phase != "applied"
+    if not interrupted:  # an interrupted run's files are judged after recovery, under the lock
+        _refuse_blocking(target, files)
     if not interrupted and not any(
         f.state in (status_mod.PENDING, status_mod.REINSTALLED) for f in files
     ):
@@ -299,6 +300,7 @@ def apply(
     fresh_state_dir = not state_mod.state_dir(target.site_packages).exists()
     try:
         with state_mod.locked(target.site_packages):
+            _sweep(target, rels)
             record = state_mod.load(target.site_packages)
             recovered: list[str] = []
             if record is not None and record.phase != "applied":
@@ -309,7 +311,7 @@ def apply(
                 target, record, pin, contents_again, detect_upstream=False
             )
             _refuse_blocking(target, survey_again)
-            if recovered or _hashes(survey_again) != _hashes(files):
+            if interrupted or _hashes(survey_again) != _hashes(files):
                 notes = []
                 edits = _compute_edits(target, survey_again, pin, strict, notes, contents_again)
             if edits:
@@ -319,6 +321,25 @@ def apply(
             shutil.rmtree(state_mod.state_dir(target.site_packages), ignore_errors=True)
         raise
     return ApplyResult(edits, _render_diff(edits), False, recovered=recovered, notes=notes)
+
+
+def _sweep(target: Target, rels: list[str]) -> None:
+    directory = state_mod.state_dir(target.site_packages)
+    pristine = {state_mod.pristine_path(target.site_packages, rel).parent for rel in rels}
+    folders = {target.path(rel).parent for rel in rels} | {directory} | pristine
+    state_mod.sweep_temp_files(sorted(d for d in folders if d.is_dir()))
+
+
+def _drop_orphans(target: Target) -> None:
+    """A run killed before its journal was written may leave pristine copies or temp files."""
+    directory = state_mod.state_dir(target.site_packages)
+    pristine = directory / "pristine"
+    if not pristine.exists() and not any(directory.glob(f".*{state_mod.TMP_SUFFIX}")):
+        return
+    with state_mod.locked(target.site_packages):
+        if state_mod.load(target.site_packages) is None:
+            shutil.rmtree(pristine, ignore_errors=True)
+            state_mod.sweep_temp_files([directory])
 
 
 def _hashes(files: list[status_mod.FileStatus]) -> list[tuple[str, str | None, str]]:
@@ -373,12 +394,14 @@ def _commit(target: Target, record: PatchState | None, edits: list[FileEdit]) ->
 def revert(target: Target, *, force: bool = False) -> RevertResult:
     record = state_mod.load(target.site_packages)
     if record is None:
+        _drop_orphans(target)
         return RevertResult([])
     rels = list(record.files)
     for rel in rels:
         _check_inside_package(target, rel)
     _require_writable(target, rels)
     with state_mod.locked(target.site_packages):
+        _sweep(target, rels)
         record = state_mod.load(target.site_packages)
         if record is None:
             return RevertResult([])
