@@ -26,7 +26,7 @@ from vllm_patcher.target import file_hash
 from .conftest import record_of, run_cli, snapshot
 
 VERSION = "0.15.1"
-KILLS = int(os.environ.get("VLLM_PATCHER_KILLS", "200"))
+KILLS = int(os.environ.get("VLLM_PATCHER_KILLS", "230"))
 EMPTY_PINS = "/nonexistent-vllm-patcher-pins"
 
 
@@ -149,7 +149,7 @@ def test_sigkill_during_apply_and_revert_never_breaks_the_tree(
             f"{len(violations)} violations"
         )
     assert not violations, violations[:10]
-    assert kills >= KILLS * 0.6, "too few runs were actually killed to prove anything"
+    assert kills >= min(200, KILLS * 0.8), "too few runs were actually killed to prove anything"
 
 
 def test_concurrent_applies_and_reverts_serialise(
