@@ -62,6 +62,17 @@ def run_cli(
     return proc
 
 
+def assert_refused(proc: subprocess.CompletedProcess[str], code: int, *fragments: str) -> None:
+    """A clean refusal: the documented exit code, one `vllm-patcher: error:` line, no traceback."""
+    assert proc.returncode == code, (proc.returncode, proc.stdout, proc.stderr)
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith("vllm-patcher: error: ")
+    assert "Traceback" not in proc.stderr + proc.stdout
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+
+
 def snapshot(root: Path) -> dict[str, bytes]:
     """Every file under ``root`` with its bytes (small trees only)."""
     return {

@@ -13,36 +13,26 @@ import pytest
 
 from vllm_patcher import sources
 
-from .conftest import run_cli, snapshot
-
-
-def assert_clean_refusal(proc, code: int, *fragments: str) -> None:  # type: ignore[no-untyped-def]
-    assert proc.returncode == code, (proc.returncode, proc.stdout, proc.stderr)
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1, proc.stderr
-    assert lines[0].startswith("vllm-patcher: error: ")
-    assert "Traceback" not in proc.stderr + proc.stdout
-    for fragment in fragments:
-        assert fragment in lines[0], lines[0]
+from .conftest import assert_refused, run_cli, snapshot
 
 
 def test_no_vllm_for_this_interpreter() -> None:
     # the development venv has the tool but no vLLM
-    assert_clean_refusal(run_cli("status"), 3, "no vLLM installed", "--python")
+    assert_refused(run_cli("status"), 3, "no vLLM installed", "--python")
 
 
 def test_no_vllm_for_another_interpreter() -> None:
-    assert_clean_refusal(run_cli("--python", sys.executable, "apply"), 3, "no vLLM installed")
+    assert_refused(run_cli("--python", sys.executable, "apply"), 3, "no vLLM installed")
 
 
 def test_interpreter_that_does_not_exist(tmp_path: Path) -> None:
-    assert_clean_refusal(
+    assert_refused(
         run_cli("--python", str(tmp_path / "nope" / "python"), "apply"), 3, "does not exist"
     )
 
 
 def test_target_without_vllm(tmp_path: Path) -> None:
-    assert_clean_refusal(run_cli("--target", str(tmp_path), "status"), 3, "no vllm-*.dist-info")
+    assert_refused(run_cli("--target", str(tmp_path), "status"), 3, "no vllm-*.dist-info")
 
 
 def test_release_before_the_supported_range(tmp_path: Path) -> None:
@@ -50,9 +40,7 @@ def test_release_before_the_supported_range(tmp_path: Path) -> None:
     shutil.copytree(sources.fetch_release("0.10.2"), site)
     before = snapshot(site)
     for command in ("status", "apply", "verify"):
-        assert_clean_refusal(
-            run_cli("--target", str(site), command), 4, "0.10.2", "0.11.0 to 0.17.x"
-        )
+        assert_refused(run_cli("--target", str(site), command), 4, "0.10.2", "0.11.0 to 0.17.x")
     assert snapshot(site) == before
 
 
@@ -62,7 +50,7 @@ def test_locally_modified_file_is_named_and_nothing_is_patched(tree_copy) -> Non
     hotfix.write_text(hotfix.read_text() + "# local hotfix\n")
     before = snapshot(site)
     proc = run_cli("--target", str(site), "apply")
-    assert_clean_refusal(proc, 5, str(hotfix), "differs from what pip installed")
+    assert_refused(proc, 5, str(hotfix), "differs from what pip installed")
     assert snapshot(site) == before
     st = json.loads(run_cli("--target", str(site), "--json", "status", check=True).stdout)
     assert {p["name"]: p["state"] for p in st["patches"]}["supports-eagle3"] == "drifted"
@@ -79,7 +67,7 @@ def test_read_only_site_packages(tree_copy, where: str) -> None:  # type: ignore
         proc = run_cli("--target", str(site), "apply")
     finally:
         os.chmod(locked, mode)
-    assert_clean_refusal(proc, 6, "read-only", "nothing was changed")
+    assert_refused(proc, 6, "read-only", "nothing was changed")
     assert snapshot(site) == before
 
 
@@ -90,9 +78,7 @@ def test_corrupt_state_record(tree_copy) -> None:  # type: ignore[no-untyped-def
     state.write_text("{not json")
     before = snapshot(site)
     for command in ("status", "apply", "revert"):
-        assert_clean_refusal(
-            run_cli("--target", str(site), command), 7, "corrupt", "reinstall vLLM"
-        )
+        assert_refused(run_cli("--target", str(site), command), 7, "corrupt", "reinstall vLLM")
     assert snapshot(site) == before
 
 
@@ -100,9 +86,7 @@ def test_foreign_state_record(tree_copy) -> None:  # type: ignore[no-untyped-def
     site = tree_copy("0.15.1")
     (site / ".vllm-patcher").mkdir()
     (site / ".vllm-patcher" / "state.json").write_text(json.dumps({"tool": "something-else"}))
-    assert_clean_refusal(
-        run_cli("--target", str(site), "apply"), 7, "not a vllm-patcher state record"
-    )
+    assert_refused(run_cli("--target", str(site), "apply"), 7, "not a vllm-patcher state record")
 
 
 def test_edit_after_apply_blocks_revert_until_forced(tree_copy) -> None:  # type: ignore[no-untyped-def]
@@ -112,7 +96,7 @@ def test_edit_after_apply_blocks_revert_until_forced(tree_copy) -> None:  # type
     edited.write_text(edited.read_text() + "# tuned by hand\n")
     mine = edited.read_bytes()
     before = snapshot(site)
-    assert_clean_refusal(run_cli("--target", str(site), "revert"), 5, str(edited), "--force")
+    assert_refused(run_cli("--target", str(site), "revert"), 5, str(edited), "--force")
     assert snapshot(site) == before
     forced = run_cli("--target", str(site), "--json", "revert", "--force", check=True)
     kept = json.loads(forced.stdout)["saved_edits"]["vllm/config/speculative.py"]
@@ -136,5 +120,5 @@ def test_symlink_out_of_the_package_is_refused(tree_copy, tmp_path: Path) -> Non
     victim.symlink_to(outside)
     before_outside = outside.read_bytes()
     proc = run_cli("--target", str(site), "apply")
-    assert_clean_refusal(proc, 5, "outside the vLLM package")
+    assert_refused(proc, 5, "outside the vLLM package")
     assert outside.read_bytes() == before_outside

@@ -27,7 +27,7 @@ from vllm_patcher.doctor import (
     speculative_config,
 )
 
-from .conftest import run_cli, snapshot
+from .conftest import assert_refused, run_cli, snapshot
 
 HIDDEN = 7168
 LAYERS = 61
@@ -156,16 +156,6 @@ def by_check(report: doctor.DoctorReport | dict[str, Any], name: str) -> list[tu
     findings = report["findings"] if isinstance(report, dict) else report.to_dict()["findings"]
     assert isinstance(findings, list)
     return [(f["level"], f["message"]) for f in findings if f["check"] == name]
-
-
-def assert_clean_refusal(proc: Any, code: int, *fragments: str) -> None:
-    assert proc.returncode == code, (proc.returncode, proc.stdout, proc.stderr)
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1, proc.stderr
-    assert lines[0].startswith("vllm-patcher: error: ")
-    assert "Traceback" not in proc.stderr + proc.stdout
-    for fragment in fragments:
-        assert fragment in lines[0], lines[0]
 
 
 # --- the release rules, as pure functions -----------------------------------------------------------
@@ -634,7 +624,7 @@ def test_missing_model_directory(tmp_path: Path) -> None:
         "doctor", "--model", str(tmp_path / "nope"), "--drafter", str(drafter),
         "--vllm-version", "0.15.1",
     )  # fmt: skip
-    assert_clean_refusal(proc, 11, "does not exist")
+    assert_refused(proc, 11, "does not exist")
 
 
 def test_drafter_without_config(tmp_path: Path) -> None:
@@ -643,7 +633,7 @@ def test_drafter_without_config(tmp_path: Path) -> None:
         "doctor", "--model", str(kimi_target(tmp_path)), "--drafter", str(tmp_path / "empty"),
         "--vllm-version", "0.15.1",
     )  # fmt: skip
-    assert_clean_refusal(proc, 11, "has no config.json")
+    assert_refused(proc, 11, "has no config.json")
 
 
 @pytest.mark.parametrize(
@@ -657,7 +647,7 @@ def test_invalid_target_config(tmp_path: Path, text: str) -> None:
         "doctor", "--model", str(target), "--drafter", str(specforge_drafter(tmp_path)),
         "--vllm-version", "0.15.1",
     )  # fmt: skip
-    assert_clean_refusal(proc, 11, str(target / "config.json"))
+    assert_refused(proc, 11, str(target / "config.json"))
 
 
 @pytest.mark.parametrize("damage", ["truncated", "short", "not-json", "offsets-past-the-end"])
@@ -680,7 +670,7 @@ def test_corrupt_safetensors(tmp_path: Path, damage: str) -> None:
         "doctor", "--model", str(kimi_target(tmp_path)), "--drafter", str(drafter),
         "--vllm-version", "0.15.1", "--fix",
     )  # fmt: skip
-    assert_clean_refusal(proc, 11, "model.safetensors is not a readable safetensors file")
+    assert_refused(proc, 11, "model.safetensors is not a readable safetensors file")
     assert snapshot(drafter) == before
 
 
@@ -689,7 +679,7 @@ def test_unreadable_vllm_version(tmp_path: Path) -> None:
         "doctor", "--model", str(kimi_target(tmp_path)), "--drafter", str(specforge_drafter(tmp_path)),
         "--vllm-version", "latest",
     )  # fmt: skip
-    assert_clean_refusal(proc, 11, "'latest' is not a vLLM release version")
+    assert_refused(proc, 11, "'latest' is not a vLLM release version")
 
 
 def test_without_vllm_or_vllm_version_it_refuses_like_other_commands(tmp_path: Path) -> None:
@@ -701,7 +691,7 @@ def test_without_vllm_or_vllm_version_it_refuses_like_other_commands(tmp_path: P
         "--drafter",
         str(specforge_drafter(tmp_path)),
     )
-    assert_clean_refusal(proc, 3, "no vLLM installed", "--vllm-version")
+    assert_refused(proc, 3, "no vLLM installed", "--vllm-version")
 
 
 # --- serve-args -------------------------------------------------------------------------------------
@@ -724,9 +714,7 @@ def test_serve_args_prints_exactly_the_speculative_config(tmp_path: Path) -> Non
 
 
 def test_serve_args_needs_a_drafter_config(tmp_path: Path) -> None:
-    assert_clean_refusal(
-        run_cli("serve-args", "--drafter", str(tmp_path)), 11, "has no config.json"
-    )
+    assert_refused(run_cli("serve-args", "--drafter", str(tmp_path)), 11, "has no config.json")
 
 
 def test_serve_args_refuses_zero_tokens(tmp_path: Path) -> None:

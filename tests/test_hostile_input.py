@@ -17,18 +17,10 @@ from vllm_patcher import state, txn
 from vllm_patcher.errors import NotWritable
 from vllm_patcher.target import locate_in_directory
 
-from .conftest import REPO, run_cli, snapshot, touched_match_record
+from .conftest import REPO, assert_refused, run_cli, snapshot, touched_match_record
 
 SPEC = "vllm/config/speculative.py"
 DEEPSEEK = "vllm/model_executor/models/deepseek_v2.py"
-
-
-def refused(proc: subprocess.CompletedProcess[str], code: int, fragment: str) -> None:
-    assert proc.returncode == code, (proc.returncode, proc.stderr)
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("vllm-patcher: error: "), proc.stderr
-    assert "Traceback" not in proc.stderr + proc.stdout
-    assert fragment in lines[0], lines[0]
 
 
 def pins_with(tmp_path: Path, edit) -> dict[str, str]:  # type: ignore[no-untyped-def]
@@ -55,7 +47,7 @@ def test_pinned_diff_paths_that_leave_vllm_are_refused(
     outside = tmp_path / "outside.py"
     before = snapshot(site)
     proc = run_cli("--target", str(site), "apply", env=pins_with(tmp_path, edit))
-    refused(proc, 7, "outside vllm/")
+    assert_refused(proc, 7, "outside vllm/")
     assert snapshot(site) == before
     assert not outside.exists()
 
@@ -69,7 +61,7 @@ def test_manifest_paths_that_leave_vllm_are_refused(tree_copy, tmp_path: Path) -
 
     site = tree_copy("0.15.1")
     before = snapshot(site)
-    refused(
+    assert_refused(
         run_cli("--target", str(site), "apply", env=pins_with(tmp_path, edit)), 7, "outside vllm/"
     )
     assert snapshot(site) == before
@@ -84,7 +76,7 @@ def test_state_record_naming_a_file_outside_vllm_is_refused(tree_copy) -> None: 
     path.write_text(json.dumps(data))
     before = snapshot(site)
     for command in ("status", "revert", "apply"):
-        refused(run_cli("--target", str(site), command), 7, "outside vllm/")
+        assert_refused(run_cli("--target", str(site), command), 7, "outside vllm/")
     assert snapshot(site) == before
 
 
@@ -106,7 +98,7 @@ def test_a_file_that_is_not_utf8_is_refused(tree_copy) -> None:  # type: ignore[
     site = tree_copy("0.15.1")
     _rewrite_record(site, DEEPSEEK, (site / DEEPSEEK).read_bytes() + b"# \xff\xfe latin-1 bytes\n")
     before = snapshot(site)
-    refused(run_cli("--target", str(site), "apply"), 10, "not UTF-8")
+    assert_refused(run_cli("--target", str(site), "apply"), 10, "not UTF-8")
     assert snapshot(site) == before
 
 
@@ -114,7 +106,7 @@ def test_a_missing_file_is_refused(tree_copy) -> None:  # type: ignore[no-untype
     site = tree_copy("0.15.1")
     (site / SPEC).unlink()
     before = snapshot(site)
-    refused(run_cli("--target", str(site), "apply"), 5, "reinstall vLLM")
+    assert_refused(run_cli("--target", str(site), "apply"), 5, "reinstall vLLM")
     assert snapshot(site) == before
     st = json.loads(run_cli("--target", str(site), "--json", "status", check=True).stdout)
     assert st["patches"][0]["state"] == "drifted" and "missing" in st["patches"][0]["detail"]
@@ -172,5 +164,5 @@ def test_a_full_disk_during_apply_loses_nothing(tree_copy, small_disk: Path) -> 
     before = snapshot(site)
     free = shutil.disk_usage(small_disk).free
     proc = run_cli("--target", str(site), "apply")
-    refused(proc, 6, "no space left on device")
+    assert_refused(proc, 6, "no space left on device")
     assert snapshot(site) == before, f"the tree changed (free before: {free} bytes)"
