@@ -19,12 +19,16 @@ TP            ?= 8
 NUM_SPEC      ?= 3
 PORT          ?= 8000
 
+# make cluster-pre-deploy: the Ray cluster a multi-node server runs on (auto = the local head).
+RAY_ADDRESS   ?= auto
+
 PINNED := 0.11.0 0.11.1 0.11.2 0.12.0 0.13.0 0.14.0 0.14.1 0.15.0 0.15.1 0.16.0 0.17.0 0.17.1
 
-.PHONY: help pre-deploy serve test lint unit bench pin dev test-venv clean
+.PHONY: help pre-deploy cluster-pre-deploy serve test lint unit bench pin dev test-venv clean
 
 help:
 	@echo "make pre-deploy   create $(VENV) with vllm==$(VLLM_VERSION), apply the patches, verify them"
+	@echo "make cluster-pre-deploy  apply, verify, status on every node of the Ray cluster at $(RAY_ADDRESS)"
 	@echo "make serve        pre-deploy, then vllm serve $(MODEL) with the EAGLE-3 drafter $(DRAFTER)"
 	@echo "make test         lint and the whole test suite (creates the cached vLLM venv when missing)"
 	@echo "make bench        apply/status/verify/revert timings against their floors"
@@ -42,6 +46,13 @@ pre-deploy: $(VENV)/.vllm-$(VLLM_VERSION)
 	$(VENV)/bin/vllm-patcher apply
 	$(VENV)/bin/vllm-patcher verify
 	@$(VENV)/bin/vllm-patcher status
+
+# Multi-node: every node of the Ray cluster, through Ray (each node patches its own vLLM).
+cluster-pre-deploy: $(VENV)/.vllm-$(VLLM_VERSION)
+	$(VENV)/bin/pip install -q .
+	$(VENV)/bin/vllm-patcher cluster apply --address $(RAY_ADDRESS)
+	$(VENV)/bin/vllm-patcher cluster verify --address $(RAY_ADDRESS)
+	@$(VENV)/bin/vllm-patcher cluster status --address $(RAY_ADDRESS)
 
 serve: pre-deploy
 	$(VENV)/bin/vllm-patcher doctor --model $(MODEL) --drafter $(DRAFTER)
