@@ -289,7 +289,7 @@ def test_on_0_11_0_the_drafter_gets_the_default_whatever_it_declares(tmp_path: P
     drafter = specforge_drafter(tmp_path, nested=[2, 30, 58], weights=drafter_weights())
     report = check(kimi_target(tmp_path), drafter, "0.11.0")
     assert (report.aux.vllm_ids, report.aux.source) == ((2, 30, 58), "default")
-    (problem,) = report.problems
+    (problem,) = [p for p in report.problems if p.check == "aux-layers"]
     assert "reads no aux-layer key" in problem.message
     assert problem.fix is not None and "upgrade to vLLM 0.11.1 or newer" in problem.fix
     assert "[3, 31, 59]" in problem.fix
@@ -722,3 +722,19 @@ def test_serve_args_refuses_zero_tokens(tmp_path: Path) -> None:
         "serve-args", "--drafter", str(specforge_drafter(tmp_path)), "--num-speculative-tokens", "0"
     )
     assert proc.returncode == 2 and proc.stdout == ""
+
+
+@pytest.mark.parametrize(("version", "loads"), [("0.14.1", False), ("0.15.0", True)])
+def test_a_kimi_k25_target_needs_a_release_that_has_its_model(
+    tmp_path: Path, version: str, loads: bool
+) -> None:
+    drafter = specforge_drafter(
+        tmp_path, weights=drafter_weights(), eagle_aux_hidden_state_layer_ids=[3, 31, 59]
+    )
+    report = check(kimi_target(tmp_path), drafter, version)
+    target_problems = [f for f in report.problems if f.check == "target"]
+    if loads:
+        assert target_problems == []
+    else:
+        (problem,) = target_problems
+        assert "arrived in vLLM 0.15.0" in problem.message and problem.fix

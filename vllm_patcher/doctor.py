@@ -35,6 +35,7 @@ DEEPSEEK_V3_FAMILY = ("deepseek_v2", "deepseek_v3", "deepseek_v32", "kimi_k2", "
 # falls back to the nested key SpecForge writes, without shifting it.
 READS_TOP_LEVEL_FROM = Version("0.11.1")
 READS_NESTED_FROM = Version("0.22.0")
+KIMI_K25_FROM = Version("0.15.0")
 
 # safetensors refuses headers above 100 MB; a bigger length means a corrupt or foreign file.
 MAX_HEADER_BYTES = 100_000_000
@@ -723,6 +724,17 @@ def check(model_dir: str | Path, drafter_dir: str | Path, vllm_version: str) -> 
     drafter = read_drafter(drafter_dir)
     plan, aux_findings = check_aux_layers(drafter, target, vllm_version)
     findings = check_drafter(drafter, target) + aux_findings
+    if target.model_type == "kimi_k25" and release_version(vllm_version) < KIMI_K25_FROM:
+        findings.insert(
+            0,
+            Finding(
+                "target",
+                PROBLEM,
+                f"vLLM {vllm_version} cannot load a Kimi-K2.5 target: its model (kimi_k25.py) "
+                "arrived in vLLM 0.15.0",
+                "serve it with vLLM 0.15.0 or newer (make pre-deploy VLLM_VERSION=0.15.1)",
+            ),
+        )
     return DoctorReport(vllm_version, target, drafter, plan, findings)
 
 
