@@ -22,7 +22,7 @@ from . import catalog, pinned
 from . import state as state_mod
 from . import status as status_mod
 from .catalog import Release
-from .errors import LocallyModified, NotWritable, PatchShapeError, StateError
+from .errors import LocallyModified, NotWritable, PatcherError, PatchShapeError, StateError
 from .state import FileRecord, PatchRecord, PatchState
 from .target import Target, file_hash
 
@@ -47,10 +47,14 @@ class FileEdit:
 @dataclass
 class ApplyResult:
     edits: list[FileEdit]
-    diff: str
     dry_run: bool
     recovered: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+
+    @property
+    def diff(self) -> str:
+        """The unified diff of the edits (rendered on demand: difflib is not free on 60 KB files)."""
+        return _render_diff(self.edits)
 
     @property
     def methods(self) -> dict[str, str]:
@@ -269,9 +273,7 @@ def apply(
     pins_root: Path | None = None,
 ) -> ApplyResult:
     if catalog.classify(target.version) is Release.UPSTREAM:
-        return ApplyResult(
-            [], "", dry_run, notes=[f"vLLM {target.version} already has every change"]
-        )
+        return ApplyResult([], dry_run, notes=[f"vLLM {target.version} already has every change"])
     pin = pinned.load(target.version, pins_root)
     record = state_mod.load(target.site_packages)
     if record is not None and record.phase != "applied" and dry_run:
@@ -287,11 +289,11 @@ def apply(
     if not interrupted and not any(
         f.state in (status_mod.PENDING, status_mod.REINSTALLED) for f in files
     ):
-        return ApplyResult([], "", dry_run)
+        return ApplyResult([], dry_run)
     # Every new text is computed before anything is written, so a refusal leaves no trace.
     edits = _compute_edits(target, files, pin, strict, notes, contents) if not interrupted else []
     if dry_run:
-        return ApplyResult(edits, _render_diff(edits), True, notes=notes)
+        return ApplyResult(edits, True, notes=notes)
 
     rels = [f.path for f in files]
     for rel in rels:
@@ -317,10 +319,11 @@ def apply(
             if edits:
                 _commit(target, record, edits)
     except BaseException:
-        if fresh_state_dir and state_mod.load(target.site_packages) is None:
-            shutil.rmtree(state_mod.state_dir(target.site_packages), ignore_errors=True)
+        with contextlib.suppress(PatcherError):
+            if fresh_state_dir and state_mod.load(target.site_packages) is None:
+                shutil.rmtree(state_mod.state_dir(target.site_packages), ignore_errors=True)
         raise
-    return ApplyResult(edits, _render_diff(edits), False, recovered=recovered, notes=notes)
+    return ApplyResult(edits, False, recovered=recovered, notes=notes)
 
 
 def _sweep(target: Target, rels: list[str]) -> None:
