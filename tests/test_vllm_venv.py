@@ -160,3 +160,31 @@ def test_verify_catches_each_breakage_in_the_right_tier(vllm_python: Path, break
     run_cli(*where, "apply", check=True)
     assert run_cli(*where, "verify").returncode == 0
     run_cli(*where, "revert", check=True)
+
+
+def test_a_real_pip_reinstall_after_apply_shows_drift_and_apply_heals_it(vllm_python: Path) -> None:
+    where = ["--python", str(vllm_python)]
+    site = venv_site(vllm_python)
+    run_cli(*where, "apply", check=True)
+    subprocess.run(
+        [
+            str(vllm_python),
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-deps",
+            "--force-reinstall",
+            "vllm==0.15.1",
+        ],
+        check=True,
+        capture_output=True,
+    )
+    assert all(touched_match_record(site).values())
+    st = json.loads(run_cli(*where, "--json", "status", check=True).stdout)
+    assert [p["state"] for p in st["patches"]] == ["drifted"] * 3
+    run_cli(*where, "apply", check=True)
+    st = json.loads(run_cli(*where, "--json", "status", check=True).stdout)
+    assert [p["state"] for p in st["patches"]] == ["applied"] * 3
+    run_cli(*where, "revert", check=True)
+    assert all(touched_match_record(site).values())

@@ -83,12 +83,14 @@ def compile_tier(target: Target, rels: list[str]) -> list[Check]:
     return checks
 
 
-def run_probe(python: Path, modules: list[str], behaviour: bool = True) -> list[Check]:
+def run_probe(
+    python: Path, modules: list[str], behaviour: bool = True, layer0: bool = True
+) -> list[Check]:
     probe = Path(__file__).with_name("probe.py")
     env = dict(os.environ)
     # The probes build configs from local folders only; never wait on the Hugging Face hub.
     env.update({"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONDONTWRITEBYTECODE": "1"})
-    request = json.dumps({"modules": modules, "behaviour": behaviour})
+    request = json.dumps({"modules": modules, "behaviour": behaviour, "layer0": layer0})
     try:
         proc = subprocess.run(
             [str(python), "-I", str(probe), request],
@@ -139,7 +141,8 @@ def verify(target: Target, on_tier: Callable[[str], None] | None = None) -> Veri
     if on_tier:
         on_tier("import")
     modules = [catalog.VERIFY_MODULES[r] for r in rels if r in catalog.VERIFY_MODULES]
-    report.checks.extend(run_probe(target.python, modules))
+    upstream = catalog.classify(target.version) is catalog.Release.UPSTREAM
+    report.checks.extend(run_probe(target.python, modules, layer0=not upstream))
     _conclude(report, "import")
     if any(c.tier == "behaviour" for c in report.checks):
         _conclude(report, "behaviour")
