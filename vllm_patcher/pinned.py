@@ -64,11 +64,27 @@ def _version_key(version: str) -> tuple[int, ...]:
     return tuple(int(x) if x.isdigit() else 0 for x in version.split("."))
 
 
+def _release_folder(version: str, root: Path) -> Path | None:
+    """The folder pinned for ``version``; a local build (``0.15.1+cpu``) falls back to ``0.15.1``.
+
+    Safe because a pinned diff is only used when every file matches the manifest's hashes.
+    """
+    candidates = [version]
+    public = version.split("+", 1)[0]
+    if public != version:
+        candidates.append(public)
+    for candidate in candidates:
+        folder = root / f"vllm-{candidate}"
+        if (folder / MANIFEST).is_file():
+            return folder
+    return None
+
+
 def load(version: str, root: Path | None = None) -> PinnedRelease | None:
-    folder = (root or patches_root()) / f"vllm-{version}"
-    path = folder / MANIFEST
-    if not path.is_file():
+    folder = _release_folder(version, root or patches_root())
+    if folder is None:
         return None
+    path = folder / MANIFEST
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
         files = {
