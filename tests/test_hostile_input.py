@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from vllm_patcher import state, txn
+from vllm_patcher import sources, state, txn
 from vllm_patcher.errors import NotWritable
 from vllm_patcher.target import locate_in_directory
 
@@ -166,3 +166,97 @@ def test_a_full_disk_during_apply_loses_nothing(tree_copy, small_disk: Path) -> 
     proc = run_cli("--target", str(site), "apply")
     assert_refused(proc, 6, "no space left on device")
     assert snapshot(site) == before, f"the tree changed (free before: {free} bytes)"
+
+
+def test_an_interrupt_right_after_a_replace_still_rolls_everything_back(
+    tree_copy, monkeypatch
+) -> None:  # type: ignore[no-untyped-def]
+    """Ctrl-C after os.replace but before the write loop notices: no half-patched tree."""
+    site = tree_copy("0.15.1")
+    real = state.fsync_dir
+
+    def interrupted(directory: Path) -> None:
+        real(directory)
+        if str(directory).endswith("vllm/model_executor/models"):
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(state, "fsync_dir", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        txn.apply(locate_in_directory(str(site)))
+    monkeypatch.setattr(state, "fsync_dir", real)
+    assert all(touched_match_record(site).values())
+    assert not (site / ".vllm-patcher" / "state.json").exists()
+    run_cli("--target", str(site), "apply", check=True)
+
+
+def test_a_failed_final_journal_write_rolls_back_the_files(tree_copy, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    site = tree_copy("0.15.1")
+    real = state.save
+
+    def full_disk(site_packages: Path, record: state.PatchState) -> None:
+        if record.phase == "applied":
+            raise NotWritable("no space left on device while writing state.json")
+        real(site_packages, record)
+
+    monkeypatch.setattr(state, "save", full_disk)
+    with pytest.raises(NotWritable):
+        txn.apply(locate_in_directory(str(site)))
+    assert all(touched_match_record(site).values())
+    assert not (site / ".vllm-patcher").exists()
+
+
+def test_a_record_without_hashes_is_refused(tree_copy) -> None:  # type: ignore[no-untyped-def]
+    """An editable or source install has no pristine reference: never a false green."""
+    site = tree_copy("0.15.1")
+    record = site / "vllm-0.15.1.dist-info" / "RECORD"
+    rows = [r.split(",")[0] + ",," for r in record.read_text().splitlines()]
+    record.write_text("\n".join(rows) + "\n")
+    before = snapshot(site)
+    for command in ("status", "apply", "verify"):
+        assert_refused(run_cli("--target", str(site), command), 3, "no sha256", "editable")
+    assert snapshot(site) == before
+
+
+@pytest.mark.parametrize(
+    ("sources_of", "expected"), [("0.15.1", "pending"), ("0.18.0", "upstream")]
+)
+def test_a_pre_release_of_0_18_is_checked_not_assumed(
+    tmp_path: Path, sources_of: str, expected: str
+) -> None:
+    site = tmp_path / "site"
+    shutil.copytree(sources.fetch_release(sources_of), site)
+    info = site / f"vllm-{sources_of}.dist-info"
+    metadata = info / "METADATA"
+    metadata.write_text(
+        metadata.read_text().replace(f"Version: {sources_of}\n", "Version: 0.18.0rc1\n", 1)
+    )
+    info.rename(site / "vllm-0.18.0rc1.dist-info")
+    st = json.loads(run_cli("--target", str(site), "--json", "status", check=True).stdout)
+    assert {p["state"] for p in st["patches"]} == {expected}
+
+
+def test_a_deleted_patched_file_is_restored_by_revert(tree_copy) -> None:  # type: ignore[no-untyped-def]
+    site = tree_copy("0.15.1")
+    run_cli("--target", str(site), "apply", check=True)
+    (site / "vllm/model_executor/models/kimi_k25.py").unlink()
+    run_cli("--target", str(site), "revert", check=True)
+    assert all(touched_match_record(site).values())
+
+
+def test_a_state_folder_that_is_a_link_is_refused(tree_copy, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    site = tree_copy("0.15.1")
+    victim = tmp_path / "victim"
+    (victim / "pristine").mkdir(parents=True)
+    (victim / "pristine" / "keep").write_text("x")
+    (site / ".vllm-patcher").symlink_to(victim)
+    before = snapshot(victim)
+    for command in ("revert", "apply", "status"):
+        assert_refused(run_cli("--target", str(site), command), 5, "is a link")
+    assert snapshot(victim) == before
+    assert all(touched_match_record(site).values())
+
+
+def test_an_unreadable_lock_timeout_is_a_clean_usage_error(tree_copy) -> None:  # type: ignore[no-untyped-def]
+    site = tree_copy("0.15.1")
+    proc = run_cli("--target", str(site), "apply", env={"VLLM_PATCHER_LOCK_TIMEOUT": "abc"})
+    assert_refused(proc, 2, "VLLM_PATCHER_LOCK_TIMEOUT")

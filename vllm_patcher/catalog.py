@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 
 FIRST_PATCHABLE = Version("0.11.0")
 UPSTREAM_FROM = Version("0.18.0")
+LIST_GONE_FROM = Version("0.22.0")  # the allow-list mechanism no longer exists
 SUPPORTED_RANGE = "0.11.0 to 0.17.x (0.18.0 and newer already have these changes)"
 
 KIMI_MODEL = "vllm/model_executor/models/kimi_k25.py"
@@ -96,15 +97,24 @@ def parse_version(version: str) -> Version:
 
 def classify(version: str) -> Release:
     """Which releases this tool patches; refuse the ones before the EAGLE-3 allow-list existed."""
-    v = Version(parse_version(version).base_version)
+    parsed = parse_version(version)
+    v = Version(parsed.base_version)
     if v < FIRST_PATCHABLE:
         raise UnsupportedRelease(
             f"vLLM {version} is not supported: vllm-patcher patches {SUPPORTED_RANGE}; "
             "upgrade vLLM to one of those releases"
         )
-    if v >= UPSTREAM_FROM:
+    unfinished = parsed.is_prerelease or parsed.is_devrelease or parsed.local is not None
+    if v >= UPSTREAM_FROM and not (unfinished and v < LIST_GONE_FROM):
         return Release.UPSTREAM
+    # A pre-release, dev or local build numbered 0.18-0.21 may predate the upstream changes:
+    # treat it as patchable, and let the transforms tell per file whether the change is there.
     return Release.PATCHABLE
+
+
+def all_paths() -> list[str]:
+    """Every file any patch can touch, in any release."""
+    return [c.path for p in PATCHES for c in p.changes]
 
 
 def touched_files(record: dict[str, str]) -> list[str]:

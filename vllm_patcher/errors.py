@@ -13,6 +13,12 @@ class PatcherError(Exception):
         self.message = message
 
 
+class BadSetting(PatcherError):
+    """An option or environment variable has a value the tool cannot use."""
+
+    exit_code = 2
+
+
 class TargetNotFound(PatcherError):
     """No vLLM distribution where we were told to look, or the interpreter does not exist."""
 

@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from .errors import LockTimeout, NotWritable, StateError
+from .errors import BadSetting, LocallyModified, LockTimeout, NotWritable, StateError
 
 STATE_DIR = ".vllm-patcher"
 FORMAT = 1
@@ -66,7 +66,20 @@ def _fix_hint(site_packages: Path) -> str:
     )
 
 
+def check_state_dir(site_packages: Path) -> None:
+    """Our state folder must be a real folder in site-packages, never a link elsewhere."""
+    directory = state_dir(site_packages)
+    if directory.is_symlink() or (
+        directory.exists() and directory.resolve().parent != site_packages.resolve()
+    ):
+        raise LocallyModified(
+            f"{directory} is a link; refusing to read or write vllm-patcher state through it "
+            "(remove the link)"
+        )
+
+
 def load(site_packages: Path) -> PatchState | None:
+    check_state_dir(site_packages)
     path = state_dir(site_packages) / "state.json"
     try:
         raw = path.read_bytes()
@@ -196,7 +209,14 @@ def locked(site_packages: Path, timeout: float | None = None) -> Iterator[None]:
     The default wait is 60 s, or ``VLLM_PATCHER_LOCK_TIMEOUT`` seconds when set.
     """
     if timeout is None:
-        timeout = float(os.environ.get("VLLM_PATCHER_LOCK_TIMEOUT", "60"))
+        raw = os.environ.get("VLLM_PATCHER_LOCK_TIMEOUT", "60")
+        try:
+            timeout = float(raw)
+        except ValueError:
+            raise BadSetting(
+                f"VLLM_PATCHER_LOCK_TIMEOUT={raw!r} is not a number of seconds"
+            ) from None
+    check_state_dir(site_packages)
     directory = state_dir(site_packages)
     ensure_dir(directory)
     lock_path = directory / "lock"

@@ -76,6 +76,15 @@ def _from_distribution(dist: metadata.Distribution, python: Path | None) -> Targ
         if rel.startswith("vllm/") and entry.hash is not None and entry.hash.mode == "sha256":
             record[rel] = entry.hash.value
     site = Path(str(dist.locate_file(""))).resolve()
+    from .catalog import all_paths  # the catalogue names the files whose hashes we rely on
+
+    unhashed = [rel for rel in all_paths() if rel not in record and (site / rel).is_file()]
+    if unhashed:
+        raise TargetNotFound(
+            f"vLLM {dist.version} at {site} has no sha256 for {unhashed[0]} in its RECORD "
+            "(an editable or source install?); vllm-patcher needs a wheel install to tell "
+            "pristine files apart"
+        )
     return Target(
         site_packages=site,
         version=dist.version,

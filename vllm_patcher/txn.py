@@ -367,31 +367,41 @@ def _commit(target: Target, record: PatchState | None, edits: list[FileEdit]) ->
         if e.path not in pr.files:
             pr.files.append(e.path)
     state_mod.save(site, new_record)
-    done: list[FileEdit] = []
     try:
         for e in edits:
             path = target.path(e.path)
             state_mod.atomic_write(path, e.new, _mode_of(path))
-            done.append(e)
+        new_record.phase = "applied"
+        state_mod.save(site, new_record)
     except BaseException:
-        stuck = False
-        for e in reversed(done):
-            path = target.path(e.path)
-            try:
-                state_mod.atomic_write(path, e.old, _mode_of(path))
-            except NotWritable:
-                stuck = True
-        if not stuck:  # otherwise the "applying" journal stays, and the next run recovers from it
+        # Judge every file by its bytes, not by how far the loop got: an interrupt can land
+        # after a replace and before the loop notices.
+        if _roll_back(target, edits):
             if record is not None:
                 state_mod.save(site, record)
             else:
                 _clear_state(target)
+        # otherwise the "applying" journal stays, and the next apply or revert recovers from it
         raise
     finally:
-        for e in done:
+        for e in edits:
             _drop_bytecode(target.path(e.path))
-    new_record.phase = "applied"
-    state_mod.save(site, new_record)
+
+
+def _roll_back(target: Target, edits: list[FileEdit]) -> bool:
+    """Put the old bytes back wherever the new ones landed; True when every file is back."""
+    clean = True
+    for e in reversed(edits):
+        path = target.path(e.path)
+        try:
+            current = file_hash(path.read_bytes())
+            if current == e.after:
+                state_mod.atomic_write(path, e.old, _mode_of(path))
+            elif current != e.before:
+                clean = False
+        except (OSError, NotWritable):
+            clean = False
+    return clean
 
 
 def revert(target: Target, *, force: bool = False) -> RevertResult:
@@ -416,7 +426,7 @@ def revert(target: Target, *, force: bool = False) -> RevertResult:
             cur = file_hash(data) if data is not None else None
             if cur == target.record.get(rel) or cur == fr.before:
                 result.already_pristine.append(rel)
-            elif cur == fr.after:
+            elif cur == fr.after or data is None:  # a deleted file has nothing of the user's
                 plan.append((rel, fr.before))
             else:
                 edited.append(rel)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -91,9 +92,12 @@ def run_probe(
     # The probes build configs from local folders only; never wait on the Hugging Face hub.
     env.update({"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONDONTWRITEBYTECODE": "1"})
     request = json.dumps({"modules": modules, "behaviour": behaviour, "layer0": layer0})
+    # Another environment's interpreter runs isolated, as it was located; this interpreter keeps
+    # the sys.path (PYTHONPATH, user site) through which the tool found vLLM in the first place.
+    isolation = [] if Path(python) == Path(sys.executable) else ["-I"]
     try:
         proc = subprocess.run(
-            [str(python), "-I", str(probe), request],
+            [str(python), *isolation, str(probe), request],
             capture_output=True,
             text=True,
             env=env,
