@@ -26,7 +26,7 @@ from vllm_patcher.target import file_hash
 from .conftest import record_of, run_cli, snapshot
 
 VERSION = "0.15.1"
-KILLS = int(os.environ.get("VLLM_PATCHER_KILLS", "230"))
+KILLS = int(os.environ.get("VLLM_PATCHER_KILLS", "260"))
 EMPTY_PINS = "/nonexistent-vllm-patcher-pins"
 
 

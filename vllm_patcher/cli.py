@@ -10,7 +10,7 @@ from typing import Any, NoReturn
 
 import click
 
-from . import catalog, pinned, sources, txn
+from . import catalog, pinned
 from . import status as status_mod
 from . import target as target_mod
 from .errors import PatcherError
@@ -111,6 +111,8 @@ def status(opts: Options) -> None:
 @click.pass_obj
 def apply(opts: Options, dry_run: bool, strict: bool) -> None:
     """Apply every pending patch, all files or none."""
+    from . import txn
+
     target = opts.target()
     result = txn.apply(target, dry_run=dry_run, strict=strict)
     st = status_mod.read_status(target)
@@ -199,6 +201,8 @@ def verify(opts: Options) -> None:
 @click.pass_obj
 def revert(opts: Options, force: bool) -> None:
     """Restore every touched file to the bytes pip installed."""
+    from . import txn
+
     target = opts.target()
     result = txn.revert(target, force=force)
     if opts.as_json:
@@ -505,4 +509,4 @@ def cluster_verify(opts: Options, address: str, timeout: float, as_json: bool) -
     _run_cluster(opts, "verify", address, timeout, as_json)
 
 
-__all__ = ["main", "sources"]
+__all__ = ["main"]

@@ -8,11 +8,9 @@ stated line, with no fuzz and no offsets, and then checks the result against the
 
 from __future__ import annotations
 
-import difflib
 import json
 import os
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 
 from .errors import StateError
@@ -46,6 +44,8 @@ def patches_root() -> Path:
     override = os.environ.get("VLLM_PATCHER_PATCHES_DIR")
     if override:
         return Path(override)
+    from importlib import resources
+
     try:
         return Path(str(resources.files("vllm_patcher.patches")))
     except ModuleNotFoundError:  # running from a source tree that was never installed
@@ -107,6 +107,8 @@ def _check_rel(rel: str, where: Path | str) -> None:
 
 
 def make_diff(rel: str, before: str, after: str) -> str:
+    import difflib
+
     if not before.endswith("\n") or not after.endswith("\n"):
         raise StateError(f"{rel} does not end with a newline; cannot pin it")
     lines = difflib.unified_diff(
