@@ -136,21 +136,27 @@ def venv_site(python: Path) -> Path:
     return Path(out.stdout.strip())
 
 
+def pip_reinstall_vllm(python: Path) -> None:
+    """What an operator's `pip install --force-reinstall` does to the venv's vLLM."""
+    subprocess.run(
+        [
+            str(python),
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-deps",
+            "--force-reinstall",
+            "vllm==0.15.1",
+        ],
+        check=True,
+        capture_output=True,
+    )
+
+
 def _make_pristine(python: Path) -> None:
     run_cli("--python", str(python), "revert", "--force")
     site = venv_site(python)
     if not all(touched_match_record(site).values()):
-        subprocess.run(
-            [
-                str(python),
-                "-m",
-                "pip",
-                "install",
-                "-q",
-                "--no-deps",
-                "--force-reinstall",
-                "vllm==0.15.1",
-            ],
-            check=True,
-        )
+        pip_reinstall_vllm(python)
     assert all(touched_match_record(site).values())

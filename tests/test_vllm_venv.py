@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import run_cli, touched_match_record, venv_site
+from .conftest import pip_reinstall_vllm, run_cli, touched_match_record, venv_site
 
 PATCHES = ("eagle3-whitelist", "kimi-k25-image-token", "supports-eagle3")
 
@@ -166,20 +166,7 @@ def test_a_real_pip_reinstall_after_apply_shows_drift_and_apply_heals_it(vllm_py
     where = ["--python", str(vllm_python)]
     site = venv_site(vllm_python)
     run_cli(*where, "apply", check=True)
-    subprocess.run(
-        [
-            str(vllm_python),
-            "-m",
-            "pip",
-            "install",
-            "-q",
-            "--no-deps",
-            "--force-reinstall",
-            "vllm==0.15.1",
-        ],
-        check=True,
-        capture_output=True,
-    )
+    pip_reinstall_vllm(vllm_python)
     assert all(touched_match_record(site).values())
     st = json.loads(run_cli(*where, "--json", "status", check=True).stdout)
     assert [p["state"] for p in st["patches"]] == ["drifted"] * 3
