@@ -73,10 +73,19 @@ def assert_refused(proc: subprocess.CompletedProcess[str], code: int, *fragments
         assert fragment in lines[0], lines[0]
 
 
+LOCK_FILE = ".vllm-patcher/lock"
+
+
 def snapshot(root: Path) -> dict[str, bytes]:
-    """Every file under ``root`` with its bytes (small trees only)."""
+    """Every file under ``root`` with its bytes (small trees only).
+
+    The lock file is left out: every run takes the lock before it judges anything, so even a
+    refused run creates it (empty but for the holder's pid), and it is never removed.
+    """
     return {
-        str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()
+        str(p.relative_to(root)): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and p.relative_to(root).as_posix() != LOCK_FILE
     }
 
 

@@ -8,12 +8,11 @@ import hashlib
 import io
 import json
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from vllm_patcher import sources, state, txn
+from vllm_patcher import fileops, journal, sources, txn
 from vllm_patcher.errors import NotWritable
 from vllm_patcher.target import locate_in_directory
 
@@ -116,7 +115,7 @@ def test_failure_midway_through_the_write_phase_rolls_back(tree_copy, monkeypatc
     """A directory that turns read-only after the checks: the third file write fails."""
     site = tree_copy("0.15.1")
     before = snapshot(site)
-    real = state.atomic_write
+    real = fileops.atomic_write
     writes: list[Path] = []
 
     def failing(path: Path, data: bytes, mode: int | None = None) -> None:
@@ -126,7 +125,7 @@ def test_failure_midway_through_the_write_phase_rolls_back(tree_copy, monkeypatc
                 raise NotWritable(f"cannot write {path}: Read-only file system")
         real(path, data, mode)
 
-    monkeypatch.setattr(state, "atomic_write", failing)
+    monkeypatch.setattr(fileops, "atomic_write", failing)
     with pytest.raises(NotWritable):
         txn.apply(locate_in_directory(str(site)))
     assert len(writes) >= 3
@@ -135,37 +134,49 @@ def test_failure_midway_through_the_write_phase_rolls_back(tree_copy, monkeypatc
     )
     after = {k: v for k, v in snapshot(site).items() if not k.startswith(".vllm-patcher")}
     assert after == {k: v for k, v in before.items() if not k.startswith(".vllm-patcher")}
-    assert not (site / ".vllm-patcher").exists()
+    assert_no_record(site)
 
 
-@pytest.fixture
-def small_disk(tmp_path: Path):  # type: ignore[no-untyped-def]
-    mount = tmp_path / "disk"
-    mount.mkdir()
-    # sized so the tree fits but the pristine copies apply keeps do not
-    proc = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=560k", "tmpfs", str(mount)],
-        capture_output=True,
-        text=True,
-    )
-    if proc.returncode != 0:
-        pytest.skip(
-            f"needs root to mount a small tmpfs for the full-disk case: {proc.stderr.strip()}"
+def assert_no_record(site: Path) -> None:
+    """Nothing recorded and no pristine copy left; the state folder and its lock may stay."""
+    state_dir = site / ".vllm-patcher"
+    assert not (state_dir / "state.json").exists()
+    assert not [p for p in (state_dir / "pristine").rglob("*") if p.is_file()]
+
+
+def _writes_of(command: str, site: Path) -> int:
+    """How many file writes a successful run of ``command`` makes (counted by the fault hook)."""
+    count = 0
+    while True:
+        count += 1
+        probe = site.parent / f"count-{command}-{count}"
+        shutil.copytree(site, probe)
+        proc = run_cli(
+            "--target", str(probe), command, env={"VLLM_PATCHER_FAULT": f"enospc@write#{count}"}
         )
-    try:
-        yield mount
-    finally:
-        subprocess.run(["umount", str(mount)], check=False)
+        shutil.rmtree(probe)
+        if proc.returncode == 0:
+            return count - 1
 
 
-def test_a_full_disk_during_apply_loses_nothing(tree_copy, small_disk: Path) -> None:  # type: ignore[no-untyped-def]
-    site = small_disk / "site"
-    shutil.copytree(tree_copy("0.15.1"), site)
+@pytest.mark.parametrize("command", ["apply", "revert"])
+def test_a_full_disk_at_any_write_loses_nothing(tree_copy, command: str) -> None:  # type: ignore[no-untyped-def]
+    """ENOSPC injected at every write of apply and of revert, in turn: exit 6, every file as it was."""
+    site = tree_copy("0.15.1")
+    if command == "revert":
+        run_cli("--target", str(site), "apply", check=True)
+    writes = _writes_of(command, site)
+    assert writes >= 5, writes  # the journal, the pristine copies or files, the journal again
     before = snapshot(site)
-    free = shutil.disk_usage(small_disk).free
-    proc = run_cli("--target", str(site), "apply")
-    assert_refused(proc, 6, "no space left on device")
-    assert snapshot(site) == before, f"the tree changed (free before: {free} bytes)"
+    for index in range(1, writes + 1):
+        trial = site.parent / f"{command}-{index}"
+        shutil.copytree(site, trial)
+        proc = run_cli(
+            "--target", str(trial), command, env={"VLLM_PATCHER_FAULT": f"enospc@write#{index}"}
+        )
+        assert_refused(proc, 6, "no space left on device")
+        assert snapshot(trial) == before, f"write {index} of {writes}: the tree changed"
+        shutil.rmtree(trial)
 
 
 def test_an_interrupt_right_after_a_replace_still_rolls_everything_back(
@@ -173,17 +184,17 @@ def test_an_interrupt_right_after_a_replace_still_rolls_everything_back(
 ) -> None:  # type: ignore[no-untyped-def]
     """Ctrl-C after os.replace but before the write loop notices: no half-patched tree."""
     site = tree_copy("0.15.1")
-    real = state.fsync_dir
+    real = fileops.fsync_dir
 
     def interrupted(directory: Path) -> None:
         real(directory)
         if str(directory).endswith("vllm/model_executor/models"):
             raise KeyboardInterrupt
 
-    monkeypatch.setattr(state, "fsync_dir", interrupted)
+    monkeypatch.setattr(fileops, "fsync_dir", interrupted)
     with pytest.raises(KeyboardInterrupt):
         txn.apply(locate_in_directory(str(site)))
-    monkeypatch.setattr(state, "fsync_dir", real)
+    monkeypatch.setattr(fileops, "fsync_dir", real)
     assert all(touched_match_record(site).values())
     assert not (site / ".vllm-patcher" / "state.json").exists()
     run_cli("--target", str(site), "apply", check=True)
@@ -191,18 +202,18 @@ def test_an_interrupt_right_after_a_replace_still_rolls_everything_back(
 
 def test_a_failed_final_journal_write_rolls_back_the_files(tree_copy, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     site = tree_copy("0.15.1")
-    real = state.save
+    real = journal.save
 
-    def full_disk(site_packages: Path, record: state.PatchState) -> None:
-        if record.phase == "applied":
+    def full_disk(site_packages: Path, record: journal.Journal) -> None:
+        if record.phase is journal.Phase.APPLIED:
             raise NotWritable("no space left on device while writing state.json")
         real(site_packages, record)
 
-    monkeypatch.setattr(state, "save", full_disk)
+    monkeypatch.setattr(journal, "save", full_disk)
     with pytest.raises(NotWritable):
         txn.apply(locate_in_directory(str(site)))
     assert all(touched_match_record(site).values())
-    assert not (site / ".vllm-patcher").exists()
+    assert_no_record(site)
 
 
 def test_a_record_without_hashes_is_refused(tree_copy) -> None:  # type: ignore[no-untyped-def]

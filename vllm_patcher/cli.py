@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -10,12 +11,10 @@ from typing import Any, NoReturn
 
 import click
 
-from . import catalog, pinned
+from . import catalog, fileops, pinned
 from . import status as status_mod
 from . import target as target_mod
-from .errors import PatcherError
-
-EXIT_VERIFY_FAILED = 1
+from .errors import EXIT_CHECK_FAILED, EXIT_INTERRUPTED, FileSystemError, PatcherError
 
 
 @dataclass
@@ -28,14 +27,25 @@ class Options:
         return target_mod.locate(self.python, self.directory)
 
 
+def _echo(message: str = "", *, err: bool = False, nl: bool = True) -> None:
+    """Print, and survive a reader that went away (``| head``): once a change is committed, a
+    closed pipe must not turn its exit code into a failure."""
+    try:
+        click.echo(message, err=err, nl=nl)
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 2 if err else 1)
+        os.close(devnull)
+
+
 def _emit_json(data: Any) -> None:
-    click.echo(json.dumps(data, indent=2))
+    _echo(json.dumps(data, indent=2))
 
 
 def _fail(opts: Options | None, exc: PatcherError) -> NoReturn:
     if opts is not None and opts.as_json:
         _emit_json({"error": exc.message, "exit_code": exc.exit_code})
-    click.echo(f"vllm-patcher: error: {exc.message}", err=True)
+    _echo(f"vllm-patcher: error: {exc.message}", err=True)
     sys.exit(exc.exit_code)
 
 
@@ -47,13 +57,19 @@ class _Group(click.Group):
             return super().invoke(ctx)
         except PatcherError as exc:
             _fail(ctx.find_object(Options), exc)
+        except KeyboardInterrupt:
+            _echo("vllm-patcher: interrupted; every file is as it was before this run", err=True)
+            sys.exit(EXIT_INTERRUPTED)
+        except BrokenPipeError:
+            sys.exit(0)  # only reached outside _echo; nothing was being written
         except OSError as exc:
-            name = f" {exc.filename}" if exc.filename else ""
-            _fail(ctx.find_object(Options), _OSFailure(f"file system error{name}: {exc.strerror}"))
+            _fail(ctx.find_object(Options), FileSystemError(fileops.os_error_message(None, exc)))
 
 
-class _OSFailure(PatcherError):
-    exit_code = 6
+def _waiting(opts: Options) -> Any:
+    if opts.as_json or not sys.stderr.isatty():
+        return None
+    return lambda message: _echo(f"... {message}", err=True)
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -79,15 +95,23 @@ def _status_lines(st: status_mod.Status) -> list[str]:
         f"vLLM {st.vllm_version} ({st.distribution}) at {st.location}",
         f"release: {st.release}   fingerprint: {st.fingerprint}",
     ]
-    if st.interrupted:
+    if st.in_progress:
+        lines.append(
+            "another vllm-patcher run is changing this environment right now; "
+            "run status again when it is done"
+        )
+    elif st.interrupted:
         lines.append(
             f"an earlier {st.interrupted} run was interrupted; run apply or revert to recover"
         )
     for p in st.patches:
         method = p.method or "-"
         files = ", ".join(p.files) if p.files else "-"
-        lines.append(f"  {p.name:<22} {p.state:<15} {method:<12} {files}")
-        if p.detail and p.state not in ("applied", "upstream"):
+        lines.append(f"  {p.name:<22} {p.state.value:<15} {method:<12} {files}")
+        if p.detail and p.state not in (
+            status_mod.PatchState.APPLIED,
+            status_mod.PatchState.UPSTREAM,
+        ):
             lines.append(f"      {p.detail}")
     return lines
 
@@ -95,12 +119,12 @@ def _status_lines(st: status_mod.Status) -> list[str]:
 @main.command()
 @click.pass_obj
 def status(opts: Options) -> None:
-    """Show the vLLM release and the state of every patch."""
+    """Show the vLLM release and the state of every patch (never waits for a running apply)."""
     st = status_mod.read_status(opts.target())
     if opts.as_json:
         _emit_json(st.to_dict())
     else:
-        click.echo("\n".join(_status_lines(st)))
+        _echo("\n".join(_status_lines(st)))
 
 
 @main.command()
@@ -114,15 +138,17 @@ def apply(opts: Options, dry_run: bool, strict: bool) -> None:
     from . import txn
 
     target = opts.target()
-    result = txn.apply(target, dry_run=dry_run, strict=strict)
-    st = status_mod.read_status(target)
+    result = txn.apply(target, dry_run=dry_run, strict=strict, on_wait=_waiting(opts))
+    st = result.status
+    assert st is not None
     methods = result.methods
     if opts.as_json:
         data: dict[str, Any] = {
             "vllm_version": st.vllm_version,
             "location": st.location,
             "dry_run": dry_run,
-            "changed": [] if dry_run else [e.path for e in result.edits],
+            "changed": [] if dry_run else result.changed,
+            "adopted": [] if dry_run else result.adopted,
             "would_change": [e.path for e in result.edits] if dry_run else [],
             "recovered": result.recovered,
             "notes": result.notes,
@@ -130,7 +156,7 @@ def apply(opts: Options, dry_run: bool, strict: bool) -> None:
             "patches": [
                 {
                     "name": p.name,
-                    "state": p.state,
+                    "state": p.state.value,
                     "method": methods.get(p.name, p.method),
                     "files": p.files,
                 }
@@ -143,23 +169,33 @@ def apply(opts: Options, dry_run: bool, strict: bool) -> None:
         return
     if dry_run:
         if result.diff:
-            click.echo(result.diff, nl=False)
+            _echo(result.diff, nl=False)
+        elif result.edits:
+            _echo(f"would adopt {', '.join(result.adopted)} (already patched by hand)", err=True)
         else:
-            click.echo("nothing to apply", err=True)
+            _echo("nothing to apply", err=True)
         for note in result.notes:
-            click.echo(f"note: {note}", err=True)
+            _echo(f"note: {note}", err=True)
         return
     for rel in result.recovered:
-        click.echo(f"recovered {rel} from an interrupted run")
+        _echo(f"recovered {rel} from an interrupted run")
     for note in result.notes:
-        click.echo(f"note: {note}")
-    click.echo(f"vLLM {st.vllm_version} at {st.location}")
+        _echo(f"note: {note}")
+    _echo(f"vLLM {st.vllm_version} at {st.location}")
     for p in st.patches:
-        verb = "applied now" if p.name in methods else p.state
-        how = f" ({methods.get(p.name, p.method)})" if methods.get(p.name, p.method) else ""
-        click.echo(f"  {p.name:<22} {verb}{how}")
+        if p.name in methods:
+            how = methods[p.name]
+            verb = (
+                "adopted (already patched by hand; now recorded)"
+                if how == "adopted"
+                else "applied now"
+            )
+            how = "pinned-diff" if how == "adopted" else how
+        else:
+            verb, how = p.state.value, p.method or ""
+        _echo(f"  {p.name:<22} {verb}" + (f" ({how})" if how else ""))
     if not result.edits:
-        click.echo("nothing to do")
+        _echo("nothing to do")
 
 
 @main.command()
@@ -171,7 +207,7 @@ def verify(opts: Options) -> None:
 
     target = opts.target()
     show = (
-        (lambda tier: click.echo(f"... {tier} tier", err=True))
+        (lambda tier: _echo(f"... {tier} tier", err=True))
         if sys.stderr.isatty() and not opts.as_json
         else None
     )
@@ -179,19 +215,19 @@ def verify(opts: Options) -> None:
     if opts.as_json:
         _emit_json(report.to_dict())
     else:
-        click.echo(f"vLLM {report.vllm_version} at {report.location}")
+        _echo(f"vLLM {report.vllm_version} at {report.location}")
         for tier in TIERS:
             result = report.tiers.get(tier, "not-run")
             checks = [c for c in report.checks if c.tier == tier]
             passed = sum(c.ok for c in checks)
             counts = f" ({passed}/{len(checks)})" if checks else ""
-            click.echo(f"  {tier:<10} {result}{counts}")
+            _echo(f"  {tier:<10} {result}{counts}")
             for c in checks:
                 if not c.ok:
-                    click.echo(f"      FAIL {c.name}: {c.detail}")
-        click.echo("verify: OK" if report.ok else "verify: FAILED")
+                    _echo(f"      FAIL {c.name}: {c.detail}")
+        _echo("verify: OK" if report.ok else "verify: FAILED")
     if not report.ok:
-        sys.exit(EXIT_VERIFY_FAILED)
+        sys.exit(EXIT_CHECK_FAILED)
 
 
 @main.command()
@@ -204,27 +240,30 @@ def revert(opts: Options, force: bool) -> None:
     from . import txn
 
     target = opts.target()
-    result = txn.revert(target, force=force)
+    result = txn.revert(target, force=force, on_wait=_waiting(opts))
     if opts.as_json:
         _emit_json(
             {
                 "vllm_version": target.version,
                 "location": str(target.site_packages),
                 "restored": result.restored,
+                "recovered": result.recovered,
                 "already_pristine": result.already_pristine,
                 "saved_edits": result.saved_edits,
             }
         )
         return
-    if not result.restored and not result.already_pristine:
-        click.echo("nothing applied; nothing to revert")
+    if not (result.restored or result.already_pristine or result.recovered):
+        _echo("nothing applied; nothing to revert")
         return
+    for rel in result.recovered:
+        _echo(f"restored {rel} (an interrupted run had left it patched)")
     for rel in result.restored:
-        click.echo(f"restored {rel}")
+        _echo(f"restored {rel}")
     for rel, where in result.saved_edits.items():
-        click.echo(f"your edited {rel} was kept at {where}")
+        _echo(f"your edited {rel} was kept at {where}")
     for rel in result.already_pristine:
-        click.echo(f"{rel} was already pristine")
+        _echo(f"{rel} was already pristine")
 
 
 @main.command("list")
@@ -262,18 +301,18 @@ def list_(opts: Options) -> None:
         )
         return
     for p in catalog.PATCHES:
-        click.echo(f"{p.name:<22} {p.summary}")
-    click.echo("")
+        _echo(f"{p.name:<22} {p.summary}")
+    _echo("")
     header = f"{'release':<10}" + "".join(f"{n:<24}" for n in catalog.PATCH_NAMES)
-    click.echo(header)
+    _echo(header)
     for row in rows:
-        click.echo(
+        _echo(
             f"{row['version']:<10}"
             + "".join(f"{row['patches'][n]:<24}" for n in catalog.PATCH_NAMES)
         )
-    click.echo(f"{'>=0.18.0':<10}" + "".join(f"{'upstream':<24}" for _ in catalog.PATCH_NAMES))
-    click.echo(f"{'<0.11.0':<10}refused (no EAGLE-3 allow-list to widen)")
-    click.echo("other 0.11-0.17 releases: libcst transform (apply --strict refuses)")
+    _echo(f"{'>=0.18.0':<10}" + "".join(f"{'upstream':<24}" for _ in catalog.PATCH_NAMES))
+    _echo(f"{'<0.11.0':<10}refused (no EAGLE-3 allow-list to widen)")
+    _echo("other 0.11-0.17 releases: libcst transform (apply --strict refuses)")
 
 
 @main.command()
@@ -292,16 +331,14 @@ def pin(opts: Options, versions: tuple[str, ...], out_dir: Path | None) -> None:
 
     root = out_dir or pinned.patches_root()
     progress = (
-        None if opts.as_json or not sys.stderr.isatty() else (lambda msg: click.echo(msg, err=True))
+        None if opts.as_json or not sys.stderr.isatty() else (lambda msg: _echo(msg, err=True))
     )
     results = [pin_release(v, root, progress=progress) for v in versions]
     if opts.as_json:
         _emit_json({"patches_dir": str(root), "releases": [r.__dict__ for r in results]})
         return
     for r in results:
-        click.echo(
-            f"vllm {r.version}: {r.outcome}" + (f" ({', '.join(r.files)})" if r.files else "")
-        )
+        _echo(f"vllm {r.version}: {r.outcome}" + (f" ({', '.join(r.files)})" if r.files else ""))
 
 
 @main.command()
@@ -339,31 +376,31 @@ def doctor(
     else:
         t, aux = report.target, report.aux
         if report.fix is not None:
-            click.echo(
+            _echo(
                 f"wrote {doctor_mod.AUX_KEY}: {list(report.fix.ids)} to {report.fix.config} "
                 f"(original kept as {report.fix.backup}); checked again:"
             )
         elif fix:
-            click.echo("--fix: nothing it can write; see the fixes below")
-        click.echo(
+            _echo("--fix: nothing it can write; see the fixes below")
+        _echo(
             f"vLLM {report.vllm_version}, target {t.path} ({t.model_type}, {t.num_layers} layers), "
             f"drafter {report.drafter.path}"
         )
-        click.echo(
+        _echo(
             f"aux layers: vLLM {list(aux.vllm_ids)} (residual entering layer i) = SGLang/SpecForge "
             f"{list(aux.output_ids)} (output of layer i), from {aux.source}"
         )
         for f in report.findings:
-            click.echo(f"  {f.level:<8} {f.check:<13} {f.message}")
+            _echo(f"  {f.level:<8} {f.check:<13} {f.message}")
             if f.fix and f.level != doctor_mod.OK:
-                click.echo(f"  {'':<8} {'':<13} fix: {f.fix}")
+                _echo(f"  {'':<8} {'':<13} fix: {f.fix}")
         problems, warnings = len(report.problems), len(report.warnings)
-        click.echo(
+        _echo(
             f"doctor: {problems} problem{'s' * (problems != 1)}, "
             f"{warnings} warning{'s' * (warnings != 1)}"
         )
     if not report.ok:
-        sys.exit(EXIT_VERIFY_FAILED)
+        sys.exit(EXIT_CHECK_FAILED)
 
 
 @main.command("serve-args")
@@ -379,7 +416,7 @@ def serve_args(drafter_dir: str, num_speculative_tokens: int) -> None:
     """Print the JSON for vllm serve --speculative-config (needs no vLLM)."""
     from . import doctor as doctor_mod
 
-    click.echo(json.dumps(doctor_mod.speculative_config(drafter_dir, num_speculative_tokens)))
+    _echo(json.dumps(doctor_mod.speculative_config(drafter_dir, num_speculative_tokens)))
 
 
 @main.group()
@@ -427,12 +464,12 @@ def _run_cluster(
             sys.exit(report.exit_code)
         return
     code = "/".join(sorted({n.code for n in report.nodes if n.code})) or "-"
-    click.echo(
+    _echo(
         f"Ray {report.ray_version} cluster at {report.address}: "
         f"{len(report.nodes)} node(s), tool code {code}"
     )
     names = catalog.PATCH_NAMES
-    click.echo(
+    _echo(
         f"  {'node':<18} {'ip':<15} {'vLLM':<8} {'fingerprint':<40} "
         + "".join(f"{n:<22}" for n in names)
         + "result"
@@ -448,26 +485,26 @@ def _run_cluster(
             result += f" ({', '.join(skipped)} skipped)" if skipped else ""
         else:
             result = "NOT OK" if n.problems else "ok"
-        click.echo(
+        _echo(
             f"  {n.label:<18} {n.ip:<15} {n.vllm_version or '-':<8} {n.fingerprint or '-':<40} "
             + "".join(f"{n.patches.get(p, '-'):<22}" for p in names)
             + result
         )
         if n.location:
-            click.echo(f"      {n.location}")
+            _echo(f"      {n.location}")
     for note in report.notes:
-        click.echo(f"note: {note}")
+        _echo(f"note: {note}")
     if report.ok:
         verified = ", verified on every node" if command == "verify" else ""
-        click.echo(
+        _echo(
             f"verdict: OK: {len(report.nodes)} node(s), one fingerprint, "
             f"no patch pending or drifted{verified}"
         )
     else:
         bad = sum(bool(n.problems) for n in report.nodes)
-        click.echo(f"verdict: NOT OK ({bad} of {len(report.nodes)} node(s) not ready)")
+        _echo(f"verdict: NOT OK ({bad} of {len(report.nodes)} node(s) not ready)")
         for problem in report.problems:
-            click.echo(f"  {problem}")
+            _echo(f"  {problem}")
     if report.exit_code:
         sys.exit(report.exit_code)
 

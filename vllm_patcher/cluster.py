@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from . import pinned
-from .errors import PatcherError, TargetNotFound
+from .errors import ClusterError, PatcherError, TargetNotFound
 
 SITE_ENV = "VLLM_PATCHER_SITE"
 COMMANDS = ("status", "apply", "verify")
@@ -41,12 +41,6 @@ OK_STATES = ("applied", "upstream", "not-applicable")
 # Node outcomes: the task answered; our code refused on the node (a PatcherError there, or the
 # tool could not run there); the node died or did not answer in time.
 ANSWERED, FAILED, LOST = "answered", "failed", "lost"
-
-
-class ClusterError(PatcherError):
-    """No Ray in the target environment, no cluster at the address, or a node lost mid-run."""
-
-    exit_code = 12
 
 
 @dataclass
@@ -147,7 +141,7 @@ def run_on_node(command: str, strict: bool = False) -> dict[str, Any]:
 
             result = txn.apply(target, strict=strict)
             answer["apply"] = {
-                "changed": [e.path for e in result.edits],
+                "changed": result.changed,
                 "notes": result.notes,
                 "recovered": result.recovered,
             }
@@ -163,8 +157,13 @@ def run_on_node(command: str, strict: bool = False) -> dict[str, Any]:
             with contextlib.suppress(PatcherError):
                 answer["status"] = status_mod.read_status(target).to_dict()
     except OSError as exc:
-        name = f" {exc.filename}" if exc.filename else ""
-        answer["error"] = {"message": f"file system error{name}: {exc.strerror}", "exit_code": 6}
+        from .errors import FileSystemError
+        from .fileops import os_error_message
+
+        answer["error"] = {
+            "message": os_error_message(None, exc),
+            "exit_code": FileSystemError.exit_code,
+        }
     except ModuleNotFoundError as exc:
         if exc.name != "libcst":
             raise

@@ -22,7 +22,7 @@ from typing import Any, TypeGuard
 from packaging.version import InvalidVersion, Version
 
 from .errors import NotWritable, PatcherError
-from .state import atomic_write
+from .fileops import atomic_write
 
 OK, WARNING, PROBLEM = "ok", "warning", "problem"
 

@@ -1,6 +1,15 @@
-"""Expected failures, each with the exit code the CLI maps it to (documented in the README)."""
+"""Every exit code the tool uses, and the expected failures mapped to them (the README lists them).
+
+A ``PatcherError`` is a failure we anticipated: the CLI prints its message on one line and exits
+with its code. Codes from 3 up leave every file as it was.
+"""
 
 from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_CHECK_FAILED = 1  # verify found a failing check, doctor a problem, status --check not ready
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130  # Ctrl-C: rolled back, as the shell reports a SIGINT
 
 
 class PatcherError(Exception):
@@ -16,11 +25,11 @@ class PatcherError(Exception):
 class BadSetting(PatcherError):
     """An option or environment variable has a value the tool cannot use."""
 
-    exit_code = 2
+    exit_code = EXIT_USAGE
 
 
 class TargetNotFound(PatcherError):
-    """No vLLM distribution where we were told to look, or the interpreter does not exist."""
+    """No vLLM where we were told to look, or no way to tell its pristine files apart."""
 
     exit_code = 3
 
@@ -49,6 +58,12 @@ class StateError(PatcherError):
     exit_code = 7
 
 
+class StrictRefusal(PatcherError):
+    """``apply --strict``: no pinned diff matches this release exactly."""
+
+    exit_code = 7
+
+
 class LockTimeout(PatcherError):
     """Another vllm-patcher holds the lock on this environment for too long."""
 
@@ -65,3 +80,21 @@ class PatchShapeError(PatcherError):
     """The source does not have the shape a transform expects, so it refuses to guess."""
 
     exit_code = 10
+
+
+class ModelFilesError(PatcherError):
+    """doctor / serve-args: a model or drafter folder, config.json or weights header is unreadable."""
+
+    exit_code = 11
+
+
+class ClusterError(PatcherError):
+    """No Ray in the target environment, no cluster at the address, or a node lost mid-run."""
+
+    exit_code = 12
+
+
+class FileSystemError(PatcherError):
+    """An operating-system error we did not foresee more precisely (mapped by fileops)."""
+
+    exit_code = 6

@@ -144,8 +144,11 @@ def _strip_prefix(name: str) -> str:
     return name[2:] if name.startswith(("a/", "b/")) else name
 
 
-def apply_exact(source: str, file_diff: str, where: str) -> str:
-    """Apply one file's diff to ``source``; any context mismatch is an error, never a fuzzy match."""
+def apply_exact(source: str, file_diff: str, where: str, reverse: bool = False) -> str:
+    """Apply one file's diff to ``source``; any context mismatch is an error, never a fuzzy match.
+
+    With ``reverse`` the diff is taken back out (``git apply -R``): ``source`` is the patched text.
+    """
     from unidiff.patch import PatchSet
 
     (patched,) = PatchSet(file_diff)
@@ -153,22 +156,30 @@ def apply_exact(source: str, file_diff: str, where: str) -> str:
     out: list[str] = []
     pos = 0  # next unread line of src, 0-based
     for hunk in patched:
-        start = hunk.source_start - 1 if hunk.source_length else hunk.source_start
+        start_no, length = (
+            (hunk.target_start, hunk.target_length)
+            if reverse
+            else (hunk.source_start, hunk.source_length)
+        )
+        start = start_no - 1 if length else start_no
         if start < pos:
             raise StateError(f"pinned diff {where}: overlapping hunks")
         out.extend(src[pos:start])
         pos = start
         for line in hunk:
-            if line.is_context or line.is_removed:
+            kept = line.is_added if reverse else line.is_removed
+            made = line.is_removed if reverse else line.is_added
+            if line.is_context or kept:
                 if pos >= len(src) or src[pos] != line.value:
                     raise StateError(
                         f"pinned diff {where} does not match the file at line {pos + 1}; "
-                        "the file is not the pristine release"
+                        "the file is not the "
+                        + ("pinned result" if reverse else "pristine release")
                     )
                 if line.is_context:
                     out.append(src[pos])
                 pos += 1
-            elif line.is_added:
+            elif made:
                 out.append(line.value)
     out.extend(src[pos:])
     return "".join(out)

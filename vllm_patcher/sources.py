@@ -7,6 +7,7 @@ like an installed vLLM through ``--target``.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import subprocess
@@ -56,10 +57,30 @@ def fetch_release(
     tree = release_tree(version, cache)
     if (tree / ".complete").exists():
         return tree
+    # One fetch per release at a time (parallel test runs share the cache).
+    lock_dir = cache / "src"
+    lock_dir.mkdir(parents=True, exist_ok=True)
+    with open(lock_dir / f".lock-{version}", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (tree / ".complete").exists():
+            return tree
+        return _fetch_locked(version, cache, tree, progress, keep_wheel)
+
+
+def _fetch_locked(
+    version: str,
+    cache: Path,
+    tree: Path,
+    progress: Callable[[str], None] | None,
+    keep_wheel: bool,
+) -> Path:
     wheel_dir = cache / "wheels"
     wheel_dir.mkdir(parents=True, exist_ok=True)
     wheel = _find_wheel(wheel_dir, version)
     if wheel is None:
+        # pip writes into a folder of this run's own, so a concurrent fetch never sees a partial
+        # wheel; the finished one is moved into place in one step.
+        download_dir = Path(tempfile.mkdtemp(prefix=".download-", dir=wheel_dir))
         if progress:
             progress(f"downloading vllm=={version} wheel with pip")
         cmd = [
@@ -72,7 +93,7 @@ def fetch_release(
             "--only-binary",
             ":all:",
             "-d",
-            str(wheel_dir),
+            str(download_dir),
         ]
         if progress is None:
             cmd.append("-q")
@@ -83,6 +104,10 @@ def fetch_release(
             text=True,
             check=False,
         )
+        fetched = _find_wheel(download_dir, version)
+        if fetched is not None:
+            os.replace(fetched, wheel_dir / fetched.name)
+        shutil.rmtree(download_dir, ignore_errors=True)
         wheel = _find_wheel(wheel_dir, version)
         if result.returncode != 0 or wheel is None:
             last = (result.stderr or "").strip().splitlines()[-1:] or ["no wheel"]
@@ -91,7 +116,7 @@ def fetch_release(
         progress(f"extracting {wheel.name}")
     _extract(wheel, tree, version)
     if not keep_wheel:
-        wheel.unlink()
+        wheel.unlink(missing_ok=True)
     return tree
 
 

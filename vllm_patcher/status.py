@@ -1,53 +1,98 @@
-"""What state each patch is in on one target, read from file hashes, RECORD and our state record.
+"""What state each patch is in on one target, judged from file bytes, the reference hashes (the
+installer's RECORD, or the pinned manifest for a source tree) and the tool's own journal.
 
-Reading status never imports libcst on a pinned release: a pristine file of a pinned release is
-``pending`` by its manifest. Only an unpinned release asks the transform whether the change is
-already there (``upstream``) or still to do (``pending``).
+Reading is one pass: ``survey`` reads every touched file once and keeps the bytes in a
+``contents`` dict so the transaction plans from exactly what was judged; ``judge`` turns the
+file states into patch states without reading anything. A pinned release never imports libcst
+here; only an unpinned release asks the transform whether a change is already there.
 """
 
 from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
 
-from . import catalog, pinned
-from . import state as state_mod
+from . import catalog, fileops, pinned
+from . import journal as journal_mod
 from .catalog import Release
 from .errors import PatchShapeError
 from .target import Target, file_hash
 
-# File states. "modified": differs from RECORD without our doing; "edited": changed after we
-# applied; "reinstalled": back to RECORD although our record says applied.
-PENDING, APPLIED, UPSTREAM, MODIFIED, EDITED, REINSTALLED, MISSING = (
-    "pending",
-    "applied",
-    "upstream",
-    "modified",
-    "edited",
-    "reinstalled",
-    "missing",
-)
+
+class _Label(str, Enum):
+    """A state name that prints as itself (``f"{state}"`` is ``applied`` on every Python)."""
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self.value), spec)
+
+
+class FileState(_Label):
+    PENDING = "pending"  # pristine, the change is still to do
+    APPLIED = "applied"  # our recorded bytes
+    UPSTREAM = "upstream"  # this release already has the change
+    UNRECORDED = "unrecorded"  # the pinned result, but no record (git apply by hand, lost state)
+    MODIFIED = "modified"  # differs from the reference without our doing
+    EDITED = "edited"  # changed after we applied it
+    REINSTALLED = "reinstalled"  # back to pristine although our record says applied
+    MISSING = "missing"
+
+
+class PatchState(_Label):
+    PENDING = "pending"
+    APPLIED = "applied"
+    UPSTREAM = "upstream"
+    UNRECORDED = "unrecorded"
+    NOT_APPLICABLE = "not-applicable"
+    DRIFTED = "drifted"
+
+
+BLOCKING = (FileState.MODIFIED, FileState.EDITED, FileState.MISSING)
+TODO = (FileState.PENDING, FileState.REINSTALLED)
+READY = (PatchState.APPLIED, PatchState.UPSTREAM, PatchState.NOT_APPLICABLE)
 
 
 @dataclass
 class FileStatus:
     path: str
     patch: str
-    state: str
+    state: FileState
     current: str | None
-    record: str | None
+    reference: str | None
     method: str | None = None
     detail: str = ""
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "path": self.path,
+            "patch": self.patch,
+            "state": self.state.value,
+            "sha256": self.current,
+            "record_sha256": self.reference,
+            "detail": self.detail,
+        }
 
 
 @dataclass
 class PatchStatus:
     name: str
-    state: str  # pending | applied | upstream | not-applicable | drifted
+    state: PatchState
     method: str | None
     files: list[str]
     detail: str = ""
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "name": self.name,
+            "state": self.state.value,
+            "method": self.method,
+            "files": self.files,
+            "detail": self.detail,
+        }
 
 
 @dataclass
@@ -59,7 +104,12 @@ class Status:
     patches: list[PatchStatus]
     files: list[FileStatus] = field(default_factory=list)
     fingerprint: str = ""
-    interrupted: str | None = None  # phase of an interrupted run, if any
+    interrupted: str | None = None  # phase of an unfinished journal, if any
+    in_progress: bool = False  # another run holds the lock right now
+
+    @property
+    def ready(self) -> bool:
+        return not self.in_progress and all(p.state in READY for p in self.patches)
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -69,35 +119,10 @@ class Status:
             "release": self.release,
             "fingerprint": self.fingerprint,
             "interrupted": self.interrupted,
-            "patches": [
-                {
-                    "name": p.name,
-                    "state": p.state,
-                    "method": p.method,
-                    "files": p.files,
-                    "detail": p.detail,
-                }
-                for p in self.patches
-            ],
-            "files": [
-                {
-                    "path": f.path,
-                    "patch": f.patch,
-                    "state": f.state,
-                    "sha256": f.current,
-                    "record_sha256": f.record,
-                    "detail": f.detail,
-                }
-                for f in self.files
-            ],
+            "in_progress": self.in_progress,
+            "patches": [p.to_dict() for p in self.patches],
+            "files": [f.to_dict() for f in self.files],
         }
-
-
-def read_bytes(target: Target, rel: str) -> bytes | None:
-    try:
-        return target.path(rel).read_bytes()
-    except FileNotFoundError:
-        return None
 
 
 def fingerprint(version: str, hashes: dict[str, str | None]) -> str:
@@ -108,63 +133,89 @@ def fingerprint(version: str, hashes: dict[str, str | None]) -> str:
     return "sha256:" + h.hexdigest()[:32]
 
 
+def read_once(target: Target, rel: str, contents: dict[str, bytes | None]) -> bytes | None:
+    """The bytes of ``rel``, read at most once per command (kept in ``contents``)."""
+    if rel not in contents:
+        contents[rel] = fileops.read_or_none(target.path(rel))
+    return contents[rel]
+
+
 def survey(
     target: Target,
-    record: state_mod.PatchState | None,
-    release_pin: pinned.PinnedRelease | None,
-    contents: dict[str, bytes | None] | None = None,
+    journal: journal_mod.Journal | None,
+    pin: pinned.PinnedRelease | None,
+    contents: dict[str, bytes | None],
     detect_upstream: bool = True,
 ) -> list[FileStatus]:
     """One FileStatus per applicable file of every patch (patchable releases only).
 
-    ``contents`` receives the bytes read, so a caller can reuse them. With ``detect_upstream``
-    false, a pristine file of an unpinned release is ``pending`` without running its transform
-    (apply runs it anyway and skips a file the transform leaves unchanged).
+    With ``detect_upstream`` false, a pristine file of an unpinned release is ``pending`` without
+    running its transform (apply runs it anyway and skips a file the transform leaves unchanged).
     """
     files = []
     for patch in catalog.PATCHES:
         for change in patch.applicable(target.record):
-            rel = change.path
-            data = (
-                contents[rel]
-                if contents is not None and rel in contents
-                else read_bytes(target, rel)
+            files.append(
+                _judge_file(target, journal, pin, contents, patch.name, change, detect_upstream)
             )
-            rec = target.record.get(rel)
-            cur = file_hash(data) if data is not None else None
-            fs = FileStatus(rel, patch.name, PENDING, cur, rec)
-            ours = record.files.get(rel) if record and record.phase == "applied" else None
-            if data is None:
-                fs.state, fs.detail = MISSING, f"{rel} is missing; reinstall vLLM"
-            elif ours is not None and cur == ours.after:
-                fs.state = APPLIED
-                fs.method = (
-                    record.patches[ours.patch].method
-                    if record and ours.patch in record.patches
-                    else None
-                )
-            elif ours is not None and cur == rec:
-                fs.state, fs.detail = (
-                    REINSTALLED,
-                    "back to the installer's bytes since apply (reinstalled?)",
-                )
-            elif ours is not None:
-                fs.state, fs.detail = EDITED, f"{rel} changed after vllm-patcher applied it"
-            elif cur != rec:
-                fs.state, fs.detail = (
-                    MODIFIED,
-                    f"{rel} differs from the installer's RECORD (local edit?)",
-                )
-            else:
-                pin = release_pin.files.get(rel) if release_pin else None
-                if pin is not None and pin.before == cur:
-                    fs.method = "pinned-diff"
-                else:
-                    fs.method = "transform"
-                    if detect_upstream and not _transform_would_change(change, data):
-                        fs.state, fs.method = UPSTREAM, None
-            files.append(fs)
     return files
+
+
+def _judge_file(
+    target: Target,
+    journal: journal_mod.Journal | None,
+    pin: pinned.PinnedRelease | None,
+    contents: dict[str, bytes | None],
+    patch: str,
+    change: catalog.FileChange,
+    detect_upstream: bool,
+) -> FileStatus:
+    rel = change.path
+    data = read_once(target, rel, contents)
+    ref = target.record.get(rel)
+    cur = file_hash(data) if data is not None else None
+    fs = FileStatus(rel, patch, FileState.PENDING, cur, ref)
+    ours = journal.files.get(rel) if journal is not None else None
+    finished = journal is not None and journal.finished
+    if data is None:
+        fs.state, fs.detail = FileState.MISSING, f"{rel} is missing; reinstall vLLM"
+    elif ours is not None and cur == ours.after:
+        fs.state = FileState.APPLIED
+        rec = journal.patches.get(patch) if journal is not None else None
+        fs.method = rec.method if rec is not None else None
+    elif ours is not None and cur == ours.before:
+        if finished:
+            fs.state = FileState.REINSTALLED
+            fs.detail = f"{rel} is back to the installer's bytes since apply (reinstalled?)"
+        else:
+            fs.method = _pristine_method(pin, rel, cur)
+    elif ours is not None:
+        fs.state, fs.detail = FileState.EDITED, f"{rel} changed after vllm-patcher applied it"
+    elif cur != ref:
+        pinned_file = pin.files.get(rel) if pin is not None else None
+        if pinned_file is not None and cur == pinned_file.after and ref == pinned_file.before:
+            fs.state, fs.method = FileState.UNRECORDED, "pinned-diff"
+            fs.detail = (
+                f"{rel} has the pinned result but no vllm-patcher record (applied by hand?); "
+                "`vllm-patcher apply` adopts it"
+            )
+        else:
+            fs.state = FileState.MODIFIED
+            fs.detail = f"{rel} differs from the installer's RECORD (local edit?)"
+    else:
+        fs.method = _pristine_method(pin, rel, cur)
+        if (
+            fs.method == "transform"
+            and detect_upstream
+            and not _transform_would_change(change, data)
+        ):
+            fs.state, fs.method = FileState.UPSTREAM, None
+    return fs
+
+
+def _pristine_method(pin: pinned.PinnedRelease | None, rel: str, cur: str | None) -> str:
+    pinned_file = pin.files.get(rel) if pin is not None else None
+    return "pinned-diff" if pinned_file is not None and pinned_file.before == cur else "transform"
 
 
 def _transform_would_change(change: catalog.FileChange, data: bytes) -> bool:
@@ -174,54 +225,100 @@ def _transform_would_change(change: catalog.FileChange, data: bytes) -> bool:
         return True  # apply reports the precise reason; status just says the change is not there
 
 
-def _patch_state(files: list[FileStatus]) -> tuple[str, str | None, str]:
+def _patch_state(files: list[FileStatus]) -> tuple[PatchState, str | None, str]:
     if not files:
-        return "not-applicable", None, "this release has none of the files this patch touches"
+        return (
+            PatchState.NOT_APPLICABLE,
+            None,
+            "this release has none of the files this patch touches",
+        )
     states = {f.state for f in files}
-    bad = [f for f in files if f.state in (MODIFIED, EDITED, REINSTALLED, MISSING)]
+    bad = [f for f in files if f.state in (*BLOCKING, FileState.REINSTALLED)]
     if bad:
-        return "drifted", None, "; ".join(f.detail for f in bad)
+        return PatchState.DRIFTED, None, "; ".join(f.detail for f in bad)
     methods = {f.method for f in files if f.method}
     method = "pinned-diff" if methods == {"pinned-diff"} else ("transform" if methods else None)
-    if states == {APPLIED}:
-        return "applied", method, ""
-    if states == {UPSTREAM}:
-        return "upstream", None, ""
-    if states <= {PENDING, UPSTREAM}:
-        return "pending", method, ""
-    return "drifted", method, "only part of this patch is applied"
+    if states == {FileState.APPLIED}:
+        return PatchState.APPLIED, method, ""
+    if states == {FileState.UPSTREAM}:
+        return PatchState.UPSTREAM, None, ""
+    if states <= {FileState.PENDING, FileState.UPSTREAM}:
+        return PatchState.PENDING, method, ""
+    if states == {FileState.UNRECORDED}:
+        return PatchState.UNRECORDED, method, "; ".join(f.detail for f in files)
+    return PatchState.DRIFTED, method, "only part of this patch is applied"
 
 
-def read_status(target: Target, pins_root: Path | None = None) -> Status:
-    release = catalog.classify(target.version)
-    record = state_mod.load(target.site_packages)
-    hashes: dict[str, str | None] = {}
-    if release is Release.UPSTREAM:
-        patches = [
-            PatchStatus(p.name, "upstream", None, [c.path for c in p.applicable(target.record)])
-            for p in catalog.PATCHES
-        ]
-        for rel in catalog.touched_files(target.record):
-            data = read_bytes(target, rel)
-            hashes[rel] = file_hash(data) if data is not None else None
-        files: list[FileStatus] = []
-    else:
-        files = survey(target, record, pinned.load(target.version, pins_root))
-        patches = []
-        for p in catalog.PATCHES:
-            mine = [f for f in files if f.patch == p.name]
-            st, method, detail = _patch_state(mine)
-            if record and record.phase != "applied" and st != "not-applicable":
-                detail = f"an earlier {record.phase[:-3]} was interrupted; run apply or revert to recover"
-            patches.append(PatchStatus(p.name, st, method, [f.path for f in mine], detail))
-        hashes = {f.path: f.current for f in files}
+def judge(
+    target: Target,
+    journal: journal_mod.Journal | None,
+    files: list[FileStatus],
+    in_progress: bool = False,
+) -> Status:
+    """Patch states from file states: no file is read here."""
+    patches = []
+    unfinished = journal is not None and not journal.finished
+    for p in catalog.PATCHES:
+        mine = [f for f in files if f.patch == p.name]
+        state, method, detail = _patch_state(mine)
+        if state is not PatchState.NOT_APPLICABLE and in_progress:
+            detail = "another vllm-patcher run is changing these files right now"
+        elif state is not PatchState.NOT_APPLICABLE and unfinished and journal is not None:
+            detail = (
+                f"an earlier {journal.phase.value[:-3]} was interrupted; "
+                "run apply or revert to recover"
+            )
+        patches.append(PatchStatus(p.name, state, method, [f.path for f in mine], detail))
     return Status(
         vllm_version=target.version,
         location=str(target.site_packages),
         distribution=target.distribution,
-        release=release.value,
+        release=Release.PATCHABLE.value,
         patches=patches,
         files=files,
-        fingerprint=fingerprint(target.version, hashes),
-        interrupted=record.phase if record and record.phase != "applied" else None,
+        fingerprint=fingerprint(target.version, {f.path: f.current for f in files}),
+        interrupted=journal.phase.value if unfinished and journal is not None else None,
+        in_progress=in_progress,
     )
+
+
+def upstream_status(target: Target) -> Status:
+    contents: dict[str, bytes | None] = {}
+    hashes: dict[str, str | None] = {}
+    for rel in catalog.touched_files(target.record):
+        data = read_once(target, rel, contents)
+        hashes[rel] = file_hash(data) if data is not None else None
+    return Status(
+        vllm_version=target.version,
+        location=str(target.site_packages),
+        distribution=target.distribution,
+        release=Release.UPSTREAM.value,
+        patches=[
+            PatchStatus(
+                p.name, PatchState.UPSTREAM, None, [c.path for c in p.applicable(target.record)]
+            )
+            for p in catalog.PATCHES
+        ],
+        fingerprint=fingerprint(target.version, hashes),
+    )
+
+
+def read_status(target: Target, pins_root: Path | None = None) -> Status:
+    """The status of ``target``, without ever waiting for the lock.
+
+    While another run holds the lock, the files are read as they are and the result says
+    ``in_progress``; otherwise a shared lock keeps runs from starting halfway through the reading.
+    """
+    if catalog.classify(target.version) is Release.UPSTREAM:
+        return upstream_status(target)
+    pin = pinned.load(target.version, pins_root)
+    root = target.site_packages
+    had_lock = (journal_mod.state_dir(root) / "lock").exists()
+    with journal_mod.observed(root) as busy:
+        journal = journal_mod.load(root)
+        files = survey(target, journal, pin, {})
+    if not busy and not had_lock:
+        # no lock file when we started: a first run may have begun while we read
+        with journal_mod.observed(root) as busy_now:
+            busy = busy_now
+    return judge(target, journal, files, in_progress=busy)

@@ -1,0 +1,153 @@
+"""File operations the transaction is built from: atomic replace, fsync, temp sweeping, and the
+one rule that maps an ``OSError`` to a message, plus the fault hook the crash and race tests use.
+
+The fault hook (``VLLM_PATCHER_FAULT``) names a point of the transaction and what to do when a run
+reaches it for the Nth time, so a test can place a kill, a pause or a full disk exactly, instead
+of guessing with timers:
+
+    VLLM_PATCHER_FAULT=ACTION@POINT[#N]     (POINT ``any`` counts every point)
+
+``enospc`` raises "no space left on device"; ``interrupt`` raises KeyboardInterrupt (Ctrl-C);
+``stop`` and ``pause`` create ``$VLLM_PATCHER_FAULT_DIR/reached-<pid>`` and wait, ``stop`` forever
+(the test kills the run there), ``pause`` until ``$VLLM_PATCHER_FAULT_DIR/resume`` exists.
+Points: ``locked``, ``surveyed``, ``planned``, ``write`` (before every file write, journal and
+pristine copies included), ``replaced`` (after every write), ``journal`` (after each journal save).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import time
+from functools import cache
+from pathlib import Path
+
+from .errors import NotWritable
+
+TMP_SUFFIX = ".vllm-patcher-tmp"
+
+
+@cache
+def _fault_spec() -> tuple[str, str, int] | None:
+    raw = os.environ.get("VLLM_PATCHER_FAULT")
+    if not raw or "@" not in raw:
+        return None
+    action, _, where = raw.partition("@")
+    point, _, nth = where.partition("#")
+    return action, point, int(nth or "1")
+
+
+_reached: dict[str, int] = {}
+
+
+def fault_point(point: str) -> None:
+    """Called at each named point of a transaction; does nothing unless a test asked for a fault."""
+    spec = _fault_spec()
+    if spec is None:
+        return
+    action, wanted, nth = spec
+    if wanted not in (point, "any"):
+        return
+    _reached[wanted] = _reached.get(wanted, 0) + 1
+    if _reached[wanted] != nth:
+        return
+    if action == "enospc":
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    if action == "interrupt":
+        raise KeyboardInterrupt
+    directory = Path(os.environ.get("VLLM_PATCHER_FAULT_DIR", "."))
+    (directory / f"reached-{os.getpid()}").write_text(point)
+    while action == "stop" or not (directory / "resume").exists():
+        time.sleep(0.01)
+
+
+def os_error_message(path: Path | str | None, exc: OSError) -> str:
+    """One line for an OS error while touching ``path``: what happened and what to do."""
+    where = f" {path}" if path else (f" {exc.filename}" if exc.filename else "")
+    if exc.errno == errno.ENOSPC:
+        return f"no space left on device while writing{where}; free some space and run again"
+    if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+        return (
+            f"cannot write{where}: {exc.strerror}; run as the environment's owner or make it "
+            "writable"
+        )
+    return f"file system error{where}: {exc.strerror}"
+
+
+def atomic_write(path: Path, data: bytes, mode: int | None = None) -> None:
+    """Write ``data`` to ``path`` so a reader sees the old bytes or the new, never a mix."""
+    tmp = path.with_name(f".{path.name}{TMP_SUFFIX}")
+    try:
+        fault_point("write")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, mode or 0o644)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+        if mode is not None:
+            os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise NotWritable(os_error_message(path, exc)) from None
+    fsync_dir(path.parent)
+    fault_point("replaced")
+
+
+def remove(path: Path) -> None:
+    """Delete ``path`` if present (durably); a failure is a NotWritable with a clear message."""
+    try:
+        path.unlink(missing_ok=True)
+    except OSError as exc:
+        raise NotWritable(os_error_message(path, exc)) from None
+    fsync_dir(path.parent)
+
+
+def prune_empty_dirs(top: Path) -> None:
+    """Remove empty folders under ``top`` (``top`` itself stays)."""
+    if not top.is_dir():
+        return
+    for folder in sorted((p for p in top.rglob("*") if p.is_dir()), reverse=True):
+        with contextlib.suppress(OSError):
+            folder.rmdir()
+
+
+def sweep_temp_files(directories: list[Path]) -> None:
+    """Remove temp files a killed run left behind (never imported: they do not end in .py)."""
+    for directory in directories:
+        for leftover in directory.glob(f".*{TMP_SUFFIX}"):
+            with contextlib.suppress(OSError):
+                leftover.unlink()
+
+
+def fsync_dir(directory: Path) -> None:
+    try:
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def ensure_dir(path: Path) -> None:
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise NotWritable(os_error_message(path, exc)) from None
+
+
+def read_or_none(path: Path) -> bytes | None:
+    """The file's bytes, or None when it does not exist."""
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return None

@@ -1,0 +1,254 @@
+"""The tool's record inside the target: the journal, the pristine copies and the lock.
+
+``<root>/.vllm-patcher/`` holds ``state.json`` (what was applied, by which method, with each file's
+hash before and after), ``pristine/`` (the pristine bytes of every touched file) and ``lock``
+(serialises runs). ``state.json`` is also the journal: its phase is ``applying`` or ``reverting``
+while files are being replaced, ``applied`` once done. The folder and its lock file are never
+removed, so a run waiting on the lock always waits on the same file as the one holding it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import math
+import os
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+
+from . import fileops
+from .errors import BadSetting, LocallyModified, LockTimeout, NotWritable, StateError
+
+STATE_DIR = ".vllm-patcher"
+FORMAT = 2
+TOOL = "vllm-patcher"
+DEFAULT_LOCK_TIMEOUT = 60.0
+
+
+class Phase(str, Enum):
+    APPLYING = "applying"
+    APPLIED = "applied"
+    REVERTING = "reverting"
+
+
+@dataclass
+class FileRecord:
+    """One touched file: the patches on it (in series order) and its hashes before and after."""
+
+    patches: list[str]
+    before: str
+    after: str
+
+
+@dataclass
+class PatchRecord:
+    method: str
+    files: list[str]
+
+
+@dataclass
+class Journal:
+    vllm_version: str
+    phase: Phase
+    patches: dict[str, PatchRecord] = field(default_factory=dict)
+    files: dict[str, FileRecord] = field(default_factory=dict)
+
+    @property
+    def finished(self) -> bool:
+        return self.phase is Phase.APPLIED
+
+    def to_json(self) -> str:
+        data = {
+            "tool": TOOL,
+            "format": FORMAT,
+            "vllm_version": self.vllm_version,
+            "phase": self.phase.value,
+            "patches": {
+                k: {"method": v.method, "files": v.files} for k, v in sorted(self.patches.items())
+            },
+            "files": {
+                k: {"patches": v.patches, "before": v.before, "after": v.after}
+                for k, v in sorted(self.files.items())
+            },
+        }
+        return json.dumps(data, indent=2) + "\n"
+
+
+def state_dir(root: Path) -> Path:
+    return root / STATE_DIR
+
+
+def pristine_path(root: Path, rel: str) -> Path:
+    return state_dir(root) / "pristine" / rel
+
+
+def _fix_hint(root: Path) -> str:
+    return (
+        f"reinstall vLLM (pip install --force-reinstall --no-deps vllm==VERSION) and remove "
+        f"{state_dir(root)}"
+    )
+
+
+def check_state_dir(root: Path) -> None:
+    """Our state folder must be a real folder beside vllm/, never a link elsewhere."""
+    directory = state_dir(root)
+    if directory.is_symlink() or (
+        directory.exists() and directory.resolve().parent != root.resolve()
+    ):
+        raise LocallyModified(
+            f"{directory} is a link; refusing to read or write vllm-patcher state through it "
+            "(remove the link)"
+        )
+
+
+def load(root: Path) -> Journal | None:
+    """The journal, or None when nothing is recorded. Read once per command."""
+    check_state_dir(root)
+    path = state_dir(root) / "state.json"
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise StateError(f"cannot read {path}: {exc.strerror}") from None
+    try:
+        data = json.loads(raw.decode("utf-8"))
+        if not isinstance(data, dict) or data.get("tool") != TOOL:
+            raise ValueError("not a vllm-patcher state record")
+        fmt = data.get("format")
+        if fmt not in (1, FORMAT):
+            raise ValueError(f"unknown format {fmt!r}")
+        files = {}
+        for k, v in data["files"].items():
+            # format 1 (before series) named one patch per file
+            names = [str(v["patch"])] if fmt == 1 else [str(p) for p in v["patches"]]
+            files[str(k)] = FileRecord(names, str(v["before"]), str(v["after"]))
+        journal = Journal(
+            vllm_version=str(data["vllm_version"]),
+            phase=Phase(data["phase"]),
+            patches={
+                str(k): PatchRecord(method=str(v["method"]), files=[str(f) for f in v["files"]])
+                for k, v in data["patches"].items()
+            },
+            files=files,
+        )
+    except (ValueError, KeyError, TypeError, AttributeError, UnicodeDecodeError) as exc:
+        raise StateError(f"state record {path} is corrupt ({exc}); {_fix_hint(root)}") from None
+    for rel in journal.files:
+        if not is_package_path(rel):
+            raise StateError(
+                f"state record {path} names a file outside vllm/ ({rel}); {_fix_hint(root)}"
+            )
+    return journal
+
+
+def is_package_path(rel: str) -> bool:
+    """The one rule for where the tool may write: a relative path inside ``vllm/``."""
+    parts = Path(rel).parts
+    return bool(parts) and parts[0] == "vllm" and ".." not in parts and not Path(rel).is_absolute()
+
+
+def save(root: Path, journal: Journal) -> None:
+    fileops.atomic_write(state_dir(root) / "state.json", journal.to_json().encode("utf-8"))
+    fileops.fault_point("journal")
+
+
+def clear(root: Path, rels: list[str]) -> None:
+    """Forget the record, then the pristine copies of ``rels`` (only ever called under the lock)."""
+    fileops.remove(state_dir(root) / "state.json")
+    for rel in rels:
+        fileops.remove(pristine_path(root, rel))
+    fileops.prune_empty_dirs(state_dir(root) / "pristine")
+    with contextlib.suppress(OSError):
+        (state_dir(root) / "pristine").rmdir()
+
+
+def lock_timeout() -> float:
+    raw = os.environ.get("VLLM_PATCHER_LOCK_TIMEOUT")
+    if raw is None:
+        return DEFAULT_LOCK_TIMEOUT
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value < 0:
+        raise BadSetting(
+            f"VLLM_PATCHER_LOCK_TIMEOUT={raw!r} is not a finite number of seconds; "
+            "set it to e.g. 60"
+        )
+    return value
+
+
+@contextmanager
+def locked(
+    root: Path,
+    timeout: float | None = None,
+    on_wait: Callable[[str], None] | None = None,
+) -> Iterator[None]:
+    """Hold the environment's lock; wait up to ``timeout`` seconds for another run to finish.
+
+    The default wait is 60 s, or ``VLLM_PATCHER_LOCK_TIMEOUT`` seconds when set.
+    """
+    if timeout is None:
+        timeout = lock_timeout()
+    check_state_dir(root)
+    directory = state_dir(root)
+    fileops.ensure_dir(directory)
+    lock_path = directory / "lock"
+    try:
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+    except OSError as exc:
+        raise NotWritable(fileops.os_error_message(lock_path, exc)) from None
+    try:
+        deadline = time.monotonic() + timeout
+        told = False
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise LockTimeout(
+                        f"another vllm-patcher has held {lock_path} for {timeout:g}s; nothing was "
+                        "changed; wait for it to finish, or check for a stuck process"
+                    ) from None
+                if on_wait is not None and not told:
+                    on_wait(f"waiting for another vllm-patcher run (lock {lock_path})")
+                    told = True
+                time.sleep(0.02)
+        # the holder's identity, for a person looking at a stuck lock
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        fileops.fault_point("locked")
+        yield
+    finally:
+        os.close(fd)
+
+
+@contextmanager
+def observed(root: Path) -> Iterator[bool]:
+    """For readers (status): yield True when a run holds the lock right now, never wait.
+
+    When no run holds it, a shared lock is held while the caller reads, so no run can start
+    changing files halfway through the reading.
+    """
+    lock_path = state_dir(root) / "lock"
+    try:
+        fd = os.open(lock_path, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        yield False  # no lock file: no run has ever started here
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield True
+            return
+        yield False
+    finally:
+        os.close(fd)
