@@ -387,8 +387,8 @@ def _save_edits(
 def _commit_revert(target: Target, journal: Journal, plan: RevertPlan) -> None:
     root = target.site_packages
     journal.phase = Phase.REVERTING
-    journal_mod.save(root, journal)
     try:
+        journal_mod.save(root, journal)
         for e in plan.edits:
             _write_file(target, e.path, e.after)
     except BaseException:
