@@ -22,7 +22,7 @@ from typing import Any, TypeGuard
 from packaging.version import InvalidVersion, Version
 
 from .catalog import FIRST_PATCHABLE, SUPPORTED_RANGE
-from .errors import BadSetting, NotWritable, PatcherError
+from .errors import BadSetting, ModelFilesError, NotWritable
 from .fileops import atomic_write
 
 OK, WARNING, PROBLEM = "ok", "warning", "problem"
@@ -57,12 +57,6 @@ DTYPE_BYTES = {
     "U64": 8,
     "F64": 8,
 }
-
-
-class ModelFilesError(PatcherError):
-    """A model or drafter directory, its config.json or a safetensors header cannot be read."""
-
-    exit_code = 11
 
 
 @dataclass(frozen=True)
