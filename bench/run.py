@@ -361,13 +361,8 @@ def report(f: dict[str, Figure], repeat: int, heavy: int, real_venv: str) -> Non
         rows.append((fig.name, fmt(fig.median), fig.spread, r, t, met))
 
     def startup_row(key: str, target: float) -> None:
-        # against the floor runs paired with this figure's own runs (same load); the fastest
-        # run against the fastest floor run shows what an idle machine would say
-        fig = f[key]
-        row(key, fig.median / fig.floor_median, "start-up", target)
-        fastest = min(s.seconds for s in fig.samples) / min(s.seconds for s in fig.floor)
-        name, median, spread, ratio, t, met = rows[-1]
-        rows[-1] = (name, median, spread, f"{ratio} (fastest: {fastest:.2f} x)", t, met)
+        # against the floor runs paired with this figure's own runs (same load)
+        row(key, f[key].median / f[key].floor_median, "start-up", target)
 
     row("startup", None, "", None)
     startup_row("apply_pinned", 8)
