@@ -88,8 +88,12 @@ lint: dev
 test: lint test-venv
 	$(DEV_VENV)/bin/python -m pytest -q -p no:cacheprovider
 
-bench: dev test-venv
-	$(DEV_VENV)/bin/python bench/run.py
+# The tool runs from its own venv (<cache>/bench-tool-venv, rebuilt when the code changes).
+# BENCH_SKIP_REAL_VENV=1 leaves the real vLLM venv alone (no verify figure) when it is busy.
+BENCH_SKIP_REAL_VENV ?=
+BENCH_REAL_VENV := $(if $(filter-out 0,$(BENCH_SKIP_REAL_VENV)),,test-venv)
+bench: dev $(BENCH_REAL_VENV)
+	$(DEV_VENV)/bin/python bench/run.py $(if $(BENCH_REAL_VENV),,--skip-real-venv)
 
 pin: dev
 	$(DEV_VENV)/bin/vllm-patcher pin $(PINNED)

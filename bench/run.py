@@ -4,10 +4,23 @@ Every figure is a whole process, the way a deploy hook runs it, repeated; the ta
 median and the spread (min-max) and each ratio against a floor measured in the same run on the
 same machine: the interpreter's own start-up (`python -c pass`), `git apply` of the same diffs,
 and a bare import of the touched vLLM modules in the real vLLM venv.
+
+The tool runs the way a deploy hook runs it: the `vllm-patcher` console script of a venv that
+holds only the tool and its dependencies (`pip install .` of this repository into
+``<cache>/bench-tool-venv``, reinstalled when the code changed), and the start-up floor is that
+venv's own `python -c pass`. Each tool run is paired with a floor run just before it, so a ratio
+compares runs taken under the same load on a shared machine.
+
+``--skip-real-venv`` (or ``BENCH_SKIP_REAL_VENV=1``) leaves the real vLLM venv alone when other
+work is using it: no verify/bare-import figures then. By default they run.
 """
 
 from __future__ import annotations
 
+import argparse
+import contextlib
+import fcntl
+import hashlib
 import os
 import platform
 import shutil
@@ -16,15 +29,19 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from vllm_patcher import sources
 
 REPO = Path(__file__).resolve().parent.parent
 VERSION = "0.15.1"
-TOOL = [str(Path(sys.executable).with_name("vllm-patcher"))]
+TOOL_VENV_NAME = "bench-tool-venv"
+# What `pip install .` packages: a change to any of these reinstalls the tool in its venv.
+TOOL_INPUTS = ("pyproject.toml", "vllm_patcher", "patches")
+# Also needed to build it (the package's long description), but no reason to reinstall.
+BUILD_ONLY = ("README.md",)
 MODULES = (
     "vllm.config.speculative",
     "vllm.v1.spec_decode.eagle",
@@ -44,10 +61,15 @@ class Sample:
 class Figure:
     name: str
     samples: list[Sample]
+    floor: list[Sample] = field(default_factory=list)  # `python -c pass`, one before each sample
 
     @property
     def median(self) -> float:
         return statistics.median(s.seconds for s in self.samples)
+
+    @property
+    def floor_median(self) -> float:
+        return statistics.median(s.seconds for s in self.floor)
 
     @property
     def spread(self) -> str:
@@ -87,24 +109,134 @@ def measure(
     repeat: int,
     prepare: Callable[[], dict[str, object]],
     command: Callable[[dict[str, object]], list[str]],
+    floor: list[str] | None = None,
     **kw: object,
 ) -> Figure:
-    samples = []
+    """``repeat`` runs of ``command``; with ``floor``, each one right after a run of ``floor``."""
+    fig = Figure(name, [])
     for _ in range(repeat):
         ctx = prepare()
         cmd = command(ctx)
-        samples.append(run_once(cmd, cwd=ctx.get("cwd"), env=ctx.get("env"), **kw))  # type: ignore[arg-type]
-    return Figure(name, samples)
+        if floor is not None:
+            fig.floor.append(run_once(floor))
+        fig.samples.append(run_once(cmd, cwd=ctx.get("cwd"), env=ctx.get("env"), **kw))  # type: ignore[arg-type]
+    return fig
+
+
+# --- the tool's own venv ------------------------------------------------------------------------
+
+
+def interpreter_key() -> str:
+    """The interpreter the tool venv is made from: a change means a new venv."""
+    return f"{os.path.realpath(sys.executable)} {platform.python_version()}"
+
+
+def tool_inputs_key() -> str:
+    """Hash of everything `pip install .` packages, and of the interpreter the venv is made from."""
+    h = hashlib.sha256(interpreter_key().encode() + b"\n")
+    for name in TOOL_INPUTS:
+        root = REPO / name
+        files = [root] if root.is_file() else sorted(root.rglob("*"))
+        for path in files:
+            if not path.is_file() or "__pycache__" in path.parts or path.suffix == ".pyc":
+                continue
+            h.update(str(path.relative_to(REPO)).encode() + b"\0")
+            h.update(hashlib.sha256(path.read_bytes()).digest())
+    return h.hexdigest()
+
+
+@contextlib.contextmanager
+def locked(path: Path) -> Iterator[None]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def tool_venv(cache: Path) -> tuple[Path, str]:
+    """A venv holding only vllm-patcher and its dependencies; (its directory, what was done).
+
+    Reused while the hash of the packaged files matches; otherwise `pip install .` again (which
+    reinstalls the tool and adds only missing dependencies). It is built from a clean copy of
+    the packaged files, so no stale `build/` of setuptools can slip old modules in.
+    """
+    venv = cache / TOOL_VENV_NAME
+    key = tool_inputs_key()
+    stamp = venv / ".bench-key"
+    with locked(cache / f"{TOOL_VENV_NAME}.lock"):
+        python, script = venv / "bin" / "python", venv / "bin" / "vllm-patcher"
+        if stamp.exists() and stamp.read_text() == key and script.exists():
+            return venv, f"reused (key {key[:12]})"
+        start = time.perf_counter()
+        made_by = venv / ".bench-interpreter"
+        created = not (
+            python.exists() and made_by.exists() and made_by.read_text() == interpreter_key()
+        )
+        if created:
+            shutil.rmtree(venv, ignore_errors=True)
+            subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+            made_by.write_text(interpreter_key())
+        with tempfile.TemporaryDirectory(prefix="vllm-patcher-bench-src-") as tmp:
+            src = Path(tmp) / "src"
+            src.mkdir()
+            for name in TOOL_INPUTS + BUILD_ONLY:
+                if (REPO / name).is_dir():
+                    shutil.copytree(
+                        REPO / name, src / name, ignore=shutil.ignore_patterns("__pycache__")
+                    )
+                else:
+                    shutil.copy2(REPO / name, src / name)
+            proc = subprocess.run(
+                [
+                    str(python),
+                    "-m",
+                    "pip",
+                    "install",
+                    "-q",
+                    "--disable-pip-version-check",
+                    str(src),
+                ],
+                capture_output=True,
+                text=True,
+            )
+        if proc.returncode != 0 or not script.exists():
+            raise SystemExit(f"pip install of the tool into {venv} failed:\n{proc.stderr}")
+        stamp.write_text(key)
+        how = "created" if created else "reinstalled"
+        return venv, f"{how} in {time.perf_counter() - start:.0f} s (key {key[:12]})"
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=int(os.environ.get("BENCH_REPEAT", "15")),
+        help="runs per figure (BENCH_REPEAT; verify and bare import run repeat // 5, at least 3)",
+    )
+    parser.add_argument(
+        "--skip-real-venv",
+        action="store_true",
+        default=os.environ.get("BENCH_SKIP_REAL_VENV", "") not in ("", "0"),
+        help="leave the real vLLM venv alone: no verify figure (BENCH_SKIP_REAL_VENV=1)",
+    )
+    return parser.parse_args()
 
 
 def main() -> None:
-    repeat = int(os.environ.get("BENCH_REPEAT", "15"))
+    args = parse_args()
+    repeat = args.repeat
     pristine = sources.fetch_release(VERSION)
-    venv_python = (
-        Path(os.environ.get("VLLM_PATCHER_TEST_VENV", sources.cache_root() / f"venv-{VERSION}"))
-        / "bin"
-        / "python"
+    venv_dir = Path(
+        os.environ.get("VLLM_PATCHER_TEST_VENV", sources.cache_root() / f"venv-{VERSION}")
     )
+    venv_python = venv_dir / "bin" / "python"
+    tool_dir, tool_how = tool_venv(sources.cache_root())
+    tool = [str(tool_dir / "bin" / "vllm-patcher")]
+    floor = [str(tool_dir / "bin" / "python"), "-c", "pass"]
     work = Path(tempfile.mkdtemp(prefix="vllm-patcher-bench-"))
     empty_pins = work / "no-pins"
     empty_pins.mkdir()
@@ -114,27 +246,28 @@ def main() -> None:
         dest = work / f"tree-{next(counter)}"
         shutil.copytree(pristine, dest)
         if patched:
-            subprocess.run([*TOOL, "--target", str(dest), "apply"], check=True, capture_output=True)
+            subprocess.run([*tool, "--target", str(dest), "apply"], check=True, capture_output=True)
         return dest
 
     def tree(patched: bool = False, **extra: object) -> Callable[[], dict[str, object]]:
         return lambda: {"site": fresh(patched), **extra}
 
     figures: dict[str, Figure] = {}
-    figures["startup"] = measure(
-        "python -c pass", repeat * 2, dict, lambda c: [sys.executable, "-c", "pass"]
-    )
+    run_once(floor)  # warm the page cache for the tool venv
+    run_once([*tool, "--version"])
     figures["apply_pinned"] = measure(
         "apply (pinned diff)",
         repeat,
         tree(),
-        lambda c: [*TOOL, "--target", str(c["site"]), "apply"],
+        lambda c: [*tool, "--target", str(c["site"]), "apply"],
+        floor=floor,
     )
     figures["apply_transform"] = measure(
         "apply (libcst transform)",
         repeat,
         tree(env={"VLLM_PATCHER_PATCHES_DIR": str(empty_pins)}),
-        lambda c: [*TOOL, "--target", str(c["site"]), "apply"],
+        lambda c: [*tool, "--target", str(c["site"]), "apply"],
+        floor=floor,
     )
     diffs = sorted(str(p) for p in (REPO / "patches" / f"vllm-{VERSION}").glob("*.diff"))
     figures["git_apply"] = measure(
@@ -148,13 +281,15 @@ def main() -> None:
         "status (patched tree)",
         repeat,
         dict,
-        lambda c: [*TOOL, "--target", str(patched_site), "status"],
+        lambda c: [*tool, "--target", str(patched_site), "status"],
+        floor=floor,
     )
     figures["revert"] = measure(
         "revert",
         repeat,
         tree(patched=True),
-        lambda c: [*TOOL, "--target", str(c["site"]), "revert"],
+        lambda c: [*tool, "--target", str(c["site"]), "revert"],
+        floor=floor,
     )
 
     def planted() -> dict[str, object]:
@@ -171,18 +306,28 @@ def main() -> None:
         "verify: planted trailing comma",
         repeat,
         planted,
-        lambda c: [*TOOL, "--target", str(c["site"]), "verify"],
+        lambda c: [*tool, "--target", str(c["site"]), "verify"],
         expect=1,
+    )
+    # every floor run of the tool figures together: the start-up row
+    figures["startup"] = Figure(
+        "python -c pass (tool venv)", [s for fig in figures.values() for s in fig.floor]
     )
 
     heavy = max(3, repeat // 5)
     offline = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONDONTWRITEBYTECODE": "1"}
-    if venv_python.exists():
+    if args.skip_real_venv:
+        real_venv = "skipped (--skip-real-venv / BENCH_SKIP_REAL_VENV)"
+    elif not (venv_dir / ".ready").exists() or not venv_python.exists():
+        real_venv = f"skipped ({venv_dir} is missing or not ready: make test-venv)"
+    else:
+        real_venv = ""
+    if not real_venv:
         subprocess.run(
-            [*TOOL, "--python", str(venv_python), "revert", "--force"], capture_output=True
+            [*tool, "--python", str(venv_python), "revert", "--force"], capture_output=True
         )
         subprocess.run(
-            [*TOOL, "--python", str(venv_python), "apply"], check=True, capture_output=True
+            [*tool, "--python", str(venv_python), "apply"], check=True, capture_output=True
         )
         try:
             bare = [str(venv_python), "-I", "-c", "import " + ", ".join(MODULES)]
@@ -194,18 +339,18 @@ def main() -> None:
                 "verify (all tiers, real venv)",
                 heavy,
                 dict,
-                lambda c: [*TOOL, "--python", str(venv_python), "verify"],
+                lambda c: [*tool, "--python", str(venv_python), "verify"],
             )
         finally:
             subprocess.run(
-                [*TOOL, "--python", str(venv_python), "revert"], check=True, capture_output=True
+                [*tool, "--python", str(venv_python), "revert"], check=True, capture_output=True
             )
     shutil.rmtree(work, ignore_errors=True)
-    report(figures, repeat, heavy)
+    print(f"tool venv: {tool_dir} ({tool_how})")
+    report(figures, repeat, heavy, real_venv)
 
 
-def report(f: dict[str, Figure], repeat: int, heavy: int) -> None:
-    start = f["startup"].median
+def report(f: dict[str, Figure], repeat: int, heavy: int, real_venv: str) -> None:
     rows: list[tuple[str, str, str, str, str, str]] = []
 
     def row(key: str, ratio: float | None, against: str, target: float | None) -> None:
@@ -215,16 +360,22 @@ def report(f: dict[str, Figure], repeat: int, heavy: int) -> None:
         t = "-" if target is None else f"<= {target:g} x"
         rows.append((fig.name, fmt(fig.median), fig.spread, r, t, met))
 
+    def startup_row(key: str, target: float) -> None:
+        # against the floor runs paired with this figure's own runs (same load)
+        row(key, f[key].median / f[key].floor_median, "start-up", target)
+
     row("startup", None, "", None)
-    row("apply_pinned", f["apply_pinned"].median / start, "start-up", 10)
+    startup_row("apply_pinned", 8)
     row("apply_pinned", f["apply_pinned"].median / f["git_apply"].median, "git apply", None)
-    row("apply_transform", f["apply_transform"].median / start, "start-up", 40)
+    startup_row("apply_transform", 40)
     row("git_apply", None, "", None)
-    row("status", f["status"].median / start, "start-up", 6)
-    row("revert", f["revert"].median / start, "start-up", 10)
+    startup_row("status", 6)
+    startup_row("revert", 8)
     if "verify" in f:
         row("bare_import", None, "", None)
         row("verify", f["verify"].median / f["bare_import"].median, "bare import", 1.15)
+    else:
+        rows.append(("verify (all tiers, real venv)", real_venv, "-", "-", "<= 1.15 x", "-"))
     syntax = f["syntax"].median
     rows.append(
         (
@@ -254,10 +405,12 @@ def report(f: dict[str, Figure], repeat: int, heavy: int) -> None:
             )
         )
 
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     print(
         f"vllm-patcher bench, vLLM {VERSION}, {time.strftime('%Y-%m-%d')}, "
-        f"{platform.machine()} {os.cpu_count()} cores, Python {platform.python_version()}, "
-        f"{repeat} runs ({heavy} for verify and bare import)"
+        f"{platform.machine()} {os.cpu_count()} cores (load {load}), "
+        f"Python {platform.python_version()}, {repeat} runs ({heavy} for verify and bare import); "
+        "start-up ratios against the floor runs paired with each figure's runs"
     )
     header = ("figure", "median", "spread", "ratio", "target", "")
     print("| " + " | ".join(header) + " |")

@@ -15,7 +15,6 @@ from vllm_patcher import doctor
 from vllm_patcher.doctor import (
     PROBLEM,
     WARNING,
-    ModelFilesError,
     aux_layer_plan,
     check,
     default_aux_layers,
@@ -26,6 +25,7 @@ from vllm_patcher.doctor import (
     run,
     speculative_config,
 )
+from vllm_patcher.errors import BadSetting
 
 from .conftest import assert_refused, run_cli, snapshot
 
@@ -461,7 +461,7 @@ def test_run_with_fix_writes_the_key_and_checks_again(tmp_path: Path) -> None:
 
 
 def test_check_refuses_unreadable_version() -> None:
-    with pytest.raises(ModelFilesError):
+    with pytest.raises(BadSetting):
         reads_top_level_key("latest")
 
 
@@ -674,12 +674,86 @@ def test_corrupt_safetensors(tmp_path: Path, damage: str) -> None:
     assert snapshot(drafter) == before
 
 
-def test_unreadable_vllm_version(tmp_path: Path) -> None:
+@pytest.mark.parametrize("version", ["banana", "latest", "", "0.15.x"])
+def test_unreadable_vllm_version_is_a_usage_error(tmp_path: Path, version: str) -> None:
+    drafter = specforge_drafter(tmp_path, nested=[2, 30, 58], weights=drafter_weights())
+    before = snapshot(drafter)
     proc = run_cli(
-        "doctor", "--model", str(kimi_target(tmp_path)), "--drafter", str(specforge_drafter(tmp_path)),
-        "--vllm-version", "latest",
+        "doctor", "--model", str(kimi_target(tmp_path)), "--drafter", str(drafter),
+        "--vllm-version", version, "--fix",
     )  # fmt: skip
-    assert_refused(proc, 11, "'latest' is not a vLLM release version")
+    assert_refused(proc, 2, f"--vllm-version {version!r} is not a vLLM release version")
+    assert proc.stdout == ""
+    assert snapshot(drafter) == before
+
+
+def test_a_bad_vllm_version_is_named_before_missing_model_files(tmp_path: Path) -> None:
+    proc = run_cli(
+        "doctor", "--model", str(tmp_path / "nope"), "--drafter", str(tmp_path / "nope"),
+        "--vllm-version", "banana",
+    )  # fmt: skip
+    assert_refused(proc, 2, "'banana'")
+
+
+def test_a_bad_vllm_version_with_json_is_still_exit_2(tmp_path: Path) -> None:
+    proc = run_cli(
+        "--json", "doctor", "--model", str(kimi_target(tmp_path)),
+        "--drafter", str(specforge_drafter(tmp_path)), "--vllm-version", "banana",
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    assert json.loads(proc.stdout) == {
+        "error": "--vllm-version 'banana' is not a vLLM release version (like 0.15.1)",
+        "exit_code": 2,
+    }
+
+
+# --- releases vllm-patcher cannot patch ------------------------------------------------------------
+
+
+def consistent_deepseek_pair(root: Path) -> tuple[str, ...]:
+    """A DeepSeek-V3 target and a drafter that fits it on every release from 0.11.0."""
+    drafter = specforge_drafter(root, vocab=DEEPSEEK_VOCAB, weights=drafter_weights())
+    return ("--model", str(deepseek_target(root)), "--drafter", str(drafter))
+
+
+@pytest.mark.parametrize("version", ["0.9.0", "0.10.2", "0.10.1.1", "0.10.2+cpu"])
+def test_a_release_before_0_11_0_is_a_problem(tmp_path: Path, version: str) -> None:
+    proc = run_cli("doctor", *consistent_deepseek_pair(tmp_path), "--vllm-version", version)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr
+    lines = proc.stdout.splitlines()
+    (index,) = [i for i, line in enumerate(lines) if line.split()[:1] == ["problem"]]
+    assert lines[index].split()[1] == "vllm-release"
+    assert f"vLLM {version} is older than 0.11.0" in lines[index]
+    assert "vllm-patcher cannot patch it" in lines[index]
+    assert "fix: upgrade vLLM to 0.11.0 or newer" in lines[index + 1]
+    assert lines[-1] == "doctor: 1 problem, 0 warnings"
+
+
+def test_a_release_before_0_11_0_is_a_problem_in_json(tmp_path: Path) -> None:
+    code, data = doctor_json(*consistent_deepseek_pair(tmp_path), "--vllm-version", "0.9.0")
+    assert code == 1 and data["ok"] is False and data["problems"] == 1
+    (problem,) = [f for f in data["findings"] if f["level"] == PROBLEM]
+    assert problem["check"] == "vllm-release"
+    assert "cannot patch" in problem["message"] and "0.11.0 to 0.17.x" in problem["message"]
+    assert problem["fix"].startswith("upgrade vLLM to 0.11.0 or newer")
+
+
+@pytest.mark.parametrize("version", ["0.11.0", "0.11.0rc2", "0.17.1", "0.18.0", "0.22.0", "1.0.0"])
+def test_releases_from_0_11_0_are_not_a_release_problem(tmp_path: Path, version: str) -> None:
+    # 0.11.0-0.17.x are patchable (apply, too, judges a pre-release by its base release);
+    # from 0.18.0 upstream has the changes
+    code, data = doctor_json(*consistent_deepseek_pair(tmp_path), "--vllm-version", version)
+    assert code == 0, data["findings"]
+    assert by_check(data, "vllm-release") == []
+
+
+def test_old_release_and_kimi_target_are_both_named(tmp_path: Path) -> None:
+    drafter = specforge_drafter(
+        tmp_path, weights=drafter_weights(), eagle_aux_hidden_state_layer_ids=[3, 31, 59]
+    )
+    report = check(kimi_target(tmp_path), drafter, "0.10.2")
+    assert [f.check for f in report.problems][:2] == ["vllm-release", "target"]
 
 
 def test_without_vllm_or_vllm_version_it_refuses_like_other_commands(tmp_path: Path) -> None:

@@ -21,7 +21,8 @@ from typing import Any, TypeGuard
 
 from packaging.version import InvalidVersion, Version
 
-from .errors import NotWritable, PatcherError
+from .catalog import FIRST_PATCHABLE, SUPPORTED_RANGE
+from .errors import BadSetting, ModelFilesError, NotWritable
 from .fileops import atomic_write
 
 OK, WARNING, PROBLEM = "ok", "warning", "problem"
@@ -56,12 +57,6 @@ DTYPE_BYTES = {
     "U64": 8,
     "F64": 8,
 }
-
-
-class ModelFilesError(PatcherError):
-    """A model or drafter directory, its config.json or a safetensors header cannot be read."""
-
-    exit_code = 11
 
 
 @dataclass(frozen=True)
@@ -321,10 +316,13 @@ def read_drafter(directory: str | Path) -> DrafterModel:
 
 
 def release_version(version: str) -> Version:
+    """The release a version names (0.15.1 for 0.15.1+cpu); a usage error when it names none."""
     try:
         return Version(Version(version).base_version)
     except InvalidVersion:
-        raise ModelFilesError(f"{version!r} is not a vLLM release version (like 0.15.1)") from None
+        raise BadSetting(
+            f"--vllm-version {version!r} is not a vLLM release version (like 0.15.1)"
+        ) from None
 
 
 def reads_top_level_key(version: str) -> bool:
@@ -724,7 +722,8 @@ def check(model_dir: str | Path, drafter_dir: str | Path, vllm_version: str) -> 
     drafter = read_drafter(drafter_dir)
     plan, aux_findings = check_aux_layers(drafter, target, vllm_version)
     findings = check_drafter(drafter, target) + aux_findings
-    if target.model_type == "kimi_k25" and release_version(vllm_version) < KIMI_K25_FROM:
+    release = release_version(vllm_version)
+    if target.model_type == "kimi_k25" and release < KIMI_K25_FROM:
         findings.insert(
             0,
             Finding(
@@ -735,7 +734,21 @@ def check(model_dir: str | Path, drafter_dir: str | Path, vllm_version: str) -> 
                 "serve it with vLLM 0.15.0 or newer (make pre-deploy VLLM_VERSION=0.15.1)",
             ),
         )
+    if release < FIRST_PATCHABLE:
+        findings.insert(0, _unpatchable_release(vllm_version))
     return DoctorReport(vllm_version, target, drafter, plan, findings)
+
+
+def _unpatchable_release(vllm_version: str) -> Finding:
+    # apply refuses these releases (exit 4), so no drafter can pass here, whatever its config.
+    return Finding(
+        "vllm-release",
+        PROBLEM,
+        f"vLLM {vllm_version} is older than {FIRST_PATCHABLE}: it refuses an EAGLE-3 drafter on a "
+        f"DeepSeek-V3-family target, and vllm-patcher cannot patch it: it patches {SUPPORTED_RANGE}",
+        f"upgrade vLLM to {FIRST_PATCHABLE} or newer (0.18.0 and newer need no patch), e.g. "
+        "make pre-deploy VLLM_VERSION=0.15.1, then run doctor again",
+    )
 
 
 # --- --fix ----------------------------------------------------------------------------------------
