@@ -229,7 +229,7 @@ BREAKS: dict[str, tuple[str, Callable[[str], str], str, str, bool]] = {
 
 
 @pytest.mark.parametrize("name", list(BREAKS))
-def test_planted_break_is_red_in_its_tier_and_apply_heals(venv: Venv, name: str) -> None:
+def test_planted_break_is_red_in_its_tier_and_revert_restores(venv: Venv, name: str) -> None:
     rel, edit, tier, check, needs_kimi = BREAKS[name]
     if needs_kimi and not venv.has_kimi:
         # not a skip: on a release without Kimi-K2.5 there is no branch, and no probe may claim one
