@@ -11,6 +11,13 @@ VENV          ?= .venv
 DEV_VENV      ?= .venv-dev
 TEST_VENV     ?= $(CACHE)/venv-$(VLLM_VERSION)
 export VLLM_PATCHER_TEST_VENV := $(TEST_VENV)
+# The real vLLM 0.17.1 venv `make test` also patches (tests/test_real_releases.py): created once.
+TEST_VENV_0171 ?= $(CACHE)/venv-0.17.1
+export VLLM_PATCHER_TEST_VENV_0171 := $(TEST_VENV_0171)
+# make test-releases: every release it runs end to end; KEEP_VENVS stay cached, the rest are deleted
+# after their run (about 11 GB each). 0.15.1 is the shared venv of `make test`: run it by itself.
+RELEASES      ?= 0.11.0 0.14.1 0.15.1 0.16.0 0.17.1
+KEEP_VENVS    ?= 0.15.1 0.17.1
 
 # make serve: what the pre-deploy hook protects.
 MODEL         ?= /models/Kimi-K2.5
@@ -24,13 +31,15 @@ RAY_ADDRESS   ?= auto
 
 PINNED := 0.11.0 0.11.1 0.11.2 0.12.0 0.13.0 0.14.0 0.14.1 0.15.0 0.15.1 0.16.0 0.17.0 0.17.1
 
-.PHONY: help pre-deploy cluster-pre-deploy serve test lint unit bench pin dev test-venv clean
+.PHONY: help pre-deploy cluster-pre-deploy serve test lint unit bench pin dev test-venv clean \
+        test-venv-0171 test-releases
 
 help:
 	@echo "make pre-deploy   create $(VENV) with vllm==$(VLLM_VERSION), apply the patches, verify them"
 	@echo "make cluster-pre-deploy  apply, verify, status on every node of the Ray cluster at $(RAY_ADDRESS)"
 	@echo "make serve        pre-deploy, then vllm serve $(MODEL) with the EAGLE-3 drafter $(DRAFTER)"
 	@echo "make test         lint and the whole test suite (creates the cached vLLM venv when missing)"
+	@echo "make test-releases  apply, verify, status, revert on real venvs of $(RELEASES)"
 	@echo "make bench        apply/status/verify/revert timings against their floors"
 	@echo "make pin          maintainer: regenerate patches/ from the release wheels"
 
@@ -80,13 +89,41 @@ test-venv: $(TEST_VENV)/.ready
 	  || $(TEST_VENV)/bin/pip install -q --no-deps --force-reinstall .
 	$(TEST_VENV)/bin/pip install -q "click>=8.1" "libcst>=1.1" "unidiff>=0.7" "packaging>=23"
 
+# Any other release's venv (test-releases, test-venv-0171): same recipe, keyed by its version.
+$(CACHE)/venv-%/.ready:
+	rm -rf $(CACHE)/venv-$*
+	mkdir -p $(CACHE)
+	$(PYTHON) -m venv $(CACHE)/venv-$*
+	$(CACHE)/venv-$*/bin/pip install -q "vllm==$*"
+	touch $@
+
+test-venv-0171: $(TEST_VENV_0171)/.ready
+
 lint: dev
 	$(DEV_VENV)/bin/ruff check vllm_patcher tests bench
 	$(DEV_VENV)/bin/ruff format --check vllm_patcher tests bench
 	$(DEV_VENV)/bin/mypy
 
-test: lint test-venv
+test: lint test-venv test-venv-0171
 	$(DEV_VENV)/bin/python -m pytest -q -p no:cacheprovider
+
+# One release at a time (disk): create its venv when missing, run the round trip of
+# tests/test_real_releases.py on it (apply, verify green on every tier, status, revert equal to
+# RECORD) through the real CLI, then delete the venv unless it is in KEEP_VENVS. One line a release.
+test-releases: dev
+	@set -o pipefail; summary=""; status=0; \
+	for v in $(RELEASES); do \
+	  start=$$(date +%s); \
+	  $(MAKE) --no-print-directory $(CACHE)/venv-$$v/.ready || { summary="$$summary\n$$v: venv failed"; status=1; continue; }; \
+	  made=$$(date +%s); \
+	  if VLLM_PATCHER_RELEASE_VENVS=$(CACHE)/venv-$$v $(DEV_VENV)/bin/python -m pytest -q -p no:cacheprovider \
+	       tests/test_real_releases.py -k round_trip; then result=green; else result=red; status=1; fi; \
+	  end=$$(date +%s); \
+	  case " $(KEEP_VENVS) " in *" $$v "*) ;; *) rm -rf $(CACHE)/venv-$$v ;; esac; \
+	  summary="$$summary\n$$v: $$result (venv $$((made - start)) s, tests $$((end - made)) s)"; \
+	done; \
+	echo -e "test-releases:$$summary"; exit $$status
+
 
 # The tool runs from its own venv (<cache>/bench-tool-venv, rebuilt when the code changes).
 # BENCH_SKIP_REAL_VENV=1 leaves the real vLLM venv alone (no verify figure) when it is busy.

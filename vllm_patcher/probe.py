@@ -29,7 +29,12 @@ def record(tier: str, name: str, ok: bool, detail: str = "") -> bool:
 def where(exc: BaseException) -> str:
     frames = traceback.extract_tb(exc.__traceback__)
     site = [f for f in frames if "/vllm/" in f.filename] or frames
-    loc = f" at {site[-1].filename}:{site[-1].lineno}" if site else ""
+    loc = ""
+    if site:
+        frame = site[-1]
+        loc = f" at {frame.filename}:{frame.lineno} in {frame.name}"
+        if frame.line:
+            loc += f" (`{frame.line.strip()}`)"
     if isinstance(exc, SyntaxError):
         loc = f" at {exc.filename}:{exc.lineno}"
     return f"{type(exc).__name__}: {exc}{loc}"
@@ -108,7 +113,13 @@ def check_forward(ds: Any, layer0: bool = True) -> None:
     uses layers 1, 3, 5 instead of failing every deployment that never asks for layer 0.
     """
     import torch
-    from vllm.sequence import IntermediateTensors
+
+    # the IntermediateTensors deepseek_v2 itself imports (vllm.sequence in every release so far)
+    intermediate_tensors: Any = getattr(ds, "IntermediateTensors", None)
+    if intermediate_tensors is None:
+        import vllm.sequence
+
+        intermediate_tensors = vllm.sequence.IntermediateTensors
 
     class Layer(torch.nn.Module):
         def __init__(self, index: int, seen: dict[int, torch.Tensor]) -> None:
@@ -152,7 +163,7 @@ def check_forward(ds: Any, layer0: bool = True) -> None:
             embeds = torch.randn(3, 8)
             inter = None
             if not first_rank:
-                inter = IntermediateTensors({"hidden_states": embeds, "residual": embeds * 2})
+                inter = intermediate_tensors({"hidden_states": embeds, "residual": embeds * 2})
             out = type(model).forward(
                 model,
                 torch.zeros(3, dtype=torch.long),
@@ -255,58 +266,114 @@ class _ReachedLanguageModel(Exception):
     """Raised by the stand-in target right after the image-token branch has run."""
 
 
-def check_image_token(eagle: Any, kimi: Any) -> None:
-    """Run the proposer's real load_model up to the image-token branch with a Kimi-K2.5 target."""
+def check_image_token(eagle: Any, kimi: Any, engine: dict[str, Any]) -> None:
+    """Run the release's own EagleProposer for a Kimi-K2.5 target, up to the image-token branch.
+
+    ``engine`` holds the real target ``ModelConfig``, ``SpeculativeConfig`` (method eagle3) and
+    ``ParallelConfig`` that ``check_speculative_config`` built for the kimi_k25 target. From them
+    the probe builds the real ``VllmConfig`` (device ``cpu``) and the real
+    ``EagleProposer(vllm_config, device)``, then calls its real ``load_model`` with a Kimi-K2.5
+    target carrying the real ``KimiK25Config``. Whatever ``__init__``, ``load_model`` and its
+    helpers of that release read (``_get_model`` and ``self.speculative_config`` since 0.16.0, the
+    draft load config since 0.17.0) comes from the release itself. Stood in, because they need a
+    GPU or the checkpoint: pinned host memory (``is_pin_memory_available``), the checkpoint's
+    image processor (``MULTIMODAL_REGISTRY.supports_multimodal_inputs``, answered from the model's
+    own ``is_multimodal_model``), loading the drafter's weights (``get_model``: a module with the
+    drafter's real config) and the target's language model (``get_language_model``: load_model
+    asks for it right after the image-token branch, and the probe stops there). Any other
+    exception is reported as raised, with where.
+    """
     import torch
 
-    token = 163605
+    name = "EAGLE proposer reads Kimi-K2.5's image token from media_placeholder_token_id"
+    if engine.get("error"):
+        record("behaviour", name, False, f"not run: {engine['error']}")
+        return
+    from vllm.config import DeviceConfig, VllmConfig
+
+    target_config, speculative, parallel = (
+        engine["model_config"],
+        engine["speculative_config"],
+        engine["parallel_config"],
+    )
+    try:
+        vllm_config = VllmConfig(
+            model_config=target_config,
+            speculative_config=speculative,
+            parallel_config=parallel,
+            device_config=DeviceConfig(device="cpu"),
+        )
+    except BaseException as exc:  # noqa: BLE001
+        record("behaviour", name, False, f"VllmConfig for the Kimi-K2.5 target: {where(exc)}")
+        return
+
+    token = target_config.hf_config.media_placeholder_token_id
     drafter = torch.nn.Module()
-    drafter.config = SimpleNamespace()
+    drafter.config = speculative.draft_model_config.hf_config
+    loads: list[dict[str, Any]] = []
+
+    def get_model(**kwargs: Any) -> Any:
+        loads.append(kwargs)
+        return drafter
+
     target = _bare(kimi.KimiK25ForConditionalGeneration)
-    # Kimi-K2.5's config has media_placeholder_token_id and no image_token_index.
-    target.config = SimpleNamespace(media_placeholder_token_id=token)
+    target.config = target_config.hf_config
 
     def reached() -> Any:
         raise _ReachedLanguageModel
 
     target.get_language_model = reached
-    proposer = eagle.EagleProposer.__new__(eagle.EagleProposer)
-    proposer.vllm_config = SimpleNamespace(
-        speculative_config=SimpleNamespace(draft_model_config=SimpleNamespace())
-    )
-    proposer.supports_mm_inputs = False
-    proposer.device = torch.device("cpu")
-    stand_ins = {
-        "get_layers_from_vllm_config": lambda *args, **kwargs: {},
-        "get_model": lambda *args, **kwargs: drafter,
-    }
-    saved = {name: getattr(eagle, name) for name in stand_ins if hasattr(eagle, name)}
-    for name, value in stand_ins.items():
-        setattr(eagle, name, value)
-    name = "EAGLE proposer reads Kimi-K2.5's image token from media_placeholder_token_id"
+
+    class Registry:
+        """vLLM's multimodal registry, except that it cannot build Kimi-K2.5's processor here.
+
+        ``__init__`` asks it whether the target takes multimodal inputs, which builds the
+        checkpoint's image processor (``preprocessor_config.json``: not in a config-only folder).
+        A real Kimi-K2.5 checkpoint does take images, so the answer is the model's own
+        ``is_multimodal_model``; everything else goes to the real registry.
+        """
+
+        def __init__(self, real: Any) -> None:
+            self._real = real
+
+        def supports_multimodal_inputs(self, model_config: Any) -> bool:
+            return bool(model_config.is_multimodal_model)
+
+        def __getattr__(self, attr: str) -> Any:
+            return getattr(self._real, attr)
+
+    stand_ins: dict[str, Any] = {"get_model": get_model}
+    if hasattr(eagle, "MULTIMODAL_REGISTRY"):
+        stand_ins["MULTIMODAL_REGISTRY"] = Registry(eagle.MULTIMODAL_REGISTRY)
+    if hasattr(eagle, "is_pin_memory_available"):
+        stand_ins["is_pin_memory_available"] = lambda: False
+    saved = {attr: getattr(eagle, attr) for attr in stand_ins if hasattr(eagle, attr)}
+    for attr, value in stand_ins.items():
+        setattr(eagle, attr, value)
+    stage = "EagleProposer.__init__"
     try:
-        eagle.EagleProposer.load_model(proposer, target)
+        proposer = eagle.EagleProposer(vllm_config, torch.device("cpu"), runner=None)
+        stage = "EagleProposer.load_model"
+        proposer.load_model(target)
         record(
             "behaviour",
             name,
             False,
-            "load_model never asked the Kimi target for its language model",
+            "load_model returned without asking the Kimi-K2.5 target for its language model",
         )
     except _ReachedLanguageModel:
         got = getattr(drafter.config, "image_token_index", None)
-        record(
-            "behaviour", name, got == token, f"drafter image_token_index is {got}, expected {token}"
-        )
-    except AttributeError as exc:
-        record(
-            "behaviour",
-            name,
-            False,
-            f"{where(exc)}: the Kimi-K2.5 branch is missing, "
-            "so the generic image_token_index fallback runs",
-        )
-    except BaseException as exc:  # noqa: BLE001
-        record("behaviour", name, False, where(exc))
+        if not loads:
+            record("behaviour", name, False, "load_model never loaded the drafter")
+        else:
+            record(
+                "behaviour",
+                name,
+                got == token,
+                f"drafter image_token_index is {got}, expected {token}",
+            )
+    except BaseException as exc:  # noqa: BLE001 - what the release raised is the finding
+        record("behaviour", name, False, f"{stage} raised {where(exc)}")
     finally:
         for attr, value in saved.items():
             setattr(eagle, attr, value)
@@ -337,10 +404,16 @@ TEXT_CONFIG = {
 }
 
 
-def check_speculative_config(with_kimi: bool) -> None:
+def check_speculative_config(with_kimi: bool, root: str) -> dict[str, Any]:
+    """The real SpeculativeConfig on tiny local config folders under ``root``.
+
+    Returns what it built for the kimi_k25 target (``model_config``, ``speculative_config``,
+    ``parallel_config``), or ``error`` saying why there is nothing: the image-token probe drives
+    the proposer with exactly the engine config a server would build.
+    """
     from vllm.config import ModelConfig, ParallelConfig, SpeculativeConfig
 
-    root = tempfile.mkdtemp(prefix="vllm-patcher-probe-")
+    kimi_engine: dict[str, Any] = {"error": "no kimi_k25 target in this release"}
 
     def write(name: str, cfg: dict[str, Any]) -> str:
         path = os.path.join(root, name)
@@ -397,49 +470,61 @@ def check_speculative_config(with_kimi: bool) -> None:
         ),
         False,
     )
-    try:
-        for label, (path, should_accept) in targets.items():
-            name = f"SpeculativeConfig eagle3 {'accepts' if should_accept else 'rejects'} {label}"
-            try:
-                target = ModelConfig(model=path, skip_tokenizer_init=True)
-            except BaseException as exc:  # noqa: BLE001
-                record(
-                    "behaviour",
-                    name,
-                    False,
-                    f"could not build the target ModelConfig: {where(exc)}",
-                )
-                continue
-            try:
-                SpeculativeConfig(
-                    method="eagle3",
-                    model=drafter,
-                    num_speculative_tokens=3,
-                    target_model_config=target,
-                    target_parallel_config=ParallelConfig(),
-                )
-                accepted, why = True, ""
-            except BaseException as exc:  # noqa: BLE001
-                accepted, why = (
-                    False,
-                    str(exc).strip().splitlines()[-1] if str(exc).strip() else repr(exc),
-                )
-                text = str(exc)
-                if not should_accept or "only supported" in text:
-                    why = " ".join(text.split())[:300]
-            if should_accept:
-                record("behaviour", name, accepted, f"rejected: {why}")
-            else:
-                record(
-                    "behaviour",
-                    name,
-                    not accepted and "only supported" in why,
-                    "accepted a family the allow-list should still reject"
-                    if accepted
-                    else f"failed: {why}",
-                )
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
+    for label, (path, should_accept) in targets.items():
+        name = f"SpeculativeConfig eagle3 {'accepts' if should_accept else 'rejects'} {label}"
+        try:
+            target = ModelConfig(model=path, skip_tokenizer_init=True)
+        except BaseException as exc:  # noqa: BLE001
+            record(
+                "behaviour",
+                name,
+                False,
+                f"could not build the target ModelConfig: {where(exc)}",
+            )
+            if label == "kimi_k25":
+                kimi_engine = {"error": f"the kimi_k25 target ModelConfig failed: {where(exc)}"}
+            continue
+        try:
+            parallel = ParallelConfig()
+            speculative = SpeculativeConfig(
+                method="eagle3",
+                model=drafter,
+                num_speculative_tokens=3,
+                target_model_config=target,
+                target_parallel_config=parallel,
+            )
+            accepted, why = True, ""
+            if label == "kimi_k25":
+                kimi_engine = {
+                    "model_config": target,
+                    "speculative_config": speculative,
+                    "parallel_config": parallel,
+                }
+        except BaseException as exc:  # noqa: BLE001
+            accepted, why = (
+                False,
+                str(exc).strip().splitlines()[-1] if str(exc).strip() else repr(exc),
+            )
+            text = str(exc)
+            if not should_accept or "only supported" in text:
+                why = " ".join(text.split())[:300]
+            if label == "kimi_k25":
+                kimi_engine = {
+                    "error": "the real SpeculativeConfig refused the kimi_k25 target "
+                    f"(as a server would, before any proposer exists): {why}"
+                }
+        if should_accept:
+            record("behaviour", name, accepted, f"rejected: {why}")
+        else:
+            record(
+                "behaviour",
+                name,
+                not accepted and "only supported" in why,
+                "accepted a family the allow-list should still reject"
+                if accepted
+                else f"failed: {why}",
+            )
+    return kimi_engine
 
 
 def main() -> None:
@@ -458,10 +543,14 @@ def main() -> None:
             check_forward(ds, layer0=request.get("layer0", True))
             if kimi is not None:
                 check_kimi_delegation(ds, kimi)
+            root = tempfile.mkdtemp(prefix="vllm-patcher-probe-")
+            try:
+                kimi_engine = check_speculative_config(with_kimi, root)
                 eagle = loaded.get("vllm.v1.spec_decode.eagle")
-                if eagle is not None:
-                    check_image_token(eagle, kimi)
-            check_speculative_config(with_kimi)
+                if kimi is not None and eagle is not None:
+                    check_image_token(eagle, kimi, kimi_engine)
+            finally:
+                shutil.rmtree(root, ignore_errors=True)
     sys.stdout.write("\n" + json.dumps({"checks": CHECKS}) + "\n")
     sys.stdout.flush()
 
