@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from vllm_patcher import catalog, pinned, sources
-from vllm_patcher.pinning import pin_release
+from vllm_patcher.pin_generator import pin_release
 
 from .conftest import KIMI_RELEASES, PINNED, REPO, run_cli, snapshot, touched_match_record
 

@@ -143,29 +143,7 @@ def apply(opts: Options, dry_run: bool, strict: bool) -> None:
     assert st is not None
     methods = result.methods
     if opts.as_json:
-        data: dict[str, Any] = {
-            "vllm_version": st.vllm_version,
-            "location": st.location,
-            "dry_run": dry_run,
-            "changed": [] if dry_run else result.changed,
-            "adopted": [] if dry_run else result.adopted,
-            "would_change": [e.path for e in result.edits] if dry_run else [],
-            "recovered": result.recovered,
-            "notes": result.notes,
-            "fingerprint": st.fingerprint,
-            "patches": [
-                {
-                    "name": p.name,
-                    "state": p.state.value,
-                    "method": methods.get(p.name, p.method),
-                    "files": p.files,
-                }
-                for p in st.patches
-            ],
-        }
-        if dry_run:
-            data["diff"] = result.diff
-        _emit_json(data)
+        _emit_json(result.to_dict())
         return
     if dry_run:
         if result.diff:
@@ -246,10 +224,7 @@ def revert(opts: Options, force: bool) -> None:
             {
                 "vllm_version": target.version,
                 "location": str(target.site_packages),
-                "restored": result.restored,
-                "recovered": result.recovered,
-                "already_pristine": result.already_pristine,
-                "saved_edits": result.saved_edits,
+                **result.to_dict(),
             }
         )
         return
@@ -327,7 +302,7 @@ def list_(opts: Options) -> None:
 @click.pass_obj
 def pin(opts: Options, versions: tuple[str, ...], out_dir: Path | None) -> None:
     """Maintainer: fetch each release's wheel, run the transforms, write patches/vllm-VERSION/."""
-    from .pinning import pin_release
+    from .pin_generator import pin_release
 
     root = out_dir or pinned.patches_root()
     progress = (

@@ -61,6 +61,33 @@ class ApplyResult:
     def adopted(self) -> list[str]:
         return [e.path for e in self.edits if e.adopted]
 
+    def to_dict(self) -> dict[str, object]:
+        st = self.status
+        methods = self.methods
+        data: dict[str, object] = {
+            "vllm_version": st.vllm_version if st else None,
+            "location": st.location if st else None,
+            "dry_run": self.dry_run,
+            "changed": [] if self.dry_run else self.changed,
+            "adopted": [] if self.dry_run else self.adopted,
+            "would_change": [e.path for e in self.edits] if self.dry_run else [],
+            "recovered": self.recovered,
+            "notes": self.notes,
+            "fingerprint": st.fingerprint if st else None,
+            "patches": [
+                {
+                    "name": p.name,
+                    "state": p.state.value,
+                    "method": methods.get(p.name, p.method),
+                    "files": p.files,
+                }
+                for p in (st.patches if st else [])
+            ],
+        }
+        if self.dry_run:
+            data["diff"] = self.diff
+        return data
+
 
 @dataclass
 class RevertResult:
@@ -68,6 +95,14 @@ class RevertResult:
     saved_edits: dict[str, str] = field(default_factory=dict)
     already_pristine: list[str] = field(default_factory=list)
     recovered: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "restored": self.restored,
+            "recovered": self.recovered,
+            "already_pristine": self.already_pristine,
+            "saved_edits": self.saved_edits,
+        }
 
 
 def _check_inside_package(target: Target, rel: str) -> Path:

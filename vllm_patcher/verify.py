@@ -135,7 +135,7 @@ def verify(target: Target, on_tier: Callable[[str], None] | None = None) -> Veri
     st = status_mod.read_status(target)
     for p in st.patches:
         ok = p.state in ("applied", "upstream", "not-applicable")
-        hint = " (run `vllm-patcher apply`)" if p.state == "pending" else ""
+        hint = " (run `vllm-patcher apply`)" if p.state in ("pending", "unrecorded") else ""
         report.checks.append(Check("state", p.name, ok, f"{p.state}{hint}. {p.detail}".strip(". ")))
     _conclude(report, "state")
 
