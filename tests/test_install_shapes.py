@@ -26,6 +26,7 @@ import pytest
 from vllm_patcher import pinned, sources
 from vllm_patcher.target import (
     DIRECTORY,
+    SOURCE,
     EDITABLE,
     locate_in_directory,
     locate_with_python,
@@ -450,3 +451,80 @@ def test_a_record_that_lists_nothing_is_never_green(tree_copy) -> None:  # type:
     assert "not-applicable" not in {p["state"] for p in st["patches"]}
     assert {p["state"] for p in st["patches"]} == {"drifted"}
     assert run_cli("--target", str(site), "apply", "--strict").returncode != 0
+
+
+# --- the other shapes, for real --------------------------------------------------------------------
+
+
+def test_a_source_tree_on_a_pth_line_is_judged_by_its_pinned_release(editable: Editable) -> None:
+    """No distribution metadata at all, only a .pth naming the tree: the release comes from the
+    tree's own vllm/_version.py and the files are judged against that release's pins."""
+
+    def build(venv: Path) -> None:
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, capture_output=True)
+        (venv_site(venv / "bin" / "python") / "vllm_source.pth").write_text(f"{editable.tree}\n")
+
+    python = _atomic_dir(SHAPES / "venvs" / f"pth-{editable.tree.name}", build) / "bin" / "python"
+    target = locate_with_python(str(python))
+    assert (target.shape, target.version, target.site_packages) == (
+        SOURCE,
+        VERSION,
+        editable.tree.resolve(),
+    )
+    assert target.record == {rel: MANIFEST.files[rel].before for rel in TOUCHED}
+    st = _status("--python", str(python))
+    assert [p["state"] for p in st["patches"]] == ["pending"] * 3
+    assert st["location"] == str(editable.tree.resolve())
+
+
+def _pip_target_install() -> Path:
+    """`pip install --target DIR` of the real wheel: a bare directory with vllm/ and its RECORD."""
+    wheel = _wheel()
+
+    def build(directory: Path) -> None:
+        subprocess.run(
+            [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index"]
+            + ["--disable-pip-version-check", "--target", str(directory / "site"), str(wheel)],
+            check=True,
+            capture_output=True,
+        )
+
+    return _atomic_dir(SHAPES / f"pip-target-{wheel.stem}", build) / "site"
+
+
+def test_a_pip_target_install_is_judged_by_its_record() -> None:
+    site = _pip_target_install()
+    _restore(site)
+    target = locate_in_directory(str(site))
+    assert (target.shape, target.reference, target.site_packages) == (
+        DIRECTORY,
+        "RECORD",
+        site.resolve(),
+    )
+    where = ("--target", str(site))
+    try:
+        assert [p["state"] for p in _status(*where)["patches"]] == ["pending"] * 3
+        run_cli(*where, "apply", "--strict", check=True)
+        assert _hashes(site) == {rel: MANIFEST.files[rel].after for rel in TOUCHED}
+        assert [p["state"] for p in _status(*where)["patches"]] == ["applied"] * 3
+        run_cli(*where, "revert", check=True)
+        for rel in TOUCHED:
+            assert (site / rel).read_bytes() == _wheel_bytes(rel), rel
+    finally:
+        _restore(site)
+
+
+def test_an_unpinned_release_whose_record_lists_nothing_is_refused(tree_copy) -> None:  # type: ignore[no-untyped-def]
+    """No pin to fall back on and no allow-list file in RECORD: refused, never all not-applicable."""
+    site = tree_copy(VERSION)
+    info = site / f"vllm-{VERSION}.dist-info"
+    rows = [r for r in (info / "RECORD").read_text().splitlines() if not r.startswith("vllm/")]
+    (info / "RECORD").write_text("\n".join(rows) + "\n")
+    meta = info / "METADATA"
+    meta.write_text(meta.read_text().replace(f"Version: {VERSION}\n", "Version: 0.15.2\n", 1))
+    info.rename(site / "vllm-0.15.2.dist-info")
+    shutil.rmtree(site / "vllm")
+    for command in ("status", "apply", "verify"):
+        assert_refused(
+            run_cli("--target", str(site), command), 3, "0.15.2", "vllm/config/speculative.py"
+        )
