@@ -26,8 +26,8 @@ import pytest
 from vllm_patcher import pinned, sources
 from vllm_patcher.target import (
     DIRECTORY,
-    SOURCE,
     EDITABLE,
+    SOURCE,
     locate_in_directory,
     locate_with_python,
 )
