@@ -113,7 +113,9 @@ def _source_tree(version: str, whole: bool) -> Path:
     return _atomic_dir(SHAPES / "src" / key, build)
 
 
-def _editable_venv(name: str, tree: Path, deps_pth: Path | None = None) -> Path:
+def _editable_venv(
+    name: str, tree: Path, deps_pth: Path | None = None, extra: tuple[str, ...] = ()
+) -> Path:
     """A venv of our own with ``tree`` installed by `pip install -e`; returns its python."""
 
     def build(venv: Path) -> None:
@@ -127,7 +129,7 @@ def _editable_venv(name: str, tree: Path, deps_pth: Path | None = None) -> Path:
         )
         subprocess.run(
             [str(python), "-m", "pip", "install", "-q", "-e", str(tree)]
-            + ["--no-deps", "--no-build-isolation", "--disable-pip-version-check"],
+            + ["--no-deps", "--no-build-isolation", "--disable-pip-version-check", *extra],
             check=True,
             capture_output=True,
             cwd=str(venv),
@@ -336,6 +338,22 @@ def test_editable_install_through_target_reads_the_finder(editable: Editable) ->
     st = _status("--target", str(site))
     assert st["location"] == str(editable.tree.resolve())
     assert [p["state"] for p in st["patches"]] == ["pending"] * 3
+
+
+def test_a_compat_mode_editable_install_is_found_through_its_pth(editable: Editable) -> None:
+    """setuptools' compat mode writes a plain .pth naming the tree instead of a finder."""
+    python = _editable_venv(
+        "editable-compat", editable.tree, extra=("--config-settings", "editable_mode=compat")
+    )
+    site = venv_site(python)
+    rows = [r.split(",")[0] for r in (_dist_info(python) / "RECORD").read_text().splitlines()]
+    assert not [r for r in rows if "finder" in r or r.startswith("vllm/")], rows
+    (pth,) = [r for r in rows if r.endswith(".pth")]
+    assert (site / pth).read_text().strip() == str(editable.tree)
+    for where in (("--python", str(python)), ("--target", str(site))):
+        st = _status(*where)
+        assert st["location"] == str(editable.tree.resolve()), where
+        assert [p["state"] for p in st["patches"]] == ["pending"] * 3, where
 
 
 def test_an_editable_install_whose_tree_is_gone_is_refused(

@@ -171,7 +171,7 @@ def _editable_package_dir(dist: metadata.Distribution, direct_url: dict[str, Any
             for line in (home / rel).read_text(encoding="utf-8", errors="replace").splitlines():
                 line = line.strip()
                 if line and not line.startswith(("#", "import ", "import\t")):
-                    candidates.append(Path(line))
+                    candidates.append(home / line)  # relative lines name site-relative dirs
     url = direct_url.get("url")
     if isinstance(url, str) and url.startswith("file:"):
         candidates.append(Path(unquote(urlparse(url).path)))
