@@ -248,6 +248,9 @@ def test_editable_target_points_at_the_source_tree(editable: Editable) -> None:
     assert target.site_packages == editable.tree.resolve()
     assert target.path("vllm/config/speculative.py") == editable.tree / "vllm/config/speculative.py"
     assert target.record == {rel: MANIFEST.files[rel].before for rel in TOUCHED}
+    assert "git checkout v0.15.1" in target.reinstall_hint
+    assert "pip install" not in target.reinstall_hint  # that would replace the editable install
+    assert target.describe == "editable install, judged against pinned manifest for 0.15.1"
     assert (target.version, target.distribution, target.python) == (
         VERSION,
         "vllm",

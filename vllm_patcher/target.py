@@ -93,6 +93,21 @@ class Target:
     def package_dir(self) -> Path:
         return self.site_packages / "vllm"
 
+    @property
+    def describe(self) -> str:
+        """One phrase for people: the shape and what pristine means here."""
+        return f"{self.shape} install, judged against {self.reference}"
+
+    @property
+    def reinstall_hint(self) -> str:
+        """How to get pristine files back: a pip reinstall would replace an editable install."""
+        if self.shape in (EDITABLE, SOURCE):
+            return (
+                f"restore the file from vLLM {self.version}'s sources in {self.site_packages} "
+                f"(e.g. git checkout v{self.version} -- FILE)"
+            )
+        return f"pip install --force-reinstall --no-deps {self.distribution}=={self.version}"
+
 
 def file_hash(data: bytes) -> str:
     """sha256 the way RECORD spells it: urlsafe base64 without padding."""
