@@ -166,7 +166,9 @@ def _package(directory: Path) -> Path | None:
     return candidate if (candidate / "__init__.py").is_file() else None
 
 
-def _editable_package_dir(dist: metadata.Distribution, direct_url: dict[str, Any]) -> Path | None:
+def _editable_package_dir(
+    dist: metadata.Distribution, files: list[metadata.PackagePath], direct_url: dict[str, Any]
+) -> Path | None:
     """Where an editable install's ``vllm/`` is, read from its files (no interpreter to ask).
 
     setuptools writes either a finder module with ``MAPPING = {"vllm": "/src/tree/vllm"}`` or a
@@ -174,7 +176,7 @@ def _editable_package_dir(dist: metadata.Distribution, direct_url: dict[str, Any
     """
     home = _home(dist)
     candidates: list[Path] = []
-    for entry in dist.files or []:
+    for entry in files:
         rel = entry.as_posix()
         if "/" in rel or not (home / rel).is_file():
             continue
@@ -230,12 +232,18 @@ def _source_version(package: Path) -> str | None:
 # --- judging the files ---------------------------------------------------------------------------
 
 
-def _by_record(dist: metadata.Distribution, site: Path, python: Path | None, shape: str) -> Target:
+def _by_record(
+    version: str,
+    name: str,
+    files: list[metadata.PackagePath] | None,
+    site: Path,
+    python: Path | None,
+    shape: str,
+) -> Target:
     """A wheel-shaped install: the installer's RECORD hashes every file beside it."""
-    files = dist.files
     if files is None:
         raise TargetNotFound(
-            f"vLLM {dist.version} has no RECORD: cannot tell pristine files apart; reinstall it with pip"
+            f"vLLM {version} has no RECORD: cannot tell pristine files apart; reinstall it with pip"
         )
     record = {}
     for entry in files:
@@ -247,16 +255,16 @@ def _by_record(dist: metadata.Distribution, site: Path, python: Path | None, sha
     unhashed = [rel for rel in all_paths() if rel not in record and (site / rel).is_file()]
     if unhashed:
         raise TargetNotFound(
-            f"vLLM {dist.version} at {site} has no sha256 for {unhashed[0]} in its RECORD, and its "
+            f"vLLM {version} at {site} has no sha256 for {unhashed[0]} in its RECORD, and its "
             "files are in that directory (not an editable install, which is judged against the "
             "pinned release instead); reinstall vLLM with pip to give it a RECORD"
         )
-    _add_shipped_but_unlisted(record, dist.version, site)
-    _refuse_empty_reference(record, dist.version, site)
+    _add_shipped_but_unlisted(record, version, site)
+    _refuse_empty_reference(record, version, site)
     return Target(
         site_packages=site,
-        version=dist.version,
-        distribution=str(dist.metadata["Name"]),
+        version=version,
+        distribution=name,
         record=record,
         python=python,
         shape=shape,
@@ -349,13 +357,14 @@ def _resolve(
     direct_url = _direct_url(dist)
     editable = _is_editable(direct_url)
     egg = dist_dir.name.endswith(".egg-info")
-    name = str(dist.metadata["Name"])
-    version = dist.version
-    lists_package = any(f.as_posix().startswith("vllm/") for f in dist.files or [])
+    meta = dist.metadata  # parsed once: vLLM's METADATA and RECORD are large
+    name, version = str(meta["Name"]), str(meta["Version"])
+    files = dist.files
+    lists_package = any(f.as_posix().startswith("vllm/") for f in files or [])
 
     if editable:
         if package is None:
-            package = _editable_package_dir(dist, direct_url)
+            package = _editable_package_dir(dist, files or [], direct_url)
         if package is None:
             raise TargetNotFound(
                 f"vLLM {version} is an editable install ({dist_dir}) but its source tree was not "
@@ -374,7 +383,7 @@ def _resolve(
                 f"of the installed distribution {dist_dir}; remove one of the two"
             )
         return _by_pin(package.resolve(), version, name, python, SOURCE, "a source install")
-    return _by_record(dist, home, python, record_shape)
+    return _by_record(version, name, files, home, python, record_shape)
 
 
 def _locate(info: dict[str, Any], python: Path | None, who: str) -> Target:
