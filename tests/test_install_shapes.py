@@ -548,3 +548,63 @@ def test_an_unpinned_release_whose_record_lists_nothing_is_refused(tree_copy) ->
         assert_refused(
             run_cli("--target", str(site), command), 3, "0.15.2", "vllm/config/speculative.py"
         )
+
+
+def test_a_setup_py_develop_install_is_a_source_install() -> None:
+    """The older `setup.py develop`: an egg-info in the tree and an easy-install .pth line."""
+    wheel = _wheel()
+
+    def build_tree(tree: Path) -> None:
+        with zipfile.ZipFile(wheel) as zf:
+            for name in [*TOUCHED, "vllm/__init__.py"]:
+                zf.extract(name, tree)
+        (tree / "setup.py").write_text(
+            f"from setuptools import setup\nsetup(name='vllm', version='{VERSION}', packages=['vllm'])\n"
+        )
+
+    tree = _atomic_dir(SHAPES / "src" / f"{wheel.stem}-develop", build_tree)
+
+    def build_venv(venv: Path) -> None:
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, capture_output=True)
+        subprocess.run(
+            [str(venv / "bin" / "python"), "setup.py", "-q", "develop", "--no-deps"],
+            cwd=str(tree),
+            check=True,
+            capture_output=True,
+        )
+
+    python = _atomic_dir(SHAPES / "venvs" / f"develop-{tree.name}", build_venv) / "bin" / "python"
+    assert (tree / "vllm.egg-info" / "PKG-INFO").is_file()
+    assert not list(venv_site(python).glob("vllm-*.dist-info"))
+    target = locate_with_python(str(python))
+    assert (target.shape, target.site_packages) == (SOURCE, tree.resolve())
+    assert target.record == {rel: MANIFEST.files[rel].before for rel in TOUCHED}
+    where = ("--python", str(python))
+    try:
+        assert [p["state"] for p in _status(*where)["patches"]] == ["pending"] * 3
+        run_cli(*where, "apply", "--strict", check=True)
+        assert _hashes(tree) == {rel: MANIFEST.files[rel].after for rel in TOUCHED}
+        run_cli(*where, "revert", check=True)
+        assert _hashes(tree) == {rel: MANIFEST.files[rel].before for rel in TOUCHED}
+    finally:
+        _restore(tree)
+
+
+def test_an_editable_install_of_an_upstream_release_needs_nothing(tmp_path: Path) -> None:
+    """0.18.0 has the changes: no pin is needed, nothing is refused and nothing is written."""
+    upstream = sources.fetch_release("0.18.0")
+
+    def build_tree(tree: Path) -> None:
+        shutil.copytree(upstream / "vllm", tree / "vllm")
+        (tree / "vllm" / "__init__.py").touch()
+        (tree / "pyproject.toml").write_text(PYPROJECT.format(version="0.18.0"))
+
+    tree = _atomic_dir(SHAPES / "src" / "touched-0.18.0", build_tree)
+    python = _editable_venv("editable", tree)
+    before = snapshot(tree)
+    st = _status("--python", str(python))
+    assert {p["state"] for p in st["patches"]} == {"upstream"}
+    assert st["location"] == str(tree.resolve())
+    proc = run_cli("--python", str(python), "apply", "--strict", check=True)
+    assert proc.returncode == 0
+    assert snapshot(tree) == before
