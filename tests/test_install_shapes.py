@@ -465,12 +465,12 @@ def test_a_record_that_lists_nothing_is_never_green(tree_copy) -> None:  # type:
     rows = [r for r in record.read_text().splitlines() if not r.startswith("vllm/")]
     record.write_text("\n".join(rows) + "\n")
     shutil.rmtree(site / "vllm")
-    target = locate_in_directory(str(site))
-    assert target.shape == DIRECTORY
-    st = _status("--target", str(site))
-    assert "not-applicable" not in {p["state"] for p in st["patches"]}
-    assert {p["state"] for p in st["patches"]} == {"drifted"}
-    assert run_cli("--target", str(site), "apply", "--strict").returncode != 0
+    before = snapshot(site)
+    for command in ("status", "apply", "verify"):
+        assert_refused(
+            run_cli("--target", str(site), command), 3, VERSION, "vllm/config/speculative.py"
+        )
+    assert snapshot(site) == before
 
 
 # --- the other shapes, for real --------------------------------------------------------------------

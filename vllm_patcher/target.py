@@ -259,7 +259,6 @@ def _by_record(
             "files are in that directory (not an editable install, which is judged against the "
             "pinned release instead); reinstall vLLM with pip to give it a RECORD"
         )
-    _add_shipped_but_unlisted(record, version, site)
     _refuse_empty_reference(record, version, site)
     return Target(
         site_packages=site,
@@ -270,19 +269,6 @@ def _by_record(
         shape=shape,
         reference=RECORD_REFERENCE,
     )
-
-
-def _add_shipped_but_unlisted(record: dict[str, str], version: str, site: Path) -> None:
-    """A file the release ships is never ``not-applicable``: one missing from both RECORD and disk
-    is judged by the pinned manifest (so status says ``missing``, not that nothing applies)."""
-    from . import pinned
-
-    pin = pinned.load(version)
-    if pin is None or pin.folder.name != f"vllm-{version}":
-        return
-    for rel, entry in pin.files.items():
-        if rel not in record and not (site / rel).exists():
-            record[rel] = entry.before
 
 
 def _refuse_empty_reference(record: dict[str, str], version: str, site: Path) -> None:
