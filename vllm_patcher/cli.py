@@ -92,7 +92,8 @@ def main(ctx: click.Context, python: str | None, directory: str | None, as_json:
 
 def _status_lines(st: status_mod.Status) -> list[str]:
     lines = [
-        f"vLLM {st.vllm_version} ({st.distribution}) at {st.location}",
+        f"vLLM {st.vllm_version} ({st.distribution}) at {st.location}"
+        + (f" ({st.shape} install, judged against {st.reference})" if st.shape != "wheel" else ""),
         f"release: {st.release}   fingerprint: {st.fingerprint}",
     ]
     if st.in_progress:

@@ -8,6 +8,7 @@ stated line, with no fuzz and no offsets, and then checks the result against the
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from dataclasses import dataclass
@@ -81,7 +82,13 @@ def _release_folder(version: str, root: Path) -> Path | None:
 
 
 def load(version: str, root: Path | None = None) -> PinnedRelease | None:
-    folder = _release_folder(version, root or patches_root())
+    """The pinned release for ``version`` (a manifest is read once per process)."""
+    return _load(version, root or patches_root())
+
+
+@functools.cache
+def _load(version: str, root: Path) -> PinnedRelease | None:
+    folder = _release_folder(version, root)
     if folder is None:
         return None
     path = folder / MANIFEST

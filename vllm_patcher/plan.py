@@ -49,11 +49,10 @@ def refuse_blocking(target: Target, files: list[FileStatus]) -> None:
     elif first.state is FileState.MISSING:
         hint = "reinstall vLLM"
     else:
-        hint = (
-            "undo the local edit or reinstall vLLM (pip install --force-reinstall --no-deps vllm=="
-            f"{target.version}), then apply again"
-        )
-    raise LocallyModified(f"{names} differs from what pip installed; nothing was patched; {hint}")
+        hint = f"undo the local edit ({target.reinstall_hint}), then apply again"
+    raise LocallyModified(
+        f"{names} differs from the {target.reference}; nothing was patched; {hint}"
+    )
 
 
 def plan_apply(
@@ -89,7 +88,7 @@ def plan_apply(
             if file_hash(before) != target.record.get(f.path):
                 raise LocallyModified(
                     f"{target.path(f.path)} has the pinned result, but taking the pinned diff "
-                    "back out does not give the installer's bytes; reinstall vLLM"
+                    f"back out does not give the pristine bytes; {target.reinstall_hint}"
                 )
             edits.append(FileEdit(f.path, before, olds[f.path], (patch,), PINNED_DIFF, True))
         if not todo:

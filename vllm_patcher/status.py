@@ -106,6 +106,8 @@ class Status:
     fingerprint: str = ""
     interrupted: str | None = None  # phase of an unfinished journal, if any
     in_progress: bool = False  # another run holds the lock right now
+    shape: str = "wheel"  # wheel | editable | source | directory
+    reference: str = ""  # what pristine means here (RECORD, or a pinned manifest)
 
     @property
     def ready(self) -> bool:
@@ -120,6 +122,8 @@ class Status:
             "fingerprint": self.fingerprint,
             "interrupted": self.interrupted,
             "in_progress": self.in_progress,
+            "shape": self.shape,
+            "reference": self.reference,
             "patches": [p.to_dict() for p in self.patches],
             "files": [f.to_dict() for f in self.files],
         }
@@ -178,7 +182,7 @@ def _judge_file(
     ours = journal.files.get(rel) if journal is not None else None
     finished = journal is not None and journal.finished
     if data is None:
-        fs.state, fs.detail = FileState.MISSING, f"{rel} is missing; reinstall vLLM"
+        fs.state, fs.detail = FileState.MISSING, f"{rel} is missing; {target.reinstall_hint}"
     elif ours is not None and cur == ours.after:
         fs.state = FileState.APPLIED
         rec = journal.patches.get(patch) if journal is not None else None
@@ -186,7 +190,7 @@ def _judge_file(
     elif ours is not None and cur == ours.before:
         if finished:
             fs.state = FileState.REINSTALLED
-            fs.detail = f"{rel} is back to the installer's bytes since apply (reinstalled?)"
+            fs.detail = f"{rel} is back to its pristine bytes since apply (reinstalled?)"
         else:
             fs.method = _pristine_method(pin, rel, cur)
     elif ours is not None:
@@ -201,7 +205,7 @@ def _judge_file(
             )
         else:
             fs.state = FileState.MODIFIED
-            fs.detail = f"{rel} differs from the installer's RECORD (local edit?)"
+            fs.detail = f"{rel} differs from the {target.reference} (local edit?)"
     else:
         fs.method = _pristine_method(pin, rel, cur)
         if (
@@ -279,6 +283,8 @@ def judge(
         fingerprint=fingerprint(target.version, {f.path: f.current for f in files}),
         interrupted=journal.phase.value if unfinished and journal is not None else None,
         in_progress=in_progress,
+        shape=target.shape,
+        reference=target.reference,
     )
 
 
@@ -300,6 +306,8 @@ def upstream_status(target: Target) -> Status:
             for p in catalog.PATCHES
         ],
         fingerprint=fingerprint(target.version, hashes),
+        shape=target.shape,
+        reference=target.reference,
     )
 
 

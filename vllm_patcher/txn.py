@@ -164,7 +164,7 @@ def _write_file(target: Target, rel: str, data: bytes) -> None:
 
 def _read_pristine_copy(target: Target, rel: str, expected: str) -> bytes:
     copy = journal_mod.pristine_path(target.site_packages, rel)
-    hint = f"reinstall vLLM (pip install --force-reinstall --no-deps vllm=={target.version})"
+    hint = target.reinstall_hint
     try:
         data = copy.read_bytes()
     except OSError:
