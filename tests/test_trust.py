@@ -57,14 +57,13 @@ def test_hand_applied_pinned_diffs_are_unrecorded_then_adopted_and_revertable(
     assert all(file_hash((site / rel).read_bytes()) == record[rel] for rel in rels)
 
 
-def test_a_closed_stdout_after_a_committed_apply_keeps_exit_code_0(tree_copy) -> None:  # type: ignore[no-untyped-def]
-    """`vllm-patcher apply | head -0`: the files are patched, so the run succeeded."""
-    site = tree_copy("0.15.1")
+def _with_closed_stdout(site: Path, command: str) -> subprocess.CompletedProcess[str]:
+    """Run ``command`` with a stdout whose reader is gone before the first byte is written."""
     read_end, write_end = os.pipe()
-    os.close(read_end)  # the reader is gone before the first byte is written
+    os.close(read_end)
     try:
-        proc = subprocess.run(
-            [sys.executable, "-m", "vllm_patcher", "--target", str(site), "apply"],
+        return subprocess.run(
+            [sys.executable, "-m", "vllm_patcher", "--target", str(site), command],
             stdout=write_end,
             stderr=subprocess.PIPE,
             text=True,
@@ -72,6 +71,12 @@ def test_a_closed_stdout_after_a_committed_apply_keeps_exit_code_0(tree_copy) ->
         )
     finally:
         os.close(write_end)
+
+
+def test_a_closed_stdout_after_a_committed_apply_keeps_exit_code_0(tree_copy) -> None:  # type: ignore[no-untyped-def]
+    """`vllm-patcher apply | head -0`: the files are patched, so the run succeeded."""
+    site = tree_copy("0.15.1")
+    proc = _with_closed_stdout(site, "apply")
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr and "Exception ignored" not in proc.stderr
     assert _states(site) == {"applied"}
@@ -79,18 +84,7 @@ def test_a_closed_stdout_after_a_committed_apply_keeps_exit_code_0(tree_copy) ->
 
 def test_a_closed_stdout_never_turns_a_failing_verify_green(tree_copy) -> None:  # type: ignore[no-untyped-def]
     site = tree_copy("0.15.1")  # nothing applied: the state tier fails
-    read_end, write_end = os.pipe()
-    os.close(read_end)
-    try:
-        proc = subprocess.run(
-            [sys.executable, "-m", "vllm_patcher", "--target", str(site), "verify"],
-            stdout=write_end,
-            stderr=subprocess.PIPE,
-            check=False,
-        )
-    finally:
-        os.close(write_end)
-    assert proc.returncode == 1
+    assert _with_closed_stdout(site, "verify").returncode == 1
 
 
 def test_status_on_an_interrupted_journal_judges_files_against_it(tree_copy) -> None:  # type: ignore[no-untyped-def]
