@@ -71,6 +71,21 @@ def test_read_only_site_packages(tree_copy, where: str) -> None:  # type: ignore
     assert snapshot(site) == before
 
 
+def test_dry_run_on_a_read_only_site_packages_prints_the_diff(tree_copy) -> None:  # type: ignore[no-untyped-def]
+    """A reader needs no lock where nobody can write: dry-run still shows what apply would do."""
+    site = tree_copy("0.15.1")
+    before = snapshot(site)
+    mode = site.stat().st_mode
+    os.chmod(site, stat.S_IRUSR | stat.S_IXUSR | stat.S_IRGRP | stat.S_IXGRP)
+    try:
+        proc = run_cli("--target", str(site), "apply", "--dry-run")
+    finally:
+        os.chmod(site, mode)
+    assert proc.returncode == 0, proc.stderr
+    assert "+++ b/vllm/config/speculative.py" in proc.stdout
+    assert snapshot(site) == before
+
+
 def test_corrupt_state_record(tree_copy) -> None:  # type: ignore[no-untyped-def]
     site = tree_copy("0.15.1")
     run_cli("--target", str(site), "apply", check=True)

@@ -189,20 +189,29 @@ def locked(
     root: Path,
     timeout: float | None = None,
     on_wait: Callable[[str], None] | None = None,
+    read_only: bool = False,
 ) -> Iterator[None]:
     """Hold the environment's lock; wait up to ``timeout`` seconds for another run to finish.
 
-    The default wait is 60 s, or ``VLLM_PATCHER_LOCK_TIMEOUT`` seconds when set.
+    The default wait is 60 s, or ``VLLM_PATCHER_LOCK_TIMEOUT`` seconds when set. With
+    ``read_only``, an environment where the lock cannot even be created is read without it.
     """
     if timeout is None:
         timeout = lock_timeout()
     check_state_dir(root)
     directory = state_dir(root)
-    fileops.ensure_dir(directory)
     lock_path = directory / "lock"
     try:
+        fileops.ensure_dir(directory)
         fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
-    except OSError as exc:
+    except (OSError, NotWritable) as exc:
+        if read_only and not lock_path.exists():
+            # A reader (apply --dry-run) on an environment nobody can write: no run can be
+            # changing it, so there is nothing to wait for.
+            yield
+            return
+        if isinstance(exc, NotWritable):
+            raise
         raise NotWritable(fileops.os_error_message(lock_path, exc)) from None
     try:
         deadline = time.monotonic() + timeout

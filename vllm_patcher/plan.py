@@ -51,7 +51,7 @@ def refuse_blocking(target: Target, files: list[FileStatus]) -> None:
     else:
         hint = f"undo the local edit ({target.reinstall_hint}), then apply again"
     raise LocallyModified(
-        f"{names} differs from the {target.reference}; nothing was patched; {hint}"
+        f"{names} differs from {target.pristine_phrase}; nothing was patched; {hint}"
     )
 
 

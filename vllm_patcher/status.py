@@ -205,7 +205,7 @@ def _judge_file(
             )
         else:
             fs.state = FileState.MODIFIED
-            fs.detail = f"{rel} differs from the {target.reference} (local edit?)"
+            fs.detail = f"{rel} differs from {target.pristine_phrase} (local edit?)"
     else:
         fs.method = _pristine_method(pin, rel, cur)
         if (

@@ -99,6 +99,13 @@ class Target:
         return f"{self.shape} install, judged against {self.reference}"
 
     @property
+    def pristine_phrase(self) -> str:
+        """What this install's pristine bytes are, in a sentence: "differs from <this>"."""
+        if self.reference == RECORD_REFERENCE:
+            return "what pip installed (its RECORD)"
+        return f"the {self.reference}"
+
+    @property
     def reinstall_hint(self) -> str:
         """How to get pristine files back: a pip reinstall would replace an editable install."""
         if self.shape in (EDITABLE, SOURCE):

@@ -257,7 +257,7 @@ def apply(
         _check_inside_package(target, rel)
     if not dry_run:
         _require_writable(target, rels)
-    with journal_mod.locked(target.site_packages, on_wait=on_wait):
+    with journal_mod.locked(target.site_packages, on_wait=on_wait, read_only=dry_run):
         journal = journal_mod.load(target.site_packages)
         contents: dict[str, bytes | None] = {}
         recovered: list[str] = []
