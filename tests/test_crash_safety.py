@@ -425,12 +425,14 @@ def test_a_held_lock_times_out_with_a_clear_message(trees: Trees, tmp_path: Path
 def test_an_unusable_lock_timeout_is_a_usage_error(
     trees: Trees, tmp_path: Path, value: str
 ) -> None:
+    """Every command refuses it, not only the ones that happen to wait."""
     site = tmp_path / "site"
     shutil.copytree(trees.pristine, site)
     before = snapshot(site)
-    proc = run_cli("--target", str(site), "apply", env={"VLLM_PATCHER_LOCK_TIMEOUT": value})
-    assert proc.returncode == 2, proc.stderr
-    assert "VLLM_PATCHER_LOCK_TIMEOUT" in proc.stderr and "Traceback" not in proc.stderr
+    for command in ("apply", "status", "revert", "verify"):
+        proc = run_cli("--target", str(site), command, env={"VLLM_PATCHER_LOCK_TIMEOUT": value})
+        assert proc.returncode == 2, (command, proc.stderr)
+        assert "VLLM_PATCHER_LOCK_TIMEOUT" in proc.stderr and "Traceback" not in proc.stderr
     assert snapshot(site) == before
 
 

@@ -110,3 +110,18 @@ def test_status_on_an_interrupted_journal_judges_files_against_it(tree_copy) -> 
     dry = run_cli("--target", str(site), "apply", "--dry-run")
     assert dry.returncode == 7 and "interrupted" in dry.stderr
     assert snapshot(site) == before
+
+
+def test_hints_name_the_same_environment_and_a_non_python_is_one_short_line(tree_copy) -> None:  # type: ignore[no-untyped-def]
+    """A pasted hint must act on the environment that was refused, not the tool's own."""
+    site = tree_copy("0.15.1")
+    run_cli("--target", str(site), "apply", check=True)
+    (site / SPEC).write_text((site / SPEC).read_text() + "# edited after apply\n")
+    proc = run_cli("--target", str(site), "revert")
+    assert proc.returncode == 5
+    assert f"vllm-patcher --target {site} revert --force" in proc.stderr
+    proc = run_cli("--python", "/bin/ls", "status")
+    assert proc.returncode == 3
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and len(lines[0]) < 200, lines
+    assert "did not answer like a Python interpreter" in lines[0]

@@ -58,7 +58,10 @@ class _Group(click.Group):
         except PatcherError as exc:
             _fail(ctx.find_object(Options), exc)
         except KeyboardInterrupt:
-            _echo("vllm-patcher: interrupted; every file is as it was before this run", err=True)
+            _echo(
+                "vllm-patcher: error: interrupted; every file is as it was before this run",
+                err=True,
+            )
             sys.exit(EXIT_INTERRUPTED)
         except BrokenPipeError:
             sys.exit(0)  # only reached outside _echo; nothing was being written
@@ -88,12 +91,15 @@ def main(ctx: click.Context, python: str | None, directory: str | None, as_json:
     if python and directory:
         raise click.UsageError("--python and --target are exclusive; pass one")
     ctx.obj = Options(python, directory, as_json)
+    from .journal import lock_timeout
+
+    lock_timeout()  # a bad VLLM_PATCHER_LOCK_TIMEOUT is a usage error for every command
 
 
 def _status_lines(st: status_mod.Status) -> list[str]:
     lines = [
         f"vLLM {st.vllm_version} ({st.distribution}) at {st.location}"
-        + (f" ({st.shape} install, judged against {st.reference})" if st.shape != "wheel" else ""),
+        + f" ({st.shape} install, judged against {st.reference})",
         f"release: {st.release}   fingerprint: {st.fingerprint}",
     ]
     if st.in_progress:

@@ -170,7 +170,7 @@ def clear(root: Path, rels: list[str]) -> None:
 
 def lock_timeout() -> float:
     raw = os.environ.get("VLLM_PATCHER_LOCK_TIMEOUT")
-    if raw is None:
+    if raw is None or not raw.strip():
         return DEFAULT_LOCK_TIMEOUT
     try:
         value = float(raw)
@@ -178,8 +178,8 @@ def lock_timeout() -> float:
         value = math.nan
     if not math.isfinite(value) or value < 0:
         raise BadSetting(
-            f"VLLM_PATCHER_LOCK_TIMEOUT={raw!r} is not a finite number of seconds; "
-            "set it to e.g. 60"
+            f"VLLM_PATCHER_LOCK_TIMEOUT={raw!r} is not a number of seconds >= 0; "
+            f"set it to e.g. {DEFAULT_LOCK_TIMEOUT:g} (the default)"
         )
     return value
 
@@ -223,8 +223,9 @@ def locked(
             except BlockingIOError:
                 if time.monotonic() >= deadline:
                     raise LockTimeout(
-                        f"another vllm-patcher has held {lock_path} for {timeout:g}s; nothing was "
-                        "changed; wait for it to finish, or check for a stuck process"
+                        f"another vllm-patcher{_holder(fd)} has held {lock_path} for "
+                        f"{timeout:g}s; nothing was changed; wait for it to finish, or check for "
+                        "a stuck process"
                     ) from None
                 if on_wait is not None and not told:
                     on_wait(f"waiting for another vllm-patcher run (lock {lock_path})")
@@ -237,6 +238,15 @@ def locked(
         yield
     finally:
         os.close(fd)
+
+
+def _holder(fd: int) -> str:
+    """ " (pid N)" from the lock file, where the holder wrote it."""
+    try:
+        pid = os.pread(fd, 32, 0).decode("ascii").strip()
+    except (OSError, UnicodeDecodeError):
+        return ""
+    return f" (pid {pid})" if pid.isdigit() else ""
 
 
 @contextmanager

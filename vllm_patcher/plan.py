@@ -45,11 +45,15 @@ def refuse_blocking(target: Target, files: list[FileStatus]) -> None:
     names = ", ".join(str(target.path(f.path)) for f in bad)
     first = bad[0]
     if first.state is FileState.EDITED:
-        hint = "run `vllm-patcher revert --force` to restore pristine and keep your copy"
-    elif first.state is FileState.MISSING:
-        hint = "reinstall vLLM"
-    else:
-        hint = f"undo the local edit ({target.reinstall_hint}), then apply again"
+        raise LocallyModified(
+            f"{names} changed after vllm-patcher applied it; nothing was patched; run "
+            f"`{target.command('revert --force')}` to restore pristine and keep your copy"
+        )
+    if first.state is FileState.MISSING:
+        raise LocallyModified(
+            f"{names} is missing; nothing was patched; reinstall vLLM ({target.reinstall_hint})"
+        )
+    hint = f"undo the local edit ({target.reinstall_hint}), then apply again"
     raise LocallyModified(
         f"{names} differs from {target.pristine_phrase}; nothing was patched; {hint}"
     )

@@ -98,6 +98,14 @@ class Target:
         """One phrase for people: the shape and what pristine means here."""
         return f"{self.shape} install, judged against {self.reference}"
 
+    def command(self, args: str) -> str:
+        """The command line a person pastes to run ``args`` on this same environment."""
+        if self.python is None:
+            return f"vllm-patcher --target {self.site_packages} {args}"
+        if Path(sys.executable) == self.python:
+            return f"vllm-patcher {args}"
+        return f"vllm-patcher --python {self.python} {args}"
+
     @property
     def pristine_phrase(self) -> str:
         """What this install's pristine bytes are, in a sentence: "differs from <this>"."""
@@ -113,7 +121,8 @@ class Target:
                 f"restore the file from vLLM {self.version}'s sources in {self.site_packages} "
                 f"(e.g. git checkout v{self.version} -- FILE)"
             )
-        return f"pip install --force-reinstall --no-deps {self.distribution}=={self.version}"
+        pip = f"{self.python} -m pip" if self.python is not None else "pip"
+        return f"{pip} install --force-reinstall --no-deps {self.distribution}=={self.version}"
 
 
 def file_hash(data: bytes) -> str:
@@ -432,7 +441,12 @@ def locate_with_python(python: str) -> Target:
         raise TargetNotFound(f"cannot run {python}: {exc.strerror}") from None
     if proc.returncode != 0:
         last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-        raise TargetNotFound(f"{python} could not be queried: {last}")
+        if re.match(r"^[A-Za-z_.]*(Error|Exception|Exit)\b", last) and len(last) < 300:
+            raise TargetNotFound(f"{python} could not be queried: {last}")
+        raise TargetNotFound(
+            f"{python} did not answer like a Python interpreter (exit {proc.returncode}); "
+            "pass the venv's bin/python"
+        )
     try:
         info = json.loads(proc.stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):

@@ -214,7 +214,7 @@ def _recover(
         if cur != fr.after and not force:
             raise LocallyModified(
                 f"{path} changed during an interrupted run and matches neither the pristine nor the "
-                f"patched bytes; nothing was changed; run `vllm-patcher revert --force` (keeps "
+                f"patched bytes; nothing was changed; run `{target.command('revert --force')}` (keeps "
                 "a copy of it) or reinstall vLLM"
             )
         plan.append((rel, _read_pristine_copy(target, rel, fr.before)))
@@ -264,7 +264,7 @@ def apply(
         if journal is not None and not journal.finished:
             if dry_run:
                 raise StateError(
-                    "an earlier run was interrupted; run `vllm-patcher apply` to recover first"
+                    f"an earlier run was interrupted; run `{target.command('apply')}` to recover first"
                 )
             recovered = _recover(target, journal, contents)
             journal = None
@@ -394,7 +394,7 @@ def revert(
             names = ", ".join(str(target.path(r)) for r in plan.edited)
             raise LocallyModified(
                 f"{names} changed after vllm-patcher applied it; nothing was reverted; "
-                "run `vllm-patcher revert --force` to restore pristine and keep your copy"
+                f"run `{target.command('revert --force')}` to restore pristine and keep your copy"
             )
         fileops.fault_point("planned")
         result = RevertResult(already_pristine=plan.already_pristine)
