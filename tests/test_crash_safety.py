@@ -58,6 +58,10 @@ def trees(tmp_path_factory: pytest.TempPathFactory) -> Trees:
     return Trees(tmp_path_factory.mktemp("templates"))
 
 
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 class Run:
     """One tool process, optionally stopped at a fault point."""
 
@@ -82,6 +86,9 @@ class Run:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
+            # A shell runs background jobs with SIGINT ignored, and children inherit that; the
+            # tool must see Ctrl-C the way a terminal delivers it.
+            preexec_fn=_default_sigint,
         )
 
     def reached(self, timeout: float = 120) -> bool:
