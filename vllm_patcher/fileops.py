@@ -62,6 +62,12 @@ def fault_point(point: str) -> None:
         time.sleep(0.01)
 
 
+def is_package_path(rel: str) -> bool:
+    """The one rule for where the tool may write: a relative path inside ``vllm/``."""
+    parts = Path(rel).parts
+    return bool(parts) and parts[0] == "vllm" and ".." not in parts and not Path(rel).is_absolute()
+
+
 def os_error_message(path: Path | str | None, exc: OSError) -> str:
     """One line for an OS error while touching ``path``: what happened and what to do."""
     where = f" {path}" if path else (f" {exc.filename}" if exc.filename else "")

@@ -140,17 +140,11 @@ def load(root: Path) -> Journal | None:
     except (ValueError, KeyError, TypeError, AttributeError, UnicodeDecodeError) as exc:
         raise StateError(f"state record {path} is corrupt ({exc}); {_fix_hint(root)}") from None
     for rel in journal.files:
-        if not is_package_path(rel):
+        if not fileops.is_package_path(rel):
             raise StateError(
                 f"state record {path} names a file outside vllm/ ({rel}); {_fix_hint(root)}"
             )
     return journal
-
-
-def is_package_path(rel: str) -> bool:
-    """The one rule for where the tool may write: a relative path inside ``vllm/``."""
-    parts = Path(rel).parts
-    return bool(parts) and parts[0] == "vllm" and ".." not in parts and not Path(rel).is_absolute()
 
 
 def save(root: Path, journal: Journal) -> None:

@@ -108,8 +108,9 @@ def _load(version: str, root: Path) -> PinnedRelease | None:
 
 
 def _check_rel(rel: str, where: Path | str) -> None:
-    p = Path(rel)
-    if p.is_absolute() or ".." in p.parts or not p.parts or p.parts[0] != "vllm":
+    from .fileops import is_package_path
+
+    if not is_package_path(rel):
         raise StateError(f"{where} names a path outside vllm/ ({rel}); refusing to use it")
 
 

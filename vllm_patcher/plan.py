@@ -7,6 +7,7 @@ the difference (in series order, so several patches can share one file). Committ
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from . import catalog, pinned
@@ -170,11 +171,13 @@ class RevertPlan:
 
 
 def plan_revert(
-    target: Target, journal: Journal, contents: dict[str, bytes | None], pristine: dict[str, bytes]
+    journal: Journal,
+    contents: dict[str, bytes | None],
+    pristine_copy: Callable[[str, str], bytes],
 ) -> RevertPlan:
     """Decide per file by the tool's own record: pristine only when it equals the recorded before.
 
-    ``pristine`` holds the checked pristine copies of the files that need them.
+    ``pristine_copy(rel, before_hash)`` returns the checked pristine bytes of a file to restore.
     """
     plan = RevertPlan([], [], [], [])
     for rel, fr in journal.files.items():
@@ -189,5 +192,6 @@ def plan_revert(
             plan.absent.append(rel)
         record = journal.patches.get(fr.patches[0]) if fr.patches else None
         method = record.method if record is not None else ""
-        plan.edits.append(FileEdit(rel, data or b"", pristine[rel], tuple(fr.patches), method))
+        pristine = pristine_copy(rel, fr.before)
+        plan.edits.append(FileEdit(rel, data or b"", pristine, tuple(fr.patches), method))
     return plan

@@ -384,12 +384,9 @@ def revert(
         for rel in journal.files:
             status_mod.read_once(target, rel, contents)
         fileops.fault_point("surveyed")
-        pristine = {
-            rel: _read_pristine_copy(target, rel, fr.before)
-            for rel, fr in journal.files.items()
-            if contents[rel] is None or file_hash(contents[rel] or b"") != fr.before
-        }
-        plan = plan_revert(target, journal, contents, pristine)
+        plan = plan_revert(
+            journal, contents, lambda rel, before: _read_pristine_copy(target, rel, before)
+        )
         if plan.edited and not force:
             names = ", ".join(str(target.path(r)) for r in plan.edited)
             raise LocallyModified(
