@@ -217,9 +217,8 @@ def locked(
             except BlockingIOError:
                 if time.monotonic() >= deadline:
                     raise LockTimeout(
-                        f"another vllm-patcher{_holder(fd)} has held {lock_path} for "
-                        f"{timeout:g}s; nothing was changed; wait for it to finish, or check for "
-                        "a stuck process"
+                        f"another vllm-patcher holds {lock_path}{_holder(fd)}; waited {timeout:g}s, "
+                        "nothing was changed; wait for it to finish, or check for a stuck process"
                     ) from None
                 if on_wait is not None and not told:
                     on_wait(f"waiting for another vllm-patcher run (lock {lock_path})")
@@ -240,7 +239,7 @@ def _holder(fd: int) -> str:
         pid = os.pread(fd, 32, 0).decode("ascii").strip()
     except (OSError, UnicodeDecodeError):
         return ""
-    return f" (pid {pid})" if pid.isdigit() else ""
+    return f" (last taken by pid {pid})" if pid.isdigit() else ""
 
 
 @contextmanager
