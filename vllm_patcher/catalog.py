@@ -1,4 +1,5 @@
-"""The patches: what each one changes, in which files, and for which vLLM releases."""
+"""Release-wide facts (which vLLM releases the tool handles at all) and the transform hook a
+built-in patch.toml names. The patches themselves are data: see ``patchset``."""
 
 from __future__ import annotations
 
@@ -18,8 +19,6 @@ FIRST_PATCHABLE = Version("0.11.0")
 UPSTREAM_FROM = Version("0.18.0")
 LIST_GONE_FROM = Version("0.22.0")  # the allow-list mechanism no longer exists
 SUPPORTED_RANGE = "0.11.0 to 0.17.x (0.18.0 and newer already have these changes)"
-
-KIMI_MODEL = "vllm/model_executor/models/kimi_k25.py"
 
 
 class Release(str, Enum):
@@ -45,49 +44,6 @@ class FileChange:
         return result
 
 
-@dataclass(frozen=True)
-class Patch:
-    name: str
-    summary: str
-    changes: tuple[FileChange, ...]
-
-    def applicable(self, record: dict[str, str]) -> tuple[FileChange, ...]:
-        return tuple(c for c in self.changes if c.applies_to(record))
-
-
-PATCHES: tuple[Patch, ...] = (
-    Patch(
-        "eagle3-whitelist",
-        "SpeculativeConfig accepts eagle3 for deepseek_v2/v3 and kimi_k2/k25 targets",
-        (FileChange("vllm/config/speculative.py", "whitelist:rewrite"),),
-    ),
-    Patch(
-        "kimi-k25-image-token",
-        "the EAGLE proposer reads Kimi-K2.5's media_placeholder_token_id",
-        (FileChange("vllm/v1/spec_decode/eagle.py", "image_token:rewrite", needs=KIMI_MODEL),),
-    ),
-    Patch(
-        "supports-eagle3",
-        "DeepSeek-V2/V3 and Kimi-K2.5 implement SupportsEagle3 and return aux hidden states",
-        (
-            FileChange(
-                "vllm/model_executor/models/deepseek_v2.py", "supports_eagle3:rewrite_deepseek"
-            ),
-            FileChange(KIMI_MODEL, "supports_eagle3:rewrite_kimi", needs=KIMI_MODEL),
-        ),
-    ),
-)
-PATCH_NAMES = tuple(p.name for p in PATCHES)
-
-# Modules the import tier of verify must be able to import after patching.
-VERIFY_MODULES = {
-    "vllm/config/speculative.py": "vllm.config.speculative",
-    "vllm/v1/spec_decode/eagle.py": "vllm.v1.spec_decode.eagle",
-    "vllm/model_executor/models/deepseek_v2.py": "vllm.model_executor.models.deepseek_v2",
-    KIMI_MODEL: "vllm.model_executor.models.kimi_k25",
-}
-
-
 def parse_version(version: str) -> Version:
     try:
         return Version(version)
@@ -110,12 +66,3 @@ def classify(version: str) -> Release:
     # A pre-release, dev or local build numbered 0.18-0.21 may predate the upstream changes:
     # treat it as patchable, and let the transforms tell per file whether the change is there.
     return Release.PATCHABLE
-
-
-def all_paths() -> list[str]:
-    """Every file any patch can touch, in any release."""
-    return [c.path for p in PATCHES for c in p.changes]
-
-
-def touched_files(record: dict[str, str]) -> list[str]:
-    return [c.path for p in PATCHES for c in p.applicable(record)]

@@ -11,10 +11,11 @@ from typing import Any, NoReturn
 
 import click
 
-from . import catalog, fileops, pinned
+from . import catalog, fileops
 from . import status as status_mod
 from . import target as target_mod
-from .errors import EXIT_CHECK_FAILED, EXIT_INTERRUPTED, FileSystemError, PatcherError
+from .errors import EXIT_CHECK_FAILED, EXIT_INTERRUPTED, BadSetting, FileSystemError, PatcherError
+from .patchset import Catalogue, load_catalogue, user_folders
 
 
 @dataclass
@@ -22,9 +23,24 @@ class Options:
     python: str | None
     directory: str | None
     as_json: bool
+    patch_dirs: tuple[Path, ...] = ()
 
     def target(self) -> target_mod.Target:
         return target_mod.locate(self.python, self.directory)
+
+    def catalogue(self, names: tuple[str, ...] = ()) -> Catalogue:
+        """The built-ins plus the user's folders; ``names`` (or pyproject's select) narrows it."""
+        folders, select = user_folders(self.patch_dirs)
+        return load_catalogue(folders, names or tuple(select))
+
+    def first_user_folder(self, command: str) -> Path:
+        folders, _ = user_folders(self.patch_dirs)
+        if not folders:
+            raise BadSetting(
+                f"{command} writes into your patches folder: give one with --patches DIR "
+                "(or VLLM_PATCHER_PATCHES, or [tool.vllm-patcher] patches in pyproject.toml)"
+            )
+        return folders[0]
 
 
 def _echo(message: str = "", *, err: bool = False, nl: bool = True) -> None:
@@ -84,13 +100,28 @@ def _waiting(opts: Options) -> Any:
     help="site-packages directory to patch (no interpreter).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
+@click.option(
+    "--patches",
+    "patch_dirs",
+    metavar="DIR",
+    multiple=True,
+    type=click.Path(path_type=Path),
+    help="A folder of your own patches (repeatable; else VLLM_PATCHER_PATCHES or pyproject.toml).",
+)
 @click.version_option(package_name="vllm-patcher")
 @click.pass_context
-def main(ctx: click.Context, python: str | None, directory: str | None, as_json: bool) -> None:
-    """Apply, verify and revert the EAGLE-3 changes for DeepSeek-V3-family targets on vLLM 0.11-0.17."""
+def main(
+    ctx: click.Context,
+    python: str | None,
+    directory: str | None,
+    as_json: bool,
+    patch_dirs: tuple[Path, ...],
+) -> None:
+    """Apply, verify and revert source patches to an installed vLLM: the built-in EAGLE-3 changes
+    for DeepSeek-V3, Kimi and MiniMax-M2 targets, and patches of your own."""
     if python and directory:
         raise click.UsageError("--python and --target are exclusive; pass one")
-    ctx.obj = Options(python, directory, as_json)
+    ctx.obj = Options(python, directory, as_json, patch_dirs)
     from .journal import lock_timeout
 
     lock_timeout()  # a bad VLLM_PATCHER_LOCK_TIMEOUT is a usage error for every command
@@ -114,7 +145,8 @@ def _status_lines(st: status_mod.Status) -> list[str]:
     for p in st.patches:
         method = p.method or "-"
         files = ", ".join(p.files) if p.files else "-"
-        lines.append(f"  {p.name:<22} {p.state.value:<15} {method:<12} {files}")
+        origin = "" if p.origin == "built-in" else f"   [{p.origin}]"
+        lines.append(f"  {p.name:<22} {p.state.value:<15} {method:<12} {files}{origin}")
         if p.detail and p.state not in (
             status_mod.PatchState.APPLIED,
             status_mod.PatchState.UPSTREAM,
@@ -127,7 +159,7 @@ def _status_lines(st: status_mod.Status) -> list[str]:
 @click.pass_obj
 def status(opts: Options) -> None:
     """Show the vLLM release and the state of every patch (never waits for a running apply)."""
-    st = status_mod.read_status(opts.target())
+    st = status_mod.read_status(opts.target(), opts.catalogue())
     if opts.as_json:
         _emit_json(st.to_dict())
     else:
@@ -139,13 +171,15 @@ def status(opts: Options) -> None:
 @click.option(
     "--strict", is_flag=True, help="Refuse unless a pinned diff matches this release exactly."
 )
+@click.argument("names", nargs=-1)
 @click.pass_obj
-def apply(opts: Options, dry_run: bool, strict: bool) -> None:
-    """Apply every pending patch, all files or none."""
+def apply(opts: Options, dry_run: bool, strict: bool, names: tuple[str, ...]) -> None:
+    """Apply every pending patch (or only NAMES), all files or none."""
     from . import txn
 
     target = opts.target()
-    result = txn.apply(target, dry_run=dry_run, strict=strict, on_wait=_waiting(opts))
+    catalogue = opts.catalogue(names)
+    result = txn.apply(target, catalogue, dry_run=dry_run, strict=strict, on_wait=_waiting(opts))
     st = result.status
     assert st is not None
     methods = result.methods
@@ -196,7 +230,7 @@ def verify(opts: Options) -> None:
         if sys.stderr.isatty() and not opts.as_json
         else None
     )
-    report = run_verify(target, on_tier=show)
+    report = run_verify(target, opts.catalogue(), on_tier=show)
     if opts.as_json:
         _emit_json(report.to_dict())
     else:
@@ -251,50 +285,55 @@ def revert(opts: Options, force: bool) -> None:
 @main.command("list")
 @click.pass_obj
 def list_(opts: Options) -> None:
-    """The catalogue: which patch applies to which release, pinned or not."""
-    versions = pinned.pinned_versions()
+    """The catalogue: every patch, where it comes from, and which releases it has diffs for."""
+    from .patchset import Verdict, layout, pinned_versions
+
+    catalogue = opts.catalogue()
+    versions = pinned_versions(catalogue)
     rows: list[dict[str, Any]] = []
     for version in versions:
-        release = pinned.load(version)
-        assert release is not None
-        per_patch = {
-            p.name: sorted(f.path for f in release.files.values() if f.patch == p.name)
-            for p in catalog.PATCHES
+        lay = layout(catalogue, version, {})
+        cells = {}
+        for p in catalogue.patches:
+            verdict = lay.verdicts[p.name]
+            if p.pin(version) is not None:
+                cells[p.name] = "pinned-diff"
+            elif verdict is Verdict.UPSTREAM:
+                cells[p.name] = "upstream"
+            elif verdict is Verdict.OUTSIDE:
+                cells[p.name] = "not-applicable"
+            elif p.transforms:  # a release the codemods were pinned for, without this change
+                pinned_here = any(q.pin(version) for q in catalogue.patches if q.transforms)
+                cells[p.name] = "not-applicable" if pinned_here else "transform"
+            else:
+                cells[p.name] = "no diff"
+        rows.append({"version": version, "pinned": True, "patches": cells})
+    patches = [
+        {
+            "name": p.name,
+            "origin": p.origin,
+            "summary": p.summary,
+            "releases": str(p.releases),
+            "fixed_in": str(p.fixed_in) if p.fixed_in else None,
+            "pinned_versions": list(p.pinned_versions),
+            "files": p.all_paths(),
         }
-        rows.append(
-            {
-                "version": version,
-                "pinned": True,
-                "patches": {
-                    n: ("pinned-diff" if fs else "not-applicable") for n, fs in per_patch.items()
-                },
-            }
-        )
+        for p in catalogue.patches
+    ]
     if opts.as_json:
-        _emit_json(
-            {
-                "patches": [
-                    {"name": p.name, "summary": p.summary, "files": [c.path for c in p.changes]}
-                    for p in catalog.PATCHES
-                ],
-                "releases": rows,
-                "supported": catalog.SUPPORTED_RANGE,
-            }
-        )
+        _emit_json({"patches": patches, "releases": rows, "supported": catalog.SUPPORTED_RANGE})
         return
-    for p in catalog.PATCHES:
+    for p in catalogue.patches:
+        fixed = f", upstream from {p.fixed_in}" if p.fixed_in else ""
         _echo(f"{p.name:<22} {p.summary}")
+        _echo(f"{'':<22} releases {p.releases or 'any'}{fixed}; from {p.origin}")
     _echo("")
-    header = f"{'release':<10}" + "".join(f"{n:<24}" for n in catalog.PATCH_NAMES)
-    _echo(header)
+    names = catalogue.names
+    _echo(f"{'release':<10}" + "".join(f"{n[:22]:<24}" for n in names))
     for row in rows:
-        _echo(
-            f"{row['version']:<10}"
-            + "".join(f"{row['patches'][n]:<24}" for n in catalog.PATCH_NAMES)
-        )
-    _echo(f"{'>=0.18.0':<10}" + "".join(f"{'upstream':<24}" for _ in catalog.PATCH_NAMES))
+        _echo(f"{row['version']:<10}" + "".join(f"{row['patches'][n]:<24}" for n in names))
     _echo(f"{'<0.11.0':<10}refused (no EAGLE-3 allow-list to widen)")
-    _echo("other 0.11-0.17 releases: libcst transform (apply --strict refuses)")
+    _echo("other releases in range: libcst transform for the built-ins (apply --strict refuses)")
 
 
 @main.command()
@@ -304,18 +343,20 @@ def list_(opts: Options) -> None:
     "out_dir",
     type=click.Path(file_okay=False, path_type=Path),
     default=None,
-    help="patches/ folder to write (default: the one this tool ships).",
+    help="patches folder to write (default: the built-ins this tool ships).",
 )
 @click.pass_obj
 def pin(opts: Options, versions: tuple[str, ...], out_dir: Path | None) -> None:
-    """Maintainer: fetch each release's wheel, run the transforms, write patches/vllm-VERSION/."""
+    """Maintainer: fetch each release's wheel, run the built-ins' codemods, write their diffs."""
+    from .patchset import builtin_root
     from .pin_generator import pin_release
 
-    root = out_dir or pinned.patches_root()
+    root = out_dir or builtin_root()
+    catalogue = load_catalogue()
     progress = (
         None if opts.as_json or not sys.stderr.isatty() else (lambda msg: _echo(msg, err=True))
     )
-    results = [pin_release(v, root, progress=progress) for v in versions]
+    results = [pin_release(v, catalogue, root, progress=progress) for v in versions]
     if opts.as_json:
         _emit_json({"patches_dir": str(root), "releases": [r.__dict__ for r in results]})
         return
@@ -437,8 +478,14 @@ def _run_cluster(
             f"set {cluster_mod.SITE_ENV} in that node's environment"
         )
     opts.as_json = opts.as_json or as_json
+    catalogue = opts.catalogue()
     report = cluster_mod.run(
-        command, opts.python or sys.executable, address, timeout=timeout, strict=strict
+        command,
+        opts.python or sys.executable,
+        address,
+        timeout=timeout,
+        strict=strict,
+        user_dirs=catalogue.user_folders(),
     )
     if opts.as_json:
         _emit_json(report.to_dict())
@@ -450,7 +497,7 @@ def _run_cluster(
         f"Ray {report.ray_version} cluster at {report.address}: "
         f"{len(report.nodes)} node(s), tool code {code}"
     )
-    names = catalog.PATCH_NAMES
+    names = catalogue.names
     _echo(
         f"  {'node':<18} {'ip':<15} {'vLLM':<8} {'fingerprint':<40} "
         + "".join(f"{n:<22}" for n in names)

@@ -30,7 +30,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import pinned
 from .errors import ClusterError, PatcherError, TargetNotFound
 
 SITE_ENV = "VLLM_PATCHER_SITE"
@@ -136,10 +135,13 @@ def run_on_node(command: str, strict: bool = False) -> dict[str, Any]:
     target = None
     try:
         target = target_mod.locate_in_directory(site) if site else target_mod.locate_current()
+        from .patchset import load_catalogue
+
+        catalogue = load_catalogue(_shipped_user_folders())
         if command == "apply":
             from . import txn
 
-            result = txn.apply(target, strict=strict)
+            result = txn.apply(target, catalogue, strict=strict)
             answer["apply"] = {
                 "changed": result.changed,
                 "notes": result.notes,
@@ -148,14 +150,18 @@ def run_on_node(command: str, strict: bool = False) -> dict[str, Any]:
         elif command == "verify":
             from .verify import verify
 
-            answer["verify"] = verify(target).to_dict()
-        answer["status"] = status_mod.read_status(target).to_dict()
+            answer["verify"] = verify(target, catalogue).to_dict()
+        answer["status"] = status_mod.read_status(target, catalogue).to_dict()
     except PatcherError as exc:
         answer["error"] = {"message": exc.message, "exit_code": exc.exit_code}
         if target is not None and "status" not in answer:
             # all or nothing on the node: show what it is left in
             with contextlib.suppress(PatcherError):
-                answer["status"] = status_mod.read_status(target).to_dict()
+                from .patchset import load_catalogue
+
+                answer["status"] = status_mod.read_status(
+                    target, load_catalogue(_shipped_user_folders())
+                ).to_dict()
     except OSError as exc:
         from .errors import FileSystemError
         from .fileops import os_error_message
@@ -179,7 +185,19 @@ def run_on_node(command: str, strict: bool = False) -> dict[str, Any]:
 # --- on the machine running the tool ------------------------------------------------------------
 
 
-def stage_tool(dest: Path) -> list[Path]:
+USER_PATCHES = "user_patches"
+
+
+def _shipped_user_folders() -> list[Path]:
+    """On a node: the user patch folders the driver machine shipped with the tool, in order."""
+    base = Path(__file__).resolve().parent / USER_PATCHES
+    listing = base / "folders"
+    if not listing.is_file():
+        return []
+    return [base / n for n in listing.read_text().split() if n]
+
+
+def stage_tool(dest: Path, user_dirs: list[Path] | None = None) -> list[Path]:
     """Copy this tool's code (with its pinned diffs) and unidiff into ``dest`` for py_modules.
 
     Only sources and pins are copied, so the package Ray uploads hashes the same on every run and
@@ -191,15 +209,27 @@ def stage_tool(dest: Path) -> list[Path]:
     shutil.copytree(
         package,
         staged,
-        ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "patches"),
+        ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "patches", USER_PATCHES),
     )
-    patches = staged / "patches"
-    patches.mkdir(exist_ok=True)
-    (patches / "__init__.py").touch()
-    root = pinned.patches_root()
-    for version in pinned.pinned_versions(root):
-        folder = root / f"vllm-{version}"
-        shutil.copytree(folder, patches / folder.name, ignore=shutil.ignore_patterns("__pycache__"))
+    user_dirs = user_dirs or []
+    from .patchset import builtin_root
+
+    # The built-ins, then the user's folders in their order: the nodes load the same catalogue.
+    shutil.copytree(
+        builtin_root(), staged / "patches", ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
+    )
+    (staged / "patches" / "__init__.py").touch()
+    names = []
+    for i, folder in enumerate(user_dirs):
+        name = f"{i:02d}-{folder.name}"
+        shutil.copytree(
+            folder,
+            staged / USER_PATCHES / name,
+            ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.rej", "*.orig"),
+        )
+        names.append(name)
+    if names:
+        (staged / USER_PATCHES / "folders").write_text("\n".join(names) + "\n")
     modules = [staged]
     spec = importlib.util.find_spec("unidiff")
     if spec is not None and spec.submodule_search_locations:
@@ -217,6 +247,7 @@ def run(
     *,
     timeout: float = DEFAULT_TIMEOUT,
     strict: bool = False,
+    user_dirs: list[Path] | None = None,
 ) -> ClusterReport:
     """Run ``command`` on every alive node of the Ray cluster at ``address``; judge the answers."""
     if command not in COMMANDS:
@@ -227,7 +258,7 @@ def run(
     driver = Path(__file__).with_name("cluster_driver.py")
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="vllm-patcher-cluster-") as tmp:
-        modules = stage_tool(Path(tmp) / "ship")
+        modules = stage_tool(Path(tmp) / "ship", user_dirs)
         staged = time.perf_counter()
         # Ray puts the driver's working directory on the workers' sys.path: keep it empty.
         workdir = Path(tmp) / "run"

@@ -98,3 +98,16 @@ class FileSystemError(PatcherError):
     """An operating-system error we did not foresee more precisely (mapped by fileops)."""
 
     exit_code = 6
+
+
+class PatchFolderError(PatcherError):
+    """A patch folder is malformed: bad patch.toml, a name clash, a path outside vllm/, a link,
+    or a manifest that does not match its diff."""
+
+    exit_code = 13
+
+
+class PatchUnavailable(PatcherError):
+    """A patch asked for by name has no diff for the installed release (port it first)."""
+
+    exit_code = 14

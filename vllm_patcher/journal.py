@@ -43,6 +43,7 @@ class FileRecord:
     patches: list[str]
     before: str
     after: str
+    was: str | None = None  # while applying: the bytes an earlier apply left (a series grows)
 
 
 @dataclass
@@ -73,6 +74,7 @@ class Journal:
             },
             "files": {
                 k: {"patches": v.patches, "before": v.before, "after": v.after}
+                | ({"was": v.was} if v.was else {})
                 for k, v in sorted(self.files.items())
             },
         }
@@ -127,7 +129,10 @@ def load(root: Path) -> Journal | None:
         for k, v in data["files"].items():
             # format 1 (before series) named one patch per file
             names = [str(v["patch"])] if fmt == 1 else [str(p) for p in v["patches"]]
-            files[str(k)] = FileRecord(names, str(v["before"]), str(v["after"]))
+            was = v.get("was")
+            files[str(k)] = FileRecord(
+                names, str(v["before"]), str(v["after"]), str(was) if was else None
+            )
         journal = Journal(
             vllm_version=str(data["vllm_version"]),
             phase=Phase(data["phase"]),

@@ -1,4 +1,6 @@
-"""Maintainer side of pinned diffs: produce ``patches/vllm-<version>/`` from a release's wheel."""
+"""Maintainer side of the built-ins' pinned diffs: run each codemod over a release's pristine
+files, in series order, and write ``NAME/vllm-<version>/`` for every patch that changed something.
+Patches without a codemod (made by capture, import or port) are left as they are."""
 
 from __future__ import annotations
 
@@ -7,8 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import catalog, pinned, sources
-from .catalog import Release
 from .errors import LocallyModified
+from .patchset import Catalogue, Verdict, layout
 from .target import file_hash, locate_in_directory
 
 
@@ -20,32 +22,40 @@ class PinResult:
 
 
 def pin_release(
-    version: str, root: Path, progress: Callable[[str], None] | None = None
+    version: str,
+    catalogue: Catalogue,
+    root: Path,
+    progress: Callable[[str], None] | None = None,
 ) -> PinResult:
-    tree = sources.fetch_release(version, progress=progress)
+    tree = sources.fetch_release(version, catalogue.all_paths(), progress=progress)
     target = locate_in_directory(str(tree))
-    if catalog.classify(target.version) is Release.UPSTREAM:
+    catalog.classify(target.version)
+    coded = [p for p in catalogue.patches if p.transforms]
+    lay = layout(Catalogue(tuple(coded)), target.version, target.record)
+    if all(v is not Verdict.APPLICABLE for v in lay.verdicts.values()):
         return PinResult(version, "upstream")
-    entries = []
-    for patch in catalog.PATCHES:
-        for change in patch.applicable(target.record):
-            data = target.path(change.path).read_bytes()
-            if file_hash(data) != target.record.get(change.path):
-                raise LocallyModified(
-                    f"{target.path(change.path)} differs from its wheel's RECORD; delete {tree} and pin again"
-                )
-            before = data.decode("utf-8")
+    running: dict[str, str] = {}
+    for rel in {c.path for p in coded for c in p.applicable_transforms(target.record)}:
+        data = target.path(rel).read_bytes()
+        if file_hash(data) != target.record.get(rel):
+            raise LocallyModified(
+                f"{target.path(rel)} differs from its wheel's RECORD; delete {tree} and pin again"
+            )
+        running[rel] = data.decode("utf-8")
+    touched: list[str] = []
+    changed = False
+    for patch in coded:
+        if lay.verdicts.get(patch.name) is not Verdict.APPLICABLE:
+            continue
+        entries = []
+        for change in patch.applicable_transforms(target.record):
+            before = running[change.path]
             result = change.rewrite(before)
             if result.changed:
-                entries.append(
-                    (
-                        change.path,
-                        patch.name,
-                        file_hash(data),
-                        file_hash(result.source.encode("utf-8")),
-                        before,
-                        result.source,
-                    )
-                )
-    changed = pinned.write_release(root / f"vllm-{version}", version, entries)
-    return PinResult(version, "written" if changed else "unchanged", [e[0] for e in entries])
+                entries.append((change.path, before, result.source))
+                running[change.path] = result.source
+                touched.append(change.path)
+        if entries:
+            folder = root / patch.name / f"vllm-{version}"
+            changed |= pinned.write_pin(folder, version, patch.name, entries)
+    return PinResult(version, "written" if changed else "unchanged", sorted(set(touched)))

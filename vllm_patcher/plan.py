@@ -10,10 +10,18 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from . import catalog, pinned
-from .errors import LocallyModified, PatchShapeError, StateError, StrictRefusal
+from . import pinned
+from .errors import (
+    LocallyModified,
+    PatchFolderError,
+    PatchShapeError,
+    PatchUnavailable,
+    StateError,
+    StrictRefusal,
+)
 from .journal import Journal
-from .status import TODO, FileState, FileStatus
+from .patchset import Layout, Step, Verdict
+from .status import TODO, FileState, FileStatus, pinned_end
 from .target import Target, file_hash
 
 PINNED_DIFF, TRANSFORM = "pinned-diff", "transform"
@@ -29,6 +37,11 @@ class FileEdit:
     patches: tuple[str, ...]
     method: str
     adopted: bool = False  # the ``after`` bytes are already on disk (applied by hand)
+    base: str | None = None  # the pristine hash when ``before`` already carries patches
+
+    @property
+    def pristine_hash(self) -> str:
+        return self.base if self.base is not None else self.before_hash
 
     @property
     def before_hash(self) -> str:
@@ -62,70 +75,79 @@ def refuse_blocking(target: Target, files: list[FileStatus]) -> None:
 
 def plan_apply(
     target: Target,
+    journal: Journal | None,
+    lay: Layout,
     files: list[FileStatus],
     contents: dict[str, bytes | None],
-    pin: pinned.PinnedRelease | None,
+    pristine_copy: Callable[[str, str], bytes],
     strict: bool,
     notes: list[str],
 ) -> list[FileEdit]:
-    """The edits that bring every pending file to its patched bytes and adopt unrecorded ones."""
+    """The edits that bring every file to the end of its series, and adopt unrecorded ones.
+
+    A file already carrying a prefix of its series gets the rest stacked on its current bytes;
+    otherwise the series is replayed from the pristine bytes.
+    """
     refuse_blocking(target, files)
-    by_patch: dict[str, list[FileStatus]] = {}
-    for f in files:
-        if f.state in TODO or f.state is FileState.UNRECORDED:
-            by_patch.setdefault(f.patch, []).append(f)
-    changes = {c.path: c for p in catalog.PATCHES for c in p.changes}
-    edits: list[FileEdit] = []
-    for patch, pfiles in by_patch.items():
-        olds = {f.path: _bytes(contents, f.path) for f in pfiles}
-        todo = [f for f in pfiles if f.state is not FileState.UNRECORDED]
-        adopt = [f for f in pfiles if f.state is FileState.UNRECORDED]
-        use_pin = pin is not None and all(
-            f.path in pin.files and pin.files[f.path].before == file_hash(olds[f.path])
-            for f in todo
+    unported = [
+        n for n, v in lay.verdicts.items() if v is Verdict.UNPORTED and lay.catalogue.is_selected(n)
+    ]
+    if unported and lay.catalogue.selected:
+        name = unported[0]
+        raise PatchUnavailable(
+            f"{name} has no diff for vLLM {target.version}; nothing was patched; run "
+            f"`vllm-patcher port {name} --to {target.version}` first"
         )
-        per_file: dict[str, str] = {}
-        if pin is not None and (adopt or (use_pin and todo)):
-            per_file = pinned.split_by_file(pin.diff_text(patch), f"{pin.folder.name}/{patch}.diff")
-        for f in adopt:
-            assert pin is not None  # unrecorded means "equals the pinned result"
-            before = _reverse(pin, per_file, patch, f.path, olds[f.path])
-            if file_hash(before) != target.record.get(f.path):
-                raise LocallyModified(
-                    f"{target.path(f.path)} has the pinned result, but taking the pinned diff "
-                    f"back out does not give the pristine bytes; {target.reinstall_hint}"
+    for name in unported:
+        notes.append(
+            f"{name}: no diff for vLLM {target.version}, skipped "
+            f"(`vllm-patcher port {name} --to {target.version}` makes one)"
+        )
+    by_file: dict[str, list[FileStatus]] = {}
+    for f in files:
+        by_file.setdefault(f.path, []).append(f)
+    edits: list[FileEdit] = []
+    transformed: set[str] = set()
+    for rel, steps in lay.steps.items():
+        states = {f.state for f in by_file.get(rel, []) if f.patch in {s.patch for s in steps}}
+        if not states & {*TODO, FileState.UNRECORDED}:
+            continue
+        current = _bytes(contents, rel)
+        ours = journal.files.get(rel) if journal is not None else None
+        wanted = [s.patch for s in steps]
+        if states == {FileState.UNRECORDED}:
+            edits.append(_adopt(target, rel, steps, current))
+            continue
+        if ours is not None and file_hash(current) == ours.after:
+            done = ours.patches
+            if wanted[: len(done)] == done:
+                rest = steps[len(done) :]
+                after = _run(target, rel, rest, current, strict, notes, transformed)
+                edits.append(
+                    FileEdit(rel, current, after, tuple(wanted), _method(rest), base=ours.before)
                 )
-            edits.append(FileEdit(f.path, before, olds[f.path], (patch,), PINNED_DIFF, True))
-        if not todo:
-            continue
-        if use_pin:
-            assert pin is not None
-            for f in todo:
-                edits.append(_pinned_edit(pin, per_file, patch, f.path, olds[f.path]))
-            continue
-        if strict:
-            raise StrictRefusal(
-                f"no pinned diff for {patch} matches vLLM {target.version} here; "
-                "run without --strict to use the libcst transform"
+                continue
+            missing = [n for n in done if n not in wanted]
+            if missing:
+                raise StateError(
+                    f"{rel} carries {missing[0]}, whose patch folder was not given, and the "
+                    "series on it changed; nothing was patched; give its folder with --patches, "
+                    f"or run `{target.command('revert')}` first"
+                )
+            pristine = pristine_copy(rel, ours.before)
+            after = _run(target, rel, steps, pristine, strict, notes, transformed)
+            edits.append(
+                FileEdit(rel, current, after, tuple(wanted), _method(steps), base=ours.before)
             )
-        if pin is None:
-            notes.append(f"{patch}: vLLM {target.version} is not pinned; used the libcst transform")
-        else:
-            notes.append(
-                f"{patch}: files differ from the pinned manifest; used the libcst transform"
-            )
-        for f in todo:
-            try:
-                source = olds[f.path].decode("utf-8")
-            except UnicodeDecodeError:
-                raise PatchShapeError(
-                    f"{target.path(f.path)} is not UTF-8 text; refusing to rewrite it"
-                ) from None
-            result = changes[f.path].rewrite(source)
-            if result.changed:
-                new = result.source.encode("utf-8")
-                edits.append(FileEdit(f.path, olds[f.path], new, (patch,), TRANSFORM))
+            continue
+        after = _run(target, rel, steps, current, strict, notes, transformed)
+        if after != current:
+            edits.append(FileEdit(rel, current, after, tuple(wanted), _method(steps)))
     return edits
+
+
+def _method(steps: list[Step]) -> str:
+    return PINNED_DIFF if all(s.pinned is not None for s in steps) else TRANSFORM
 
 
 def _bytes(contents: dict[str, bytes | None], rel: str) -> bytes:
@@ -134,32 +156,86 @@ def _bytes(contents: dict[str, bytes | None], rel: str) -> bytes:
     return data
 
 
-def _pinned_edit(
-    pin: pinned.PinnedRelease, per_file: dict[str, str], patch: str, rel: str, old: bytes
-) -> FileEdit:
-    if rel not in per_file:
-        raise StateError(f"pinned diff {pin.folder.name}/{patch}.diff has no hunk for {rel}")
-    new = pinned.apply_exact(old.decode("utf-8"), per_file[rel], f"{patch}.diff").encode("utf-8")
-    if file_hash(new) != pin.files[rel].after:
-        raise StateError(
-            f"pinned diff {patch}.diff produced bytes for {rel} that its manifest "
-            "does not list; reinstall vllm-patcher"
-        )
-    return FileEdit(rel, old, new, (patch,), PINNED_DIFF)
-
-
-def _reverse(
-    pin: pinned.PinnedRelease, per_file: dict[str, str], patch: str, rel: str, current: bytes
+def _run(
+    target: Target,
+    rel: str,
+    steps: list[Step],
+    start: bytes,
+    strict: bool,
+    notes: list[str],
+    transformed: set[str],
 ) -> bytes:
-    if rel not in per_file:
-        raise StateError(f"pinned diff {pin.folder.name}/{patch}.diff has no hunk for {rel}")
-    text = pinned.apply_exact(current.decode("utf-8"), per_file[rel], f"{patch}.diff", True)
-    before = text.encode("utf-8")
-    if file_hash(before) != pin.files[rel].before:
-        raise StateError(
-            f"taking {patch}.diff back out of {rel} does not give the bytes its manifest lists"
+    """Run ``steps`` over ``start``: pinned diffs when the hashes chain, else the transforms."""
+    if pinned_end(steps, file_hash(start)) is not None:
+        text = start.decode("utf-8")
+        for step in steps:
+            assert step.pin is not None and step.pinned is not None
+            text = pinned.apply_exact(text, step.pin.per_file[rel], step.pin.where)
+            if file_hash(text.encode("utf-8")) != step.pinned.after:
+                raise PatchFolderError(
+                    f"{step.pin.where} produced bytes for {rel} that its manifest does not list; "
+                    "the manifest does not match its diff"
+                )
+        return text.encode("utf-8")
+    stranger = next((s for s in steps if s.transform is None), None)
+    if stranger is not None:
+        raise PatchFolderError(_no_chain_message(target, rel, steps, start, stranger))
+    if strict:
+        raise StrictRefusal(
+            f"no pinned diff for {', '.join(s.patch for s in steps)} matches {rel} of vLLM "
+            f"{target.version} here; run without --strict to use the libcst transform"
         )
-    return before
+    try:
+        text = start.decode("utf-8")
+    except UnicodeDecodeError:
+        raise PatchShapeError(
+            f"{target.path(rel)} is not UTF-8 text; refusing to rewrite it"
+        ) from None
+    for step in steps:
+        assert step.transform is not None
+        if step.patch not in transformed:
+            transformed.add(step.patch)
+            why = "is not pinned" if step.pin is None else "differs from the pinned manifest"
+            notes.append(f"{step.patch}: vLLM {target.version} {why}; used the libcst transform")
+        text = step.transform.rewrite(text).source
+    return text.encode("utf-8")
+
+
+def _no_chain_message(target: Target, rel: str, steps: list[Step], start: bytes, step: Step) -> str:
+    """Name the first step whose diff was made for other bytes than the ones before it."""
+    running: str | None = file_hash(start)
+    before: list[str] = []
+    for s in steps:
+        if s.pinned is None or s.pinned.before != running:
+            step = s
+            break
+        running, before = s.pinned.after, [*before, s.patch]
+    made_on = f"what {', '.join(before)} produce" if before else "the pristine file"
+    if step.pinned is None:
+        return (
+            f"{step.patch} has no diff for {rel} of vLLM {target.version} and no transform; "
+            f"nothing was patched; run `vllm-patcher port {step.patch} --to {target.version}`"
+        )
+    return (
+        f"{step.patch}'s diff for {rel} was made on other bytes than {made_on} here (a patch "
+        "it was stacked on is not selected, or the file differs from the release); nothing was "
+        "patched; select the patches it builds on, or capture it again"
+    )
+
+
+def _adopt(target: Target, rel: str, steps: list[Step], current: bytes) -> FileEdit:
+    """A file with the pinned result but no record: take the series back out to prove it."""
+    text = current.decode("utf-8")
+    for step in reversed(steps):
+        assert step.pin is not None
+        text = pinned.apply_exact(text, step.pin.per_file[rel], step.pin.where, reverse=True)
+    before = text.encode("utf-8")
+    if file_hash(before) != target.record.get(rel):
+        raise LocallyModified(
+            f"{target.path(rel)} has the pinned result, but taking the pinned diffs back out "
+            f"does not give the pristine bytes; {target.reinstall_hint}"
+        )
+    return FileEdit(rel, before, current, tuple(s.patch for s in steps), PINNED_DIFF, True)
 
 
 @dataclass

@@ -14,18 +14,10 @@ import subprocess
 import sys
 import tempfile
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from .errors import FetchError
-
-# Every file any patch may touch, for every release. Files absent from a wheel are skipped.
-SOURCE_FILES = (
-    "vllm/config/speculative.py",
-    "vllm/v1/spec_decode/eagle.py",
-    "vllm/model_executor/models/deepseek_v2.py",
-    "vllm/model_executor/models/kimi_k25.py",
-)
 
 _DIST_INFO_FILES = ("RECORD", "METADATA")
 
@@ -47,30 +39,55 @@ def release_tree(version: str, cache: Path | None = None) -> Path:
 
 def fetch_release(
     version: str,
+    paths: Iterable[str] | None = None,
     cache: Path | None = None,
     *,
     progress: Callable[[str], None] | None = None,
     keep_wheel: bool = False,
 ) -> Path:
-    """Return the pristine tree of ``version``, downloading and extracting it on first use."""
+    """Return the pristine tree of ``version`` holding at least ``paths`` (default: every file
+    a built-in patch names), downloading and extracting it when the cached tree lacks any.
+
+    The tree's ``.complete`` lists the members it was extracted for, so a tree made for fewer
+    files is fetched again rather than making a file look absent from the release.
+    """
     cache = cache or cache_root()
     tree = release_tree(version, cache)
-    if (tree / ".complete").exists():
+    if paths is None:
+        from .patchset import load_catalogue
+
+        paths = load_catalogue().all_paths()
+    wanted = sorted(set(paths))
+    if _covers(tree, wanted):
         return tree
     # One fetch per release at a time (parallel test runs share the cache).
     lock_dir = cache / "src"
     lock_dir.mkdir(parents=True, exist_ok=True)
     with open(lock_dir / f".lock-{version}", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if (tree / ".complete").exists():
+        if _covers(tree, wanted):
             return tree
-        return _fetch_locked(version, cache, tree, progress, keep_wheel)
+        wanted = sorted(set(wanted) | set(_extracted_for(tree)))
+        return _fetch_locked(version, cache, tree, wanted, progress, keep_wheel)
+
+
+def _extracted_for(tree: Path) -> list[str]:
+    try:
+        lines = (tree / ".complete").read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return []
+    return [line for line in lines[1:] if line]
+
+
+def _covers(tree: Path, wanted: list[str]) -> bool:
+    return (tree / ".complete").exists() and set(wanted) <= set(_extracted_for(tree))
 
 
 def _fetch_locked(
     version: str,
     cache: Path,
     tree: Path,
+    wanted: list[str],
     progress: Callable[[str], None] | None,
     keep_wheel: bool,
 ) -> Path:
@@ -114,7 +131,7 @@ def _fetch_locked(
             raise FetchError(f"could not download vllm=={version}: {last[0]}")
     if progress:
         progress(f"extracting {wheel.name}")
-    _extract(wheel, tree, version)
+    _extract(wheel, tree, version, wanted)
     if not keep_wheel:
         wheel.unlink(missing_ok=True)
     return tree
@@ -139,21 +156,22 @@ def _find_wheel(wheel_dir: Path, version: str) -> Path | None:
     return found[0] if found else None
 
 
-def _extract(wheel: Path, tree: Path, version: str) -> None:
+def _extract(wheel: Path, tree: Path, version: str, members: list[str]) -> None:
     parent = tree.parent
     parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".extract-", dir=parent))
     try:
         with zipfile.ZipFile(wheel) as zf:
             names = set(zf.namelist())
-            wanted = [name for name in SOURCE_FILES if name in names]
+            wanted = [name for name in members if name in names]
             dist_info = f"vllm-{version}.dist-info"
             wanted += [f"{dist_info}/{n}" for n in _DIST_INFO_FILES if f"{dist_info}/{n}" in names]
             if not any(name.endswith("/RECORD") for name in wanted):
                 raise FetchError(f"{wheel.name} has no {dist_info}/RECORD")
             for name in wanted:
                 zf.extract(name, staging)
-        (staging / ".complete").write_text(version + "\n")
+        # first line the version, then every member asked for (present in the wheel or not)
+        (staging / ".complete").write_text("\n".join([version, *members]) + "\n")
         if tree.exists():
             shutil.rmtree(tree)
         staging.rename(tree)

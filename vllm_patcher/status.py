@@ -12,12 +12,12 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 from enum import Enum
-from pathlib import Path
 
-from . import catalog, fileops, pinned
+from . import catalog, fileops
 from . import journal as journal_mod
-from .catalog import Release
+from .catalog import FileChange, Release
 from .errors import PatchShapeError
+from .patchset import Catalogue, Layout, Step, Verdict, _base, layout
 from .target import Target, file_hash
 
 
@@ -49,6 +49,7 @@ class PatchState(_Label):
     UNRECORDED = "unrecorded"
     NOT_APPLICABLE = "not-applicable"
     DRIFTED = "drifted"
+    UNPORTED = "unported"  # the release is in range but the patch has no diff for it
 
 
 BLOCKING = (FileState.MODIFIED, FileState.EDITED, FileState.MISSING)
@@ -84,10 +85,12 @@ class PatchStatus:
     method: str | None
     files: list[str]
     detail: str = ""
+    origin: str = "built-in"
 
     def to_dict(self) -> dict[str, object]:
         return {
             "name": self.name,
+            "origin": self.origin,
             "state": self.state.value,
             "method": self.method,
             "files": self.files,
@@ -129,9 +132,11 @@ class Status:
         }
 
 
-def fingerprint(version: str, hashes: dict[str, str | None]) -> str:
-    """Equal on every node whose vLLM version and touched files are byte-identical."""
+def fingerprint(version: str, hashes: dict[str, str | None], applied: list[str]) -> str:
+    """Equal on every node whose vLLM version, touched files and applied patches are identical."""
     h = hashlib.sha256(f"vllm=={version}\n".encode())
+    for name in applied:
+        h.update(f"patch {name}\n".encode())
     for rel in sorted(hashes):
         h.update(f"{rel} {hashes[rel] or '-'}\n".encode())
     return "sha256:" + h.hexdigest()[:32]
@@ -147,57 +152,101 @@ def read_once(target: Target, rel: str, contents: dict[str, bytes | None]) -> by
 def survey(
     target: Target,
     journal: journal_mod.Journal | None,
-    pin: pinned.PinnedRelease | None,
+    lay: Layout,
     contents: dict[str, bytes | None],
     detect_upstream: bool = True,
 ) -> list[FileStatus]:
-    """One FileStatus per applicable file of every patch (patchable releases only).
+    """One FileStatus per (file, patch) of the layout's series, plus the journal's other patches.
 
     With ``detect_upstream`` false, a pristine file of an unpinned release is ``pending`` without
     running its transform (apply runs it anyway and skips a file the transform leaves unchanged).
     """
     files = []
-    for patch in catalog.PATCHES:
-        for change in patch.applicable(target.record):
-            files.append(
-                _judge_file(target, journal, pin, contents, patch.name, change, detect_upstream)
-            )
+    for rel, steps in lay.steps.items():
+        data = read_once(target, rel, contents)
+        end = pinned_end(steps, target.record.get(rel))
+        for step in steps:
+            files.append(_judge_file(target, journal, contents, step, end, detect_upstream, data))
+    if journal is not None:
+        seen = {(f.path, f.patch) for f in files}
+        for rel, fr in journal.files.items():
+            for name in fr.patches:
+                if (rel, name) not in seen:
+                    data = read_once(target, rel, contents)
+                    files.append(_judge_recorded(target, journal, rel, name, data))
     return files
+
+
+def pinned_end(steps: list[Step], reference: str | None) -> str | None:
+    """The hash the pinned series ends at, when every step is pinned and each one's before is
+    the previous one's after, starting from ``reference``; else None."""
+    running = reference
+    for step in steps:
+        if step.pinned is None or step.pinned.before != running:
+            return None
+        running = step.pinned.after
+    return running
+
+
+def _judge_recorded(
+    target: Target,
+    journal: journal_mod.Journal,
+    rel: str,
+    patch: str,
+    data: bytes | None,
+) -> FileStatus:
+    """A file of a patch the journal names but this run's catalogue does not have."""
+    fr = journal.files[rel]
+    cur = file_hash(data) if data is not None else None
+    fs = FileStatus(rel, patch, FileState.APPLIED, cur, target.record.get(rel))
+    rec = journal.patches.get(patch)
+    fs.method = rec.method if rec is not None else None
+    if data is None:
+        fs.state, fs.detail = FileState.MISSING, f"{rel} is missing; {target.reinstall_hint}"
+    elif cur == fr.before and journal.finished:
+        fs.state = FileState.REINSTALLED
+        fs.detail = f"{rel} is back to its pristine bytes since apply (reinstalled?)"
+    elif cur != fr.after:
+        fs.state, fs.detail = FileState.EDITED, f"{rel} changed after vllm-patcher applied it"
+    return fs
 
 
 def _judge_file(
     target: Target,
     journal: journal_mod.Journal | None,
-    pin: pinned.PinnedRelease | None,
     contents: dict[str, bytes | None],
-    patch: str,
-    change: catalog.FileChange,
+    step: Step,
+    end: str | None,
     detect_upstream: bool,
+    data: bytes | None,
 ) -> FileStatus:
-    rel = change.path
-    data = read_once(target, rel, contents)
+    rel, patch = step.path, step.patch
     ref = target.record.get(rel)
     cur = file_hash(data) if data is not None else None
     fs = FileStatus(rel, patch, FileState.PENDING, cur, ref)
     ours = journal.files.get(rel) if journal is not None else None
     finished = journal is not None and journal.finished
+    method = "pinned-diff" if end is not None else "transform"
     if data is None:
         fs.state, fs.detail = FileState.MISSING, f"{rel} is missing; {target.reinstall_hint}"
     elif ours is not None and cur == ours.after:
-        fs.state = FileState.APPLIED
-        rec = journal.patches.get(patch) if journal is not None else None
-        fs.method = rec.method if rec is not None else None
+        if patch in ours.patches:
+            fs.state = FileState.APPLIED
+            rec = journal.patches.get(patch) if journal is not None else None
+            fs.method = rec.method if rec is not None else None
+        else:
+            fs.method = method
+            fs.detail = f"{rel} carries {', '.join(ours.patches)}; {patch} is still to stack"
     elif ours is not None and cur == ours.before:
         if finished:
             fs.state = FileState.REINSTALLED
             fs.detail = f"{rel} is back to its pristine bytes since apply (reinstalled?)"
         else:
-            fs.method = _pristine_method(pin, rel, cur)
+            fs.method = method
     elif ours is not None:
         fs.state, fs.detail = FileState.EDITED, f"{rel} changed after vllm-patcher applied it"
     elif cur != ref:
-        pinned_file = pin.files.get(rel) if pin is not None else None
-        if pinned_file is not None and cur == pinned_file.after and ref == pinned_file.before:
+        if end is not None and cur == end:
             fs.state, fs.method = FileState.UNRECORDED, "pinned-diff"
             fs.detail = (
                 f"{rel} has the pinned result but no vllm-patcher record (applied by hand?); "
@@ -207,22 +256,18 @@ def _judge_file(
             fs.state = FileState.MODIFIED
             fs.detail = f"{rel} differs from {target.pristine_phrase} (local edit?)"
     else:
-        fs.method = _pristine_method(pin, rel, cur)
+        fs.method = method
         if (
-            fs.method == "transform"
+            method == "transform"
             and detect_upstream
-            and not _transform_would_change(change, data)
+            and step.transform is not None
+            and not _transform_would_change(step.transform, data)
         ):
             fs.state, fs.method = FileState.UPSTREAM, None
     return fs
 
 
-def _pristine_method(pin: pinned.PinnedRelease | None, rel: str, cur: str | None) -> str:
-    pinned_file = pin.files.get(rel) if pin is not None else None
-    return "pinned-diff" if pinned_file is not None and pinned_file.before == cur else "transform"
-
-
-def _transform_would_change(change: catalog.FileChange, data: bytes) -> bool:
+def _transform_would_change(change: FileChange, data: bytes) -> bool:
     try:
         return change.rewrite(data.decode("utf-8")).changed
     except (PatchShapeError, UnicodeDecodeError):
@@ -256,31 +301,68 @@ def _patch_state(files: list[FileStatus]) -> tuple[PatchState, str | None, str]:
 def judge(
     target: Target,
     journal: journal_mod.Journal | None,
+    lay: Layout,
     files: list[FileStatus],
     in_progress: bool = False,
 ) -> Status:
-    """Patch states from file states: no file is read here."""
+    """Patch states from file states and the layout's verdicts: no file is read here."""
     patches = []
     unfinished = journal is not None and not journal.finished
-    for p in catalog.PATCHES:
-        mine = [f for f in files if f.patch == p.name]
-        state, method, detail = _patch_state(mine)
-        if state is not PatchState.NOT_APPLICABLE and in_progress:
+    names = list(lay.catalogue.names)
+    if journal is not None:
+        names += [n for n in journal.patches if n not in names]
+        names += [n for f in journal.files.values() for n in f.patches if n not in names]
+    for name in dict.fromkeys(names):
+        patch = lay.catalogue.get(name)
+        mine = [f for f in files if f.patch == name]
+        verdict = lay.verdicts.get(name)
+        if mine or verdict in (None, Verdict.APPLICABLE):
+            state, method, detail = _patch_state(mine)
+            if verdict is Verdict.APPLICABLE and not mine:
+                detail = "not selected for this run"
+        elif verdict is Verdict.UPSTREAM:
+            assert patch is not None
+            state, method, detail = PatchState.UPSTREAM, None, f"vLLM has it from {patch.fixed_in}"
+        elif verdict is Verdict.UNPORTED:
+            state, method = PatchState.UNPORTED, None
+            detail = (
+                f"no diff for vLLM {target.version}; run "
+                f"`vllm-patcher port {name} --to {_base(target.version)}`"
+            )
+        else:
+            assert patch is not None
+            state, method = PatchState.NOT_APPLICABLE, None
+            detail = (
+                f"vLLM {target.version} is outside its releases ({patch.releases})"
+                if verdict is Verdict.OUTSIDE
+                else "this release has none of the files this patch touches"
+            )
+        if state not in (PatchState.NOT_APPLICABLE, PatchState.UPSTREAM) and in_progress:
             detail = "another vllm-patcher run is changing these files right now"
-        elif state is not PatchState.NOT_APPLICABLE and unfinished and journal is not None:
+        elif state not in (PatchState.NOT_APPLICABLE, PatchState.UPSTREAM) and unfinished:
+            assert journal is not None
             detail = (
                 f"an earlier {journal.phase.value[:-3]} was interrupted; "
                 "run apply or revert to recover"
             )
-        patches.append(PatchStatus(p.name, state, method, [f.path for f in mine], detail))
+        origin = patch.origin if patch is not None else "recorded (its folder was not given)"
+        patches.append(
+            PatchStatus(
+                name, state, method, list(dict.fromkeys(f.path for f in mine)), detail, origin
+            )
+        )
+    hashes = {f.path: f.current for f in files}
+    applied = sorted(p.name for p in patches if p.state is PatchState.APPLIED)
     return Status(
         vllm_version=target.version,
         location=str(target.site_packages),
         distribution=target.distribution,
-        release=Release.PATCHABLE.value,
+        release=(
+            Release.UPSTREAM if lay.all_upstream and journal is None else Release.PATCHABLE
+        ).value,
         patches=patches,
         files=files,
-        fingerprint=fingerprint(target.version, {f.path: f.current for f in files}),
+        fingerprint=fingerprint(target.version, hashes, applied),
         interrupted=journal.phase.value if unfinished and journal is not None else None,
         in_progress=in_progress,
         shape=target.shape,
@@ -288,45 +370,41 @@ def judge(
     )
 
 
-def upstream_status(target: Target) -> Status:
-    contents: dict[str, bytes | None] = {}
-    hashes: dict[str, str | None] = {}
-    for rel in catalog.touched_files(target.record):
-        data = read_once(target, rel, contents)
-        hashes[rel] = file_hash(data) if data is not None else None
-    return Status(
-        vllm_version=target.version,
-        location=str(target.site_packages),
-        distribution=target.distribution,
-        release=Release.UPSTREAM.value,
-        patches=[
-            PatchStatus(
-                p.name, PatchState.UPSTREAM, None, [c.path for c in p.applicable(target.record)]
-            )
-            for p in catalog.PATCHES
-        ],
-        fingerprint=fingerprint(target.version, hashes),
-        shape=target.shape,
-        reference=target.reference,
-    )
-
-
-def read_status(target: Target, pins_root: Path | None = None) -> Status:
+def read_status(target: Target, catalogue: Catalogue) -> Status:
     """The status of ``target``, without ever waiting for the lock.
 
     While another run holds the lock, the files are read as they are and the result says
     ``in_progress``; otherwise a shared lock keeps runs from starting halfway through the reading.
     """
-    if catalog.classify(target.version) is Release.UPSTREAM:
-        return upstream_status(target)
-    pin = pinned.load(target.version, pins_root)
+    catalog.classify(target.version)  # refuses releases before the allow-list existed
     root = target.site_packages
     had_lock = (journal_mod.state_dir(root) / "lock").exists()
     with journal_mod.observed(root) as busy:
         journal = journal_mod.load(root)
-        files = survey(target, journal, pin, {})
+        lay = layout(catalogue, target.version, target.record, recorded_files(journal))
+        files = survey(target, journal, lay, {})
+        upstream = lay.all_upstream and journal is None
+        hashes = _hash_upstream_files(target, catalogue) if upstream else {}
     if not busy and not had_lock:
         # no lock file when we started: a first run may have begun while we read
         with journal_mod.observed(root) as busy_now:
             busy = busy_now
-    return judge(target, journal, files, in_progress=busy)
+    st = judge(target, journal, lay, files, in_progress=busy)
+    if upstream:
+        st.fingerprint = fingerprint(target.version, hashes, [])
+    return st
+
+
+def recorded_files(journal: journal_mod.Journal | None) -> dict[str, list[str]]:
+    return {rel: list(fr.patches) for rel, fr in journal.files.items()} if journal else {}
+
+
+def _hash_upstream_files(target: Target, catalogue: Catalogue) -> dict[str, str | None]:
+    """On a release with everything upstream, the fingerprint covers every file a patch names."""
+    hashes: dict[str, str | None] = {}
+    contents: dict[str, bytes | None] = {}
+    for rel in catalogue.all_paths():
+        if rel in target.record:
+            data = read_once(target, rel, contents)
+            hashes[rel] = file_hash(data) if data is not None else None
+    return hashes

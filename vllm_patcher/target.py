@@ -309,9 +309,9 @@ def _by_record(
         rel = entry.as_posix()
         if rel.startswith("vllm/") and entry.hash is not None and entry.hash.mode == "sha256":
             record[rel] = entry.hash.value
-    from .catalog import all_paths  # the catalogue names the files whose hashes we rely on
+    from .patchset import builtin_paths  # the built-ins name the files whose hashes we rely on
 
-    unhashed = [rel for rel in all_paths() if rel not in record and (site / rel).is_file()]
+    unhashed = [rel for rel in builtin_paths() if rel not in record and (site / rel).is_file()]
     if unhashed:
         raise TargetNotFound(
             f"vLLM {version} at {site} has no sha256 for {unhashed[0]} in its RECORD, and its "
@@ -352,23 +352,24 @@ def _by_pin(
     package: Path, version: str, distribution: str, python: Path | None, shape: str, why: str
 ) -> Target:
     """An editable or source install: judge the real files against the pinned release's hashes."""
-    from . import catalog, pinned
+    from . import catalog
+    from .patchset import builtin_paths, pinned_reference, pinned_versions
 
     root = package.parent
-    pin = pinned.load(version)
-    if pin is not None:
-        record = {rel: entry.before for rel, entry in pin.files.items()}
-        reference = f"pinned manifest for {pin.folder.name.removeprefix('vllm-')}"
+    pinned_record, pinned_as = pinned_reference(version)
+    if pinned_record:
+        record = pinned_record
+        reference = f"pinned manifest for {pinned_as}"
     elif catalog.classify(version) is catalog.Release.UPSTREAM:  # refuses releases before 0.11
         # Nothing to patch: status says upstream and verify still checks the real files.
         record = {
             rel: file_hash((root / rel).read_bytes())
-            for rel in catalog.all_paths()
+            for rel in builtin_paths()
             if (root / rel).is_file()
         }
         reference = f"none needed (vLLM {version} has the changes upstream)"
     else:
-        pinned_list = ", ".join(pinned.pinned_versions())
+        pinned_list = ", ".join(pinned_versions())
         raise TargetNotFound(
             f"vLLM {version} is {why} at {root}, whose files have no installer hashes, and "
             f"vllm-patcher has no pinned manifest for {version} to tell pristine files from edited "

@@ -25,9 +25,9 @@ from pathlib import Path
 from . import catalog, fileops, pinned
 from . import journal as journal_mod
 from . import status as status_mod
-from .catalog import Release
 from .errors import LocallyModified, NotWritable, PatcherError, StateError
 from .journal import FileRecord, Journal, PatchRecord, Phase
+from .patchset import Catalogue, layout
 from .plan import FileEdit, RevertPlan, plan_apply, plan_revert
 from .target import Target, file_hash
 
@@ -211,7 +211,7 @@ def _recover(
         cur = file_hash(data) if data is not None else None
         if cur == fr.before:
             continue
-        if cur != fr.after and not force:
+        if cur not in (fr.after, fr.was) and not force:
             raise LocallyModified(
                 f"{path} changed during an interrupted run and matches neither the pristine nor the "
                 f"patched bytes; nothing was changed; run `{target.command('revert --force')}` (keeps "
@@ -225,40 +225,33 @@ def _recover(
     return [rel for rel, _ in plan]
 
 
-def _survey(
-    target: Target,
-    journal: Journal | None,
-    pin: pinned.PinnedRelease | None,
-    contents: dict[str, bytes | None],
-) -> list[status_mod.FileStatus]:
-    files = status_mod.survey(target, journal, pin, contents, detect_upstream=False)
-    fileops.fault_point("surveyed")
-    return files
-
-
 def apply(
     target: Target,
+    catalogue: Catalogue,
     *,
     dry_run: bool = False,
     strict: bool = False,
-    pins_root: Path | None = None,
     on_wait: Callable[[str], None] | None = None,
 ) -> ApplyResult:
-    if catalog.classify(target.version) is Release.UPSTREAM:
-        return ApplyResult(
-            [],
-            dry_run,
-            status=status_mod.upstream_status(target),
-            notes=[f"vLLM {target.version} already has every change"],
-        )
-    pin = pinned.load(target.version, pins_root)
-    rels = catalog.touched_files(target.record)
+    catalog.classify(target.version)  # refuses releases before the allow-list existed
+    root = target.site_packages
+    if not (journal_mod.state_dir(root) / "state.json").exists():
+        quick = layout(catalogue, target.version, target.record)
+        if quick.all_upstream:
+            return ApplyResult(
+                [],
+                dry_run,
+                status=status_mod.read_status(target, catalogue),
+                notes=[f"vLLM {target.version} already has every change"],
+            )
+    rels = catalogue.all_paths()
     for rel in rels:
-        _check_inside_package(target, rel)
+        if rel in target.record:
+            _check_inside_package(target, rel)
     if not dry_run:
-        _require_writable(target, rels)
-    with journal_mod.locked(target.site_packages, on_wait=on_wait, read_only=dry_run):
-        journal = journal_mod.load(target.site_packages)
+        _require_writable(target, [r for r in rels if r in target.record])
+    with journal_mod.locked(root, on_wait=on_wait, read_only=dry_run):
+        journal = journal_mod.load(root)
         contents: dict[str, bytes | None] = {}
         recovered: list[str] = []
         if journal is not None and not journal.finished:
@@ -268,20 +261,39 @@ def apply(
                 )
             recovered = _recover(target, journal, contents)
             journal = None
+        lay = layout(catalogue, target.version, target.record, status_mod.recorded_files(journal))
+        for rel in lay.steps:
+            _check_inside_package(target, rel)
         if not dry_run:
-            _tidy(target, journal, rels)
-        files = _survey(target, journal, pin, contents)
+            _tidy(target, journal, list(lay.steps))
+        files = status_mod.survey(target, journal, lay, contents, detect_upstream=False)
+        fileops.fault_point("surveyed")
         notes: list[str] = []
-        edits = plan_apply(target, files, contents, pin, strict, notes)
+        edits = plan_apply(
+            target,
+            journal,
+            lay,
+            files,
+            contents,
+            lambda rel, before: _read_pristine_copy(target, rel, before),
+            strict,
+            notes,
+        )
         fileops.fault_point("planned")
         if not dry_run and edits:
             journal = _commit_apply(target, journal, edits)
             for e in edits:
                 contents[e.path] = e.after
         # The final status from the bytes now on disk, without reading them again.
-        files = status_mod.survey(target, journal, pin, contents)
+        final = layout(
+            Catalogue(catalogue.patches),  # every patch, as status shows them
+            target.version,
+            target.record,
+            status_mod.recorded_files(journal),
+        )
+        files = status_mod.survey(target, journal, final, contents)
         return ApplyResult(
-            edits, dry_run, status_mod.judge(target, journal, files), recovered, notes
+            edits, dry_run, status_mod.judge(target, journal, final, files), recovered, notes
         )
 
 
@@ -296,7 +308,8 @@ def _commit_apply(target: Target, old: Journal | None, edits: list[FileEdit]) ->
         files=dict(old.files) if old else {},
     )
     for e in edits:
-        new.files[e.path] = FileRecord(list(e.patches), e.before_hash, e.after_hash)
+        was = e.before_hash if e.base is not None else None
+        new.files[e.path] = FileRecord(list(e.patches), e.pristine_hash, e.after_hash, was)
         for patch in e.patches:
             rec = new.patches.setdefault(patch, PatchRecord(method=e.method, files=[]))
             rec.method = e.method
@@ -305,6 +318,8 @@ def _commit_apply(target: Target, old: Journal | None, edits: list[FileEdit]) ->
     written = [e for e in edits if not e.adopted]
     try:
         for e in edits:
+            if e.base is not None:
+                continue  # the pristine copy from the earlier apply stays
             copy = journal_mod.pristine_path(root, e.path)
             fileops.ensure_dir(copy.parent)
             fileops.atomic_write(copy, e.before)
@@ -312,6 +327,8 @@ def _commit_apply(target: Target, old: Journal | None, edits: list[FileEdit]) ->
         for e in written:
             _write_file(target, e.path, e.after)
         new.phase = Phase.APPLIED
+        for done in new.files.values():
+            done.was = None
         journal_mod.save(root, new)
     except BaseException:
         # Judge every file by its bytes, not by how far the loop got: an interrupt can land
@@ -369,9 +386,7 @@ def revert(
         return RevertResult()  # never applied here: no lock, no state folder created
     with journal_mod.locked(root, on_wait=on_wait):
         journal = journal_mod.load(root)
-        rels = sorted(
-            set(catalog.touched_files(target.record)) | set(journal.files if journal else ())
-        )
+        rels = sorted(journal.files) if journal else []
         _tidy(target, journal, rels)
         if journal is None:
             return RevertResult()

@@ -17,8 +17,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from . import catalog
 from . import status as status_mod
+from .patchset import Catalogue, layout
 from .target import Target
 
 TIERS = ("compile", "state", "import", "behaviour")
@@ -119,9 +119,12 @@ def run_probe(
         ]
 
 
-def verify(target: Target, on_tier: Callable[[str], None] | None = None) -> VerifyReport:
+def verify(
+    target: Target, catalogue: Catalogue, on_tier: Callable[[str], None] | None = None
+) -> VerifyReport:
     report = VerifyReport(target.version, str(target.site_packages))
-    rels = catalog.touched_files(target.record)
+    lay = layout(catalogue, target.version, target.record)
+    rels = [r for r in catalogue.all_paths() if r in target.record and r.endswith(".py")]
 
     if on_tier:
         on_tier("compile")
@@ -132,7 +135,7 @@ def verify(target: Target, on_tier: Callable[[str], None] | None = None) -> Veri
 
     if on_tier:
         on_tier("state")
-    st = status_mod.read_status(target)
+    st = status_mod.read_status(target, catalogue)
     for p in st.patches:
         ok = p.state in ("applied", "upstream", "not-applicable")
         hint = " (run `vllm-patcher apply`)" if p.state in ("pending", "unrecorded") else ""
@@ -144,8 +147,8 @@ def verify(target: Target, on_tier: Callable[[str], None] | None = None) -> Veri
         return report
     if on_tier:
         on_tier("import")
-    modules = [catalog.VERIFY_MODULES[r] for r in rels if r in catalog.VERIFY_MODULES]
-    upstream = catalog.classify(target.version) is catalog.Release.UPSTREAM
+    modules = [r.removesuffix(".py").replace("/", ".") for r in rels]
+    upstream = lay.all_upstream
     report.checks.extend(run_probe(target.python, modules, layer0=not upstream))
     _conclude(report, "import")
     if any(c.tier == "behaviour" for c in report.checks):
