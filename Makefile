@@ -29,7 +29,8 @@ PORT          ?= 8000
 # make cluster-pre-deploy: the Ray cluster a multi-node server runs on (auto = the local head).
 RAY_ADDRESS   ?= auto
 
-PINNED := 0.11.0 0.11.1 0.11.2 0.12.0 0.13.0 0.14.0 0.14.1 0.15.0 0.15.1 0.16.0 0.17.0 0.17.1
+# The releases the built-ins' codemods are pinned for, read from the patch folders (no list to keep).
+PINNED = $(shell ls -d patches/*/vllm-* 2>/dev/null | sed 's|.*/vllm-||' | sort -u -V)
 
 .PHONY: help pre-deploy cluster-pre-deploy serve test lint unit bench pin dev test-venv clean \
         test-venv-0171 test-releases

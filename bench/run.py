@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from vllm_patcher import sources
+from vllm_patcher.patchset import load_catalogue
 
 REPO = Path(__file__).resolve().parent.parent
 VERSION = "0.15.1"
@@ -238,8 +239,12 @@ def main() -> None:
     tool = [str(tool_dir / "bin" / "vllm-patcher")]
     floor = [str(tool_dir / "bin" / "python"), "-c", "pass"]
     work = Path(tempfile.mkdtemp(prefix="vllm-patcher-bench-"))
+    # the built-ins that have a codemod, without their pinned diffs: apply uses the transforms
     empty_pins = work / "no-pins"
-    empty_pins.mkdir()
+    coded = [p for p in load_catalogue().patches if p.transforms]
+    for p in coded:
+        shutil.copytree(p.folder, empty_pins / p.name, ignore=shutil.ignore_patterns("vllm-*"))
+    (empty_pins / "series").write_text("".join(f"{p.name}\n" for p in coded))
     counter = iter(range(10**6))
 
     def fresh(patched: bool = False) -> Path:
@@ -269,7 +274,11 @@ def main() -> None:
         lambda c: [*tool, "--target", str(c["site"]), "apply"],
         floor=floor,
     )
-    diffs = sorted(str(p) for p in (REPO / "patches" / f"vllm-{VERSION}").glob("*.diff"))
+    diffs = [  # in series order, as git apply must take them
+        str(p.folder / f"vllm-{VERSION}" / "patch.diff")
+        for p in load_catalogue().patches
+        if VERSION in p.pinned_versions
+    ]
     figures["git_apply"] = measure(
         "git apply (same diffs)",
         repeat,

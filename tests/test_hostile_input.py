@@ -16,17 +16,17 @@ from vllm_patcher import fileops, journal, sources, txn
 from vllm_patcher.errors import NotWritable
 from vllm_patcher.target import locate_in_directory
 
-from .conftest import REPO, assert_refused, run_cli, snapshot, touched_match_record
+from .conftest import assert_refused, copy_builtins, run_cli, snapshot, touched_match_record
 
 SPEC = "vllm/config/speculative.py"
 DEEPSEEK = "vllm/model_executor/models/deepseek_v2.py"
 
 
 def pins_with(tmp_path: Path, edit) -> dict[str, str]:  # type: ignore[no-untyped-def]
-    pins = tmp_path / "pins"
-    shutil.copytree(REPO / "patches" / "vllm-0.15.1", pins / "vllm-0.15.1")
-    edit(pins / "vllm-0.15.1")
-    return {"VLLM_PATCHER_PATCHES_DIR": str(pins)}
+    """A copy of the built-ins with ``edit`` applied to eagle3-whitelist's 0.15.1 folder."""
+    pins, env = copy_builtins(tmp_path)
+    edit(pins / "eagle3-whitelist" / "vllm-0.15.1")
+    return env
 
 
 @pytest.mark.parametrize(
@@ -36,7 +36,7 @@ def test_pinned_diff_paths_that_leave_vllm_are_refused(
     tree_copy, tmp_path: Path, bad_path: str
 ) -> None:  # type: ignore[no-untyped-def]
     def edit(folder: Path) -> None:
-        diff = folder / "eagle3-whitelist.diff"
+        diff = folder / "patch.diff"
         text = diff.read_text()
         diff.write_text(
             text.replace(f"a/{SPEC}", f"a/{bad_path}").replace(f"b/{SPEC}", f"b/{bad_path}")
@@ -46,7 +46,7 @@ def test_pinned_diff_paths_that_leave_vllm_are_refused(
     outside = tmp_path / "outside.py"
     before = snapshot(site)
     proc = run_cli("--target", str(site), "apply", env=pins_with(tmp_path, edit))
-    assert_refused(proc, 7, "outside vllm/")
+    assert_refused(proc, 13, "outside vllm/")
     assert snapshot(site) == before
     assert not outside.exists()
 
@@ -61,7 +61,7 @@ def test_manifest_paths_that_leave_vllm_are_refused(tree_copy, tmp_path: Path) -
     site = tree_copy("0.15.1")
     before = snapshot(site)
     assert_refused(
-        run_cli("--target", str(site), "apply", env=pins_with(tmp_path, edit)), 7, "outside vllm/"
+        run_cli("--target", str(site), "apply", env=pins_with(tmp_path, edit)), 13, "outside vllm/"
     )
     assert snapshot(site) == before
 

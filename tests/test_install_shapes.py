@@ -23,7 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from vllm_patcher import pinned, sources
+from vllm_patcher import sources
+from vllm_patcher.patchset import pinned_reference
 from vllm_patcher.target import (
     DIRECTORY,
     EDITABLE,
@@ -32,12 +33,25 @@ from vllm_patcher.target import (
     locate_with_python,
 )
 
-from .conftest import REPO, assert_refused, run_cli, snapshot, test_venv_python, venv_site
+from .conftest import (
+    CATALOGUE,
+    REPO,
+    assert_refused,
+    run_cli,
+    snapshot,
+    test_venv_python,
+    venv_site,
+)
 
 VERSION = "0.15.1"
-MANIFEST = pinned.load(VERSION)
-assert MANIFEST is not None
-TOUCHED = sorted(MANIFEST.files)  # the four files 0.15.1 ships that the patches touch
+BEFORE, _ = pinned_reference(VERSION)  # each touched file's pristine hash, from the pins
+AFTER = {
+    rel: pf.after  # the end of each file's series
+    for p in CATALOGUE.patches
+    if (pin := p.pin(VERSION)) is not None
+    for rel, pf in pin.files.items()
+}
+TOUCHED = sorted(BEFORE)  # the files 0.15.1 ships that the built-ins touch
 SHAPES = sources.cache_root() / "shapes"
 
 
@@ -238,7 +252,7 @@ def test_pip_really_made_an_editable_install(editable: Editable) -> None:
     )
     assert Path(out.stdout.strip()) == editable.tree / "vllm" / "__init__.py"
     # and the tree holds the wheel's bytes, which the pinned manifest's before-hashes name
-    assert _hashes(editable.tree) == {rel: MANIFEST.files[rel].before for rel in TOUCHED}
+    assert _hashes(editable.tree) == {rel: BEFORE[rel] for rel in TOUCHED}
 
 
 def test_editable_target_points_at_the_source_tree(editable: Editable) -> None:
@@ -247,7 +261,7 @@ def test_editable_target_points_at_the_source_tree(editable: Editable) -> None:
     assert target.reference == f"pinned manifest for {VERSION}"
     assert target.site_packages == editable.tree.resolve()
     assert target.path("vllm/config/speculative.py") == editable.tree / "vllm/config/speculative.py"
-    assert target.record == {rel: MANIFEST.files[rel].before for rel in TOUCHED}
+    assert target.record == {rel: BEFORE[rel] for rel in TOUCHED}
     assert "git checkout v0.15.1" in target.reinstall_hint
     assert "pip install" not in target.reinstall_hint  # that would replace the editable install
     assert target.describe == "editable install, judged against pinned manifest for 0.15.1"
@@ -272,19 +286,19 @@ def test_editable_install_status_apply_status_revert(editable: Editable) -> None
         applied = run_cli(*where, "apply", "--strict")
         assert applied.returncode == 0, applied.stderr
         assert "nothing to do" not in applied.stdout
-        assert _hashes(editable.tree) == {rel: MANIFEST.files[rel].after for rel in TOUCHED}
+        assert _hashes(editable.tree) == {rel: AFTER[rel] for rel in TOUCHED}
         assert (editable.tree / ".vllm-patcher" / "state.json").is_file()
         st = _status(*where)
         assert [p["state"] for p in st["patches"]] == ["applied"] * 3
         # a second apply writes nothing
         again = run_cli(*where, "apply", "--strict", check=True)
-        assert _hashes(editable.tree) == {rel: MANIFEST.files[rel].after for rel in TOUCHED}
+        assert _hashes(editable.tree) == {rel: AFTER[rel] for rel in TOUCHED}
         assert again.returncode == 0
 
         run_cli(*where, "revert", check=True)
         for rel in TOUCHED:
             assert (editable.tree / rel).read_bytes() == _wheel_bytes(rel), rel
-        assert _hashes(editable.tree) == {rel: MANIFEST.files[rel].before for rel in TOUCHED}
+        assert _hashes(editable.tree) == {rel: BEFORE[rel] for rel in TOUCHED}
         assert [p["state"] for p in _status(*where)["patches"]] == ["pending"] * 3
     finally:
         _restore(editable.tree)
@@ -405,7 +419,7 @@ def test_verify_runs_for_real_on_an_editable_install() -> None:
         assert report["location"] == str(tree.resolve())
         assert set(report["tiers"].values()) == {"passed"}, report["tiers"]
         run_cli(*where, "revert", check=True)
-        assert _hashes(tree) == {rel: MANIFEST.files[rel].before for rel in TOUCHED}
+        assert _hashes(tree) == {rel: BEFORE[rel] for rel in TOUCHED}
     finally:
         _restore(tree)
 
@@ -491,7 +505,7 @@ def test_a_source_tree_on_a_pth_line_is_judged_by_its_pinned_release(editable: E
         VERSION,
         editable.tree.resolve(),
     )
-    assert target.record == {rel: MANIFEST.files[rel].before for rel in TOUCHED}
+    assert target.record == {rel: BEFORE[rel] for rel in TOUCHED}
     st = _status("--python", str(python))
     assert [p["state"] for p in st["patches"]] == ["pending"] * 3
     assert st["location"] == str(editable.tree.resolve())
@@ -525,7 +539,7 @@ def test_a_pip_target_install_is_judged_by_its_record() -> None:
     try:
         assert [p["state"] for p in _status(*where)["patches"]] == ["pending"] * 3
         run_cli(*where, "apply", "--strict", check=True)
-        assert _hashes(site) == {rel: MANIFEST.files[rel].after for rel in TOUCHED}
+        assert _hashes(site) == {rel: AFTER[rel] for rel in TOUCHED}
         assert [p["state"] for p in _status(*where)["patches"]] == ["applied"] * 3
         run_cli(*where, "revert", check=True)
         for rel in TOUCHED:
@@ -578,14 +592,14 @@ def test_a_setup_py_develop_install_is_a_source_install() -> None:
     assert not list(venv_site(python).glob("vllm-*.dist-info"))
     target = locate_with_python(str(python))
     assert (target.shape, target.site_packages) == (SOURCE, tree.resolve())
-    assert target.record == {rel: MANIFEST.files[rel].before for rel in TOUCHED}
+    assert target.record == {rel: BEFORE[rel] for rel in TOUCHED}
     where = ("--python", str(python))
     try:
         assert [p["state"] for p in _status(*where)["patches"]] == ["pending"] * 3
         run_cli(*where, "apply", "--strict", check=True)
-        assert _hashes(tree) == {rel: MANIFEST.files[rel].after for rel in TOUCHED}
+        assert _hashes(tree) == {rel: AFTER[rel] for rel in TOUCHED}
         run_cli(*where, "revert", check=True)
-        assert _hashes(tree) == {rel: MANIFEST.files[rel].before for rel in TOUCHED}
+        assert _hashes(tree) == {rel: BEFORE[rel] for rel in TOUCHED}
     finally:
         _restore(tree)
 

@@ -16,15 +16,17 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from vllm_patcher import catalog, sources, txn
+from vllm_patcher import sources, txn
 from vllm_patcher.errors import PatcherError
+from vllm_patcher.patchset import Catalogue
 from vllm_patcher.target import locate_in_directory
 
-from .conftest import snapshot
+from .conftest import CATALOGUE, snapshot
 from .test_hostile_input import _rewrite_record
 
 VERSION = "0.15.1"
-CHANGES = {c.path: c for p in catalog.PATCHES for c in p.changes}
+CODEMODS = Catalogue(tuple(p for p in CATALOGUE.patches if p.transforms))
+CHANGES = {c.path: c for p in CODEMODS.patches for c in p.transforms}
 FILES = sorted(CHANGES)
 PRISTINE = sources.fetch_release(VERSION)
 SOURCES = {rel: (PRISTINE / rel).read_text() for rel in FILES}
@@ -118,7 +120,7 @@ def test_apply_then_revert_restores_an_edited_tree_byte_for_byte(
             site, rel, _insert(SOURCES[rel], [(p, line) for p, _, line in inserts]).encode()
         )
         before = snapshot(site)
-        result = txn.apply(locate_in_directory(str(site)))
+        result = txn.apply(locate_in_directory(str(site)), CODEMODS)
         assert {e.path for e in result.edits} == set(FILES)
         assert {e.method for e in result.edits if e.path == rel} == {"transform"}
         for other in FILES:
@@ -156,7 +158,7 @@ def test_corrupted_touched_regions_are_patched_cleanly_or_refused_cleanly(
         _rewrite_record(site, rel, corrupted.encode())
         before = snapshot(site)
         try:
-            txn.apply(locate_in_directory(str(site)))
+            txn.apply(locate_in_directory(str(site)), CODEMODS)
         except PatcherError:
             assert snapshot(site) == before, "a refused apply wrote something"
             return

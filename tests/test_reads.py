@@ -14,9 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from vllm_patcher import catalog
-
-from .conftest import record_of, run_cli
+from .conftest import record_of, run_cli, touched_files, version_of
 
 AUDITED = r"""
 import json, os, sys
@@ -56,7 +54,7 @@ def counted(site: Path, *args: str) -> dict[str, int]:
 @pytest.mark.parametrize("command", ["status", "apply", "revert", "apply-again"])
 def test_each_file_is_read_once_per_command(tree_copy, command: str) -> None:  # type: ignore[no-untyped-def]
     site = tree_copy("0.15.1")
-    rels = catalog.touched_files(record_of(site))
+    rels = touched_files(record_of(site), version_of(site))
     if command in ("revert", "apply-again"):
         run_cli("--target", str(site), "apply", check=True)
     reads = counted(site, command.removesuffix("-again"))

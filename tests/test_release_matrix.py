@@ -8,21 +8,43 @@ from pathlib import Path
 
 import pytest
 
-from vllm_patcher import catalog, pinned, sources
+from vllm_patcher import sources
 from vllm_patcher.pin_generator import pin_release
 
-from .conftest import KIMI_RELEASES, PINNED, REPO, run_cli, snapshot, touched_match_record
+from .conftest import (
+    CATALOGUE,
+    CODEMOD_PINNED,
+    KIMI_RELEASES,
+    PINNED,
+    UNPINNED,
+    copy_builtins,
+    pinned_diffs,
+    record_of,
+    run_cli,
+    snapshot,
+    touched_files,
+    touched_match_record,
+)
 
-EMPTY_PINS = {"VLLM_PATCHER_PATCHES_DIR": "/nonexistent-vllm-patcher-pins"}
+EMPTY_PINS = UNPINNED
 
 
-def expected_states(version: str) -> dict[str, str]:
-    kimi = version in KIMI_RELEASES
-    return {
-        "eagle3-whitelist": "applied",
-        "kimi-k25-image-token": "applied" if kimi else "not-applicable",
-        "supports-eagle3": "applied",
-    }
+def expected_states(version: str, path: str = "pinned-diff") -> dict[str, str]:
+    """After apply: every patch with a diff for ``version`` is applied, the rest say why not."""
+    states = {}
+    for p in CATALOGUE.patches:
+        if path == "transform" and not p.transforms:
+            continue  # the unpinned copy holds only the patches that have a codemod
+        if p.transforms:
+            kimi_only = p.name == "kimi-k25-image-token"
+            states[p.name] = (
+                "applied" if version in KIMI_RELEASES or not kimi_only else "not-applicable"
+            )
+        elif not p.covers(version):
+            states[p.name] = "not-applicable"
+        else:
+            states[p.name] = "applied" if path == "pinned-diff" else "unported"
+    return states
 
 
 def status_json(site: Path, env: dict[str, str] | None = None) -> dict:  # type: ignore[type-arg]
@@ -30,16 +52,17 @@ def status_json(site: Path, env: dict[str, str] | None = None) -> dict:  # type:
     return json.loads(proc.stdout)
 
 
-@pytest.mark.parametrize("version", PINNED)
-def test_pinned_diffs_equal_what_the_transforms_produce_today(
-    pristine_trees: dict[str, Path], tmp_path: Path, version: str
-) -> None:
-    pin_release(version, tmp_path)
-    shipped = REPO / "patches" / f"vllm-{version}"
-    fresh = tmp_path / f"vllm-{version}"
-    assert snapshot(fresh) == snapshot(shipped), f"patches/vllm-{version} is stale: run `make pin`"
+@pytest.mark.parametrize("version", CODEMOD_PINNED)
+def test_pinned_diffs_equal_what_the_transforms_produce_today(tmp_path: Path, version: str) -> None:
+    pin_release(version, CATALOGUE, tmp_path)
+    for patch in CATALOGUE.patches:
+        if not patch.transforms or version not in patch.pinned_versions:
+            continue
+        shipped = patch.folder / f"vllm-{version}"
+        fresh = tmp_path / patch.name / f"vllm-{version}"
+        assert snapshot(fresh) == snapshot(shipped), f"{shipped} is stale: run `make pin`"
     # and a second pin on an unchanged tree rewrites nothing
-    assert pin_release(version, tmp_path).outcome == "unchanged"
+    assert pin_release(version, CATALOGUE, tmp_path).outcome == "unchanged"
 
 
 @pytest.mark.parametrize("version", PINNED)
@@ -56,7 +79,7 @@ def test_apply_status_revert_round_trip(tree_copy, version: str, path: str) -> N
 
     proc = run_cli("--target", str(site), "--json", "apply", env=env, check=True)
     applied = json.loads(proc.stdout)
-    assert {p["name"]: p["state"] for p in applied["patches"]} == expected_states(version)
+    assert {p["name"]: p["state"] for p in applied["patches"]} == expected_states(version, path)
     assert {p["method"] for p in applied["patches"] if p["name"] in applicable} == {path}
     assert applied["changed"], "apply changed nothing"
     for rel in applied["changed"]:
@@ -64,7 +87,7 @@ def test_apply_status_revert_round_trip(tree_copy, version: str, path: str) -> N
     assert not any(touched_match_record(site).values())
 
     after = status_json(site, env)
-    assert {p["name"]: p["state"] for p in after["patches"]} == expected_states(version)
+    assert {p["name"]: p["state"] for p in after["patches"]} == expected_states(version, path)
     assert after["fingerprint"] != before["fingerprint"]
 
     patched = snapshot(site)
@@ -98,7 +121,7 @@ def test_pinned_and_transform_paths_end_in_the_same_bytes(tree_copy, tmp_path: P
     shutil.copytree(sources.fetch_release("0.15.1"), by_transform)
     run_cli("--target", str(by_pin), "apply", check=True)
     run_cli("--target", str(by_transform), "apply", env=EMPTY_PINS, check=True)
-    for rel in pinned.load("0.15.1").files:  # type: ignore[union-attr]
+    for rel in touched_files(record_of(by_pin), "0.15.1"):
         assert (by_pin / rel).read_bytes() == (by_transform / rel).read_bytes(), rel
     fingerprint = status_json(by_pin)["fingerprint"]
     assert fingerprint == status_json(by_transform)["fingerprint"]
@@ -115,7 +138,10 @@ def test_upstream_releases_are_left_alone(tmp_path: Path, version: str) -> None:
     shutil.copytree(sources.fetch_release(version), site)
     before = snapshot(site)
     st = status_json(site)
-    assert [p["state"] for p in st["patches"]] == ["upstream"] * 3
+    states = {p["name"]: p["state"] for p in st["patches"]}
+    for patch in CATALOGUE.patches:
+        if patch.is_upstream(version):
+            assert states[patch.name] == "upstream", patch.name
     proc = run_cli("--target", str(site), "--json", "apply", check=True)
     assert json.loads(proc.stdout)["changed"] == []
     verify = run_cli("--target", str(site), "--json", "verify")
@@ -135,13 +161,11 @@ def test_apply_strict_refuses_an_unpinned_release(tree_copy) -> None:  # type: i
 def test_manifest_mismatch_falls_back_to_transform_and_strict_refuses(
     tree_copy, tmp_path: Path
 ) -> None:  # type: ignore[no-untyped-def]
-    pins = tmp_path / "pins"
-    shutil.copytree(REPO / "patches" / "vllm-0.15.1", pins / "vllm-0.15.1")
-    manifest = pins / "vllm-0.15.1" / "manifest.json"
+    pins, env = copy_builtins(tmp_path)
+    manifest = pins / "eagle3-whitelist" / "vllm-0.15.1" / "manifest.json"
     data = json.loads(manifest.read_text())
     data["files"]["vllm/config/speculative.py"]["before"] = "A" * 43
     manifest.write_text(json.dumps(data))
-    env = {"VLLM_PATCHER_PATCHES_DIR": str(pins)}
 
     site = tree_copy("0.15.1")
     before = snapshot(site)
@@ -158,9 +182,8 @@ def test_manifest_mismatch_falls_back_to_transform_and_strict_refuses(
 
 
 def test_a_pinned_diff_that_does_not_fit_writes_nothing(tree_copy, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    pins = tmp_path / "pins"
-    shutil.copytree(REPO / "patches" / "vllm-0.15.1", pins / "vllm-0.15.1")
-    diff = pins / "vllm-0.15.1" / "supports-eagle3.diff"
+    pins, env = copy_builtins(tmp_path)
+    diff = pins / "supports-eagle3" / "vllm-0.15.1" / "patch.diff"
     diff.write_text(
         diff.read_text().replace(
             " class DeepseekV2ForCausalLM(", " class DeepseekV9ForCausalLM(", 1
@@ -168,7 +191,7 @@ def test_a_pinned_diff_that_does_not_fit_writes_nothing(tree_copy, tmp_path: Pat
     )
     site = tree_copy("0.15.1")
     before = snapshot(site)
-    proc = run_cli("--target", str(site), "apply", env={"VLLM_PATCHER_PATCHES_DIR": str(pins)})
+    proc = run_cli("--target", str(site), "apply", env=env)
     assert proc.returncode == 7, proc.stderr
     assert "does not match the file" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
@@ -180,15 +203,16 @@ def test_list_shows_every_pinned_release() -> None:
     rows = {r["version"]: r["patches"] for r in out["releases"]}
     assert tuple(rows) == PINNED
     assert rows["0.14.1"]["kimi-k25-image-token"] == "not-applicable"
-    assert rows["0.17.1"] == dict.fromkeys(catalog.PATCH_NAMES, "pinned-diff")
+    assert rows["0.17.1"] == dict.fromkeys(CATALOGUE.names, "pinned-diff")
 
 
 def test_git_apply_accepts_the_pinned_diffs(tree_copy) -> None:  # type: ignore[no-untyped-def]
     import subprocess
 
     site = tree_copy("0.17.1")
-    diffs = sorted(str(p) for p in (REPO / "patches" / "vllm-0.17.1").glob("*.diff"))
-    subprocess.run(["git", "apply", "--check", *diffs], cwd=site, check=True)
+    # in series order, each on the bytes the ones before it leave (as quilt or `git am` would)
+    for diff in pinned_diffs("0.17.1"):
+        subprocess.run(["git", "apply", str(diff)], cwd=site, check=True)
 
 
 def test_dry_run_prints_the_diff_and_writes_nothing(tree_copy) -> None:  # type: ignore[no-untyped-def]
@@ -196,10 +220,7 @@ def test_dry_run_prints_the_diff_and_writes_nothing(tree_copy) -> None:  # type:
     before = snapshot(site)
     proc = run_cli("--target", str(site), "apply", "--dry-run", check=True)
     assert snapshot(site) == before
-    shipped = "".join(
-        (REPO / "patches" / "vllm-0.15.1" / f"{name}.diff").read_text()
-        for name in catalog.PATCH_NAMES
-    )
+    shipped = "".join(p.read_text() for p in pinned_diffs("0.15.1"))
     # the same hunks as the shipped diffs (the dry run lists files in catalogue order)
     assert sorted(proc.stdout.splitlines()) == sorted(shipped.splitlines())
 

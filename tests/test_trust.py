@@ -11,10 +11,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from vllm_patcher import catalog
 from vllm_patcher.target import file_hash
 
-from .conftest import REPO, record_of, run_cli, snapshot
+from .conftest import pinned_diffs, record_of, run_cli, snapshot, touched_files
 from .test_hostile_input import _rewrite_record
 
 SPEC = "vllm/config/speculative.py"
@@ -41,8 +40,8 @@ def test_hand_applied_pinned_diffs_are_unrecorded_then_adopted_and_revertable(
 ) -> None:
     site = tree_copy("0.15.1")
     record = record_of(site)
-    rels = catalog.touched_files(record)
-    for diff in sorted((REPO / "patches" / "vllm-0.15.1").glob("*.diff")):
+    rels = touched_files(record, "0.15.1")
+    for diff in pinned_diffs("0.15.1"):
         subprocess.run(["git", "apply", "-p1", str(diff)], cwd=site, check=True)
     assert _states(site) == {"unrecorded"}
     # not ready: a CI gate or a cluster verdict must not take hand-applied bytes as applied

@@ -122,10 +122,8 @@ def plan_apply(
             done = ours.patches
             if wanted[: len(done)] == done:
                 rest = steps[len(done) :]
-                after = _run(target, rel, rest, current, strict, notes, transformed)
-                edits.append(
-                    FileEdit(rel, current, after, tuple(wanted), _method(rest), base=ours.before)
-                )
+                after, how = _run(target, rel, rest, current, strict, notes, transformed)
+                edits.append(FileEdit(rel, current, after, tuple(wanted), how, base=ours.before))
                 continue
             missing = [n for n in done if n not in wanted]
             if missing:
@@ -135,19 +133,13 @@ def plan_apply(
                     f"or run `{target.command('revert')}` first"
                 )
             pristine = pristine_copy(rel, ours.before)
-            after = _run(target, rel, steps, pristine, strict, notes, transformed)
-            edits.append(
-                FileEdit(rel, current, after, tuple(wanted), _method(steps), base=ours.before)
-            )
+            after, how = _run(target, rel, steps, pristine, strict, notes, transformed)
+            edits.append(FileEdit(rel, current, after, tuple(wanted), how, base=ours.before))
             continue
-        after = _run(target, rel, steps, current, strict, notes, transformed)
+        after, how = _run(target, rel, steps, current, strict, notes, transformed)
         if after != current:
-            edits.append(FileEdit(rel, current, after, tuple(wanted), _method(steps)))
+            edits.append(FileEdit(rel, current, after, tuple(wanted), how))
     return edits
-
-
-def _method(steps: list[Step]) -> str:
-    return PINNED_DIFF if all(s.pinned is not None for s in steps) else TRANSFORM
 
 
 def _bytes(contents: dict[str, bytes | None], rel: str) -> bytes:
@@ -164,7 +156,7 @@ def _run(
     strict: bool,
     notes: list[str],
     transformed: set[str],
-) -> bytes:
+) -> tuple[bytes, str]:
     """Run ``steps`` over ``start``: pinned diffs when the hashes chain, else the transforms."""
     if pinned_end(steps, file_hash(start)) is not None:
         text = start.decode("utf-8")
@@ -176,7 +168,7 @@ def _run(
                     f"{step.pin.where} produced bytes for {rel} that its manifest does not list; "
                     "the manifest does not match its diff"
                 )
-        return text.encode("utf-8")
+        return text.encode("utf-8"), PINNED_DIFF
     stranger = next((s for s in steps if s.transform is None), None)
     if stranger is not None:
         raise PatchFolderError(_no_chain_message(target, rel, steps, start, stranger))
@@ -198,7 +190,7 @@ def _run(
             why = "is not pinned" if step.pin is None else "differs from the pinned manifest"
             notes.append(f"{step.patch}: vLLM {target.version} {why}; used the libcst transform")
         text = step.transform.rewrite(text).source
-    return text.encode("utf-8")
+    return text.encode("utf-8"), TRANSFORM
 
 
 def _no_chain_message(target: Target, rel: str, steps: list[Step], start: bytes, step: Step) -> str:
