@@ -282,6 +282,47 @@ def revert(opts: Options, force: bool) -> None:
         _echo(f"{rel} was already pristine")
 
 
+@main.command()
+@click.argument("name")
+@click.argument("paths", nargs=-1)
+@click.option(
+    "--releases", metavar="SPEC", help='PEP 440 specifier for patch.toml (default "==VERSION").'
+)
+@click.option("--summary", metavar="TEXT", help="One line for patch.toml and `list`.")
+@click.pass_obj
+def capture(
+    opts: Options, name: str, paths: tuple[str, ...], releases: str | None, summary: str | None
+) -> None:
+    """Turn your edits of the installed vLLM into patch NAME in your patches folder.
+
+    Compares every file vLLM installed (or only PATHS) with what the patches below NAME produce,
+    writes NAME/vllm-VERSION/ (diff and manifest) and records NAME as applied.
+    """
+    from .capture import capture as run_capture
+
+    if releases is not None:
+        from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+        try:
+            SpecifierSet(releases)
+        except InvalidSpecifier:
+            raise BadSetting(
+                f'--releases {releases!r} is not a PEP 440 specifier (e.g. ">=0.11.1")'
+            ) from None
+    folder = opts.first_user_folder("capture")
+    folder.mkdir(parents=True, exist_ok=True)
+    target = opts.target()
+    result = run_capture(target, opts.catalogue(), folder, name, paths, releases, summary)
+    if opts.as_json:
+        _emit_json(result.to_dict())
+        return
+    verb = "replaced" if result.replaced else "wrote"
+    _echo(f"{verb} {result.folder / ('vllm-' + result.version)} ({', '.join(result.files)})")
+    _echo(
+        f"{name} is recorded as applied on vLLM {result.version}; `vllm-patcher revert` takes it out"
+    )
+
+
 @main.command("list")
 @click.pass_obj
 def list_(opts: Options) -> None:

@@ -111,3 +111,10 @@ class PatchUnavailable(PatcherError):
     """A patch asked for by name has no diff for the installed release (port it first)."""
 
     exit_code = 14
+
+
+class CaptureRefused(PatcherError):
+    """capture found nothing to capture, or a change it cannot turn into a patch (a new, deleted
+    or binary file, or an edit that cannot be told apart from an applied patch)."""
+
+    exit_code = 15
