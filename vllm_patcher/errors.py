@@ -94,6 +94,16 @@ class ClusterError(PatcherError):
     exit_code = 12
 
 
+class DiffShapeError(PatcherError):
+    """Exit code 14: a diff to import or port does not parse, or asks for more than editing text.
+
+    A patch may only edit existing text files under ``vllm/``: a diff that adds, deletes, renames,
+    copies or changes the mode of a file there, or carries a binary change, is refused whole.
+    """
+
+    exit_code = 14
+
+
 class FileSystemError(PatcherError):
     """An operating-system error we did not foresee more precisely (mapped by fileops)."""
 
