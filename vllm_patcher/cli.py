@@ -14,7 +14,14 @@ import click
 from . import catalog, fileops
 from . import status as status_mod
 from . import target as target_mod
-from .errors import EXIT_CHECK_FAILED, EXIT_INTERRUPTED, BadSetting, FileSystemError, PatcherError
+from .errors import (
+    EXIT_CHECK_FAILED,
+    EXIT_INTERRUPTED,
+    BadSetting,
+    FileSystemError,
+    PatcherError,
+    PortConflict,
+)
 from .patchset import Catalogue, load_catalogue, user_folders
 
 
@@ -321,6 +328,59 @@ def capture(
     _echo(
         f"{name} is recorded as applied on vLLM {result.version}; `vllm-patcher revert` takes it out"
     )
+
+
+@main.command()
+@click.argument("name")
+@click.option(
+    "--to", "versions", multiple=True, metavar="VERSION", help="A release to port to (repeatable)."
+)
+@click.option(
+    "--all", "all_releases", is_flag=True, help="Every release its specifier covers below fixed_in."
+)
+@click.option(
+    "--continue",
+    "resume",
+    is_flag=True,
+    help="Turn resolved conflict files into the release's diff.",
+)
+@click.pass_obj
+def port(
+    opts: Options, name: str, versions: tuple[str, ...], all_releases: bool, resume: bool
+) -> None:
+    """Carry patch NAME to other vLLM releases by a three-way merge per file.
+
+    Writes NAME/vllm-VERSION/ for every release that merges cleanly; a conflict leaves the merged
+    files with markers under NAME/conflicts/vllm-VERSION/ for `--continue`. Never touches vLLM.
+    """
+    from . import porting
+
+    if bool(versions) == all_releases:
+        raise click.UsageError("give --to VERSION (repeatable) or --all, not both and not neither")
+    if resume and all_releases:
+        raise click.UsageError("--continue works on the releases named with --to")
+    catalogue = opts.catalogue()
+    patch = catalogue.get(name)
+    if patch is None:
+        raise BadSetting(f"no patch named {name!r}; known: {', '.join(catalogue.names)}")
+    targets = list(versions) if versions else porting.all_releases(patch)
+    result = porting.port(catalogue, name, targets, resume=resume)
+    if opts.as_json:
+        _emit_json(result.to_dict())
+    else:
+        for r in result.releases:
+            extra = f" ({', '.join(r.files)})" if r.files else ""
+            where = f" -> {r.folder}" if r.folder else ""
+            _echo(f"  vllm {r.version:<10} {r.outcome}{extra}{where}")
+        for note in result.notes:
+            _echo(f"note: {note}")
+        if not result.ok:
+            _echo(
+                f"resolve the markers in {patch.folder / 'conflicts'}, then run "
+                f"`vllm-patcher port {name} --to VERSION --continue`"
+            )
+    if not result.ok:
+        sys.exit(PortConflict.exit_code)
 
 
 @main.command("list")

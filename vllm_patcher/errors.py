@@ -101,7 +101,7 @@ class DiffShapeError(PatcherError):
     copies or changes the mode of a file there, or carries a binary change, is refused whole.
     """
 
-    exit_code = 14
+    exit_code = 16
 
 
 class FileSystemError(PatcherError):
@@ -128,3 +128,10 @@ class CaptureRefused(PatcherError):
     or binary file, or an edit that cannot be told apart from an applied patch)."""
 
     exit_code = 15
+
+
+class PortConflict(PatcherError):
+    """port or import left conflicts to resolve by hand (or refused to continue while conflict
+    markers remain); the releases that merged cleanly were written."""
+
+    exit_code = 17

@@ -137,6 +137,20 @@ def _fetch_locked(
     return tree
 
 
+def available_versions() -> list[str]:
+    """Every vLLM release on the package index, as pip sees it."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "index", "versions", "vllm"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    for line in proc.stdout.splitlines():
+        if line.startswith("Available versions:"):
+            return [v.strip() for v in line.split(":", 1)[1].split(",") if v.strip()]
+    raise FetchError("could not ask the package index for vLLM's releases")
+
+
 def latest_version() -> str:
     """The newest vLLM release on the package index, as pip sees it."""
     proc = subprocess.run(
