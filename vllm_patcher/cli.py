@@ -356,9 +356,9 @@ def port(
     from . import porting
 
     if bool(versions) == all_releases:
-        raise click.UsageError("give --to VERSION (repeatable) or --all, not both and not neither")
+        raise BadSetting("port needs --to VERSION (repeatable) or --all, not both and not neither")
     if resume and all_releases:
-        raise click.UsageError("--continue works on the releases named with --to")
+        raise BadSetting("--continue works on the releases named with --to, not --all")
     catalogue = opts.catalogue()
     patch = catalogue.get(name)
     if patch is None:
