@@ -134,8 +134,9 @@ def reset(site: Path) -> None:
 
 def apply_locally(site: Path) -> None:
     from vllm_patcher import target, txn
+    from vllm_patcher.patchset import load_catalogue
 
-    txn.apply(target.locate_in_directory(str(site)))
+    txn.apply(target.locate_in_directory(str(site)), load_catalogue())
 
 
 @pytest.fixture(scope="module")

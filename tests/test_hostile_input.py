@@ -16,7 +16,14 @@ from vllm_patcher import fileops, journal, sources, txn
 from vllm_patcher.errors import NotWritable
 from vllm_patcher.target import locate_in_directory
 
-from .conftest import assert_refused, copy_builtins, run_cli, snapshot, touched_match_record
+from .conftest import (
+    CATALOGUE,
+    assert_refused,
+    copy_builtins,
+    run_cli,
+    snapshot,
+    touched_match_record,
+)
 
 SPEC = "vllm/config/speculative.py"
 DEEPSEEK = "vllm/model_executor/models/deepseek_v2.py"
@@ -127,7 +134,7 @@ def test_failure_midway_through_the_write_phase_rolls_back(tree_copy, monkeypatc
 
     monkeypatch.setattr(fileops, "atomic_write", failing)
     with pytest.raises(NotWritable):
-        txn.apply(locate_in_directory(str(site)))
+        txn.apply(locate_in_directory(str(site)), CATALOGUE)
     assert len(writes) >= 3
     assert all(touched_match_record(site).values()), (
         "files written before the failure stayed patched"
@@ -193,7 +200,7 @@ def test_an_interrupt_right_after_a_replace_still_rolls_everything_back(
 
     monkeypatch.setattr(fileops, "fsync_dir", interrupted)
     with pytest.raises(KeyboardInterrupt):
-        txn.apply(locate_in_directory(str(site)))
+        txn.apply(locate_in_directory(str(site)), CATALOGUE)
     monkeypatch.setattr(fileops, "fsync_dir", real)
     assert all(touched_match_record(site).values())
     assert not (site / ".vllm-patcher" / "state.json").exists()
@@ -211,7 +218,7 @@ def test_a_failed_final_journal_write_rolls_back_the_files(tree_copy, monkeypatc
 
     monkeypatch.setattr(journal, "save", full_disk)
     with pytest.raises(NotWritable):
-        txn.apply(locate_in_directory(str(site)))
+        txn.apply(locate_in_directory(str(site)), CATALOGUE)
     assert all(touched_match_record(site).values())
     assert_no_record(site)
 

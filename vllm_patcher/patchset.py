@@ -167,7 +167,17 @@ class Catalogue:
         return not self.selected or name in self.selected
 
     def all_paths(self) -> list[str]:
+        """Every file any patch touches in any release (reads every manifest: not for status)."""
         return sorted({rel for p in self.patches for rel in p.all_paths()})
+
+    def paths_for(self, version: str) -> list[str]:
+        """The files the patches may touch on ``version``: its pins' and the codemods' files."""
+        paths = {c.path for p in self.patches for c in p.transforms}
+        for p in self.patches:
+            pin = p.pin(version)
+            if pin is not None:
+                paths.update(pin.files)
+        return sorted(paths)
 
     def user_folders(self) -> list[Path]:
         return list(dict.fromkeys(Path(p.origin) for p in self.patches if not p.builtin))
@@ -506,9 +516,9 @@ def layout(
     return Layout(version, catalogue, verdicts, steps)
 
 
-def builtin_paths() -> list[str]:
-    """Every file a built-in patch names, in any release."""
-    return load_catalogue().all_paths()
+def builtin_paths(version: str) -> list[str]:
+    """The files a built-in patch may touch on ``version``."""
+    return load_catalogue().paths_for(version)
 
 
 def pinned_reference(

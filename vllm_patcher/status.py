@@ -403,7 +403,7 @@ def _hash_upstream_files(target: Target, catalogue: Catalogue) -> dict[str, str 
     """On a release with everything upstream, the fingerprint covers every file a patch names."""
     hashes: dict[str, str | None] = {}
     contents: dict[str, bytes | None] = {}
-    for rel in catalogue.all_paths():
+    for rel in catalogue.paths_for(target.version):
         if rel in target.record:
             data = read_once(target, rel, contents)
             hashes[rel] = file_hash(data) if data is not None else None

@@ -311,7 +311,9 @@ def _by_record(
             record[rel] = entry.hash.value
     from .patchset import builtin_paths  # the built-ins name the files whose hashes we rely on
 
-    unhashed = [rel for rel in builtin_paths() if rel not in record and (site / rel).is_file()]
+    unhashed = [
+        rel for rel in builtin_paths(version) if rel not in record and (site / rel).is_file()
+    ]
     if unhashed:
         raise TargetNotFound(
             f"vLLM {version} at {site} has no sha256 for {unhashed[0]} in its RECORD, and its "
@@ -364,7 +366,7 @@ def _by_pin(
         # Nothing to patch: status says upstream and verify still checks the real files.
         record = {
             rel: file_hash((root / rel).read_bytes())
-            for rel in builtin_paths()
+            for rel in builtin_paths(version)
             if (root / rel).is_file()
         }
         reference = f"none needed (vLLM {version} has the changes upstream)"

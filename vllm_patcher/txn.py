@@ -244,7 +244,7 @@ def apply(
                 status=status_mod.read_status(target, catalogue),
                 notes=[f"vLLM {target.version} already has every change"],
             )
-    rels = catalogue.all_paths()
+    rels = catalogue.paths_for(target.version)
     for rel in rels:
         if rel in target.record:
             _check_inside_package(target, rel)

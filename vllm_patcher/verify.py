@@ -124,7 +124,9 @@ def verify(
 ) -> VerifyReport:
     report = VerifyReport(target.version, str(target.site_packages))
     lay = layout(catalogue, target.version, target.record)
-    rels = [r for r in catalogue.all_paths() if r in target.record and r.endswith(".py")]
+    rels = [
+        r for r in catalogue.paths_for(target.version) if r in target.record and r.endswith(".py")
+    ]
 
     if on_tier:
         on_tier("compile")
