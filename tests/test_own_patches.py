@@ -246,3 +246,60 @@ def test_a_patch_at_its_fixed_in_release_is_upstream(tree_copy, tmp_path: Path) 
     )
     assert any("not-yet" in n and "port" in n for n in out["notes"])
     assert record_of(site)  # the tree is still a valid install
+
+
+MINIMAX = "vllm/model_executor/models/minimax_m2.py"
+
+
+def _upstream_diff(tmp_path: Path) -> Path:
+    """A real upstream change: MiniMax-M2's file from vLLM 0.19.1 to 0.20.0 (where upstream added
+    EAGLE-3), in `git diff` shape, plus a test file an upstream PR would carry."""
+    import difflib
+
+    old = (sources.fetch_release("0.19.1", [MINIMAX]) / MINIMAX).read_text()
+    new = (sources.fetch_release("0.20.0", [MINIMAX]) / MINIMAX).read_text()
+    body = "".join(
+        difflib.unified_diff(
+            old.splitlines(True), new.splitlines(True), f"a/{MINIMAX}", f"b/{MINIMAX}"
+        )
+    )
+    extra = (
+        "diff --git a/tests/models/test_minimax.py b/tests/models/test_minimax.py\n"
+        "--- a/tests/models/test_minimax.py\n+++ b/tests/models/test_minimax.py\n"
+        "@@ -1 +1,2 @@\n import pytest\n+import torch\n"
+    )
+    path = tmp_path / "upstream.diff"
+    path.write_text(f"diff --git a/{MINIMAX} b/{MINIMAX}\n{body}{extra}")
+    return path
+
+
+def test_import_fits_an_upstream_diff_leaves_rejects_and_continues(
+    tree_copy, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    site = tmp_path / "site"
+    shutil.copytree(sources.fetch_release("0.15.1", [MINIMAX]), site)
+    before = snapshot(site)
+    mine = tmp_path / "mine"
+    args = ("--target", str(site), "--patches", str(mine), "import", "mm-eagle")
+    proc = run_cli(*args, "--diff", str(_upstream_diff(tmp_path)))
+    assert proc.returncode == 17, proc.stderr
+    assert "dropped (outside vllm/)" in proc.stdout and "rejected" in proc.stdout
+    pending = mine / "mm-eagle" / "conflicts" / "vllm-0.15.1" / MINIMAX
+    assert "<<<<<<< vllm 0.15.1" in pending.read_text()
+    assert pending.with_name(pending.name + ".rej").read_text().startswith("--- a/")
+    assert not (mine / "mm-eagle" / "vllm-0.15.1").exists()
+    assert_refused(run_cli(*args, "--continue"), 17, "conflict markers")
+    # resolve by keeping the installed side of every rejected hunk
+    pending.write_text(
+        re.sub(
+            r"<<<<<<< [^\n]*\n(.*?)=======\n.*?>>>>>>> [^\n]*\n",
+            lambda m: m.group(1),
+            pending.read_text(),
+            flags=re.S,
+        )
+    )
+    run_cli(*args, "--continue", check=True)
+    diff = (mine / "mm-eagle" / "vllm-0.15.1" / "patch.diff").read_text()
+    assert "+from .interfaces import EagleModelMixin" in diff  # a hunk that fitted
+    assert snapshot(site) == before  # import never writes site-packages
+    assert_refused(run_cli(*args, "--diff", str(tmp_path / "missing.diff")), 2, "cannot read")

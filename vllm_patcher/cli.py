@@ -307,15 +307,7 @@ def capture(
     """
     from .capture import capture as run_capture
 
-    if releases is not None:
-        from packaging.specifiers import InvalidSpecifier, SpecifierSet
-
-        try:
-            SpecifierSet(releases)
-        except InvalidSpecifier:
-            raise BadSetting(
-                f'--releases {releases!r} is not a PEP 440 specifier (e.g. ">=0.11.1")'
-            ) from None
+    _check_releases(releases)
     folder = opts.first_user_folder("capture")
     folder.mkdir(parents=True, exist_ok=True)
     target = opts.target()
@@ -381,6 +373,87 @@ def port(
             )
     if not result.ok:
         sys.exit(PortConflict.exit_code)
+
+
+@main.command("import")
+@click.argument("name")
+@click.option(
+    "--diff",
+    "diff_file",
+    metavar="FILE",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="A unified diff with a/vllm/... paths (a PR's .diff, a git diff).",
+)
+@click.option(
+    "--continue", "resume", is_flag=True, help="Finish after fixing the conflict-marked files."
+)
+@click.option(
+    "--releases", metavar="SPEC", help='PEP 440 specifier for patch.toml (default "==VERSION").'
+)
+@click.option("--summary", metavar="TEXT", help="One line for patch.toml and `list`.")
+@click.pass_obj
+def import_(
+    opts: Options,
+    name: str,
+    diff_file: Path | None,
+    resume: bool,
+    releases: str | None,
+    summary: str | None,
+) -> None:
+    """Start patch NAME from an upstream diff, fitted to the installed release's pristine files.
+
+    Writes NAME/vllm-VERSION/ into your patches folder (never into vLLM: `apply` does that).
+    Hunks that do not fit leave a .rej and a conflict-marked copy for `--continue`.
+    """
+    from . import importing
+
+    if bool(diff_file) == resume:
+        raise BadSetting("import needs --diff FILE, or --continue after fixing the conflicts")
+    _check_releases(releases)
+    folder = opts.first_user_folder("import")
+    folder.mkdir(parents=True, exist_ok=True)
+    target = opts.target()
+    catalogue = opts.catalogue()
+    if resume:
+        result = importing.continue_import(target, catalogue, folder, name)
+    else:
+        assert diff_file is not None
+        try:
+            text = diff_file.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise BadSetting(f"cannot read {diff_file}: {exc}") from None
+        result = importing.import_diff(
+            target, catalogue, folder, name, text, diff_file.name, releases, summary
+        )
+    if opts.as_json:
+        _emit_json(result.to_dict())
+    else:
+        for rel, how in result.files.items():
+            _echo(f"  {rel:<50} {how}")
+        for rel in result.dropped:
+            _echo(f"  {rel:<50} dropped (outside vllm/)")
+        for note in result.notes:
+            _echo(f"note: {note}")
+        if result.written:
+            _echo(
+                f"wrote {result.folder / ('vllm-' + result.version)}; "
+                f"`vllm-patcher apply {name}` patches vLLM with it"
+            )
+    if not result.written:
+        sys.exit(PortConflict.exit_code)
+
+
+def _check_releases(releases: str | None) -> None:
+    if releases is None:
+        return
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+    try:
+        SpecifierSet(releases)
+    except InvalidSpecifier:
+        raise BadSetting(
+            f'--releases {releases!r} is not a PEP 440 specifier (e.g. ">=0.11.1")'
+        ) from None
 
 
 @main.command("list")
