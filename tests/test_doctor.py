@@ -34,6 +34,9 @@ LAYERS = 61
 DEEPSEEK_VOCAB = 129280
 KIMI_VOCAB = 163840
 DRAFT_VOCAB = 32000
+MINIMAX_HIDDEN = 3072
+MINIMAX_LAYERS = 62
+MINIMAX_VOCAB = 200064
 KEY = "eagle_aux_hidden_state_layer_ids"
 DTYPE_BYTES = {"BF16": 2, "I64": 8, "BOOL": 1, "F32": 4}
 
@@ -97,6 +100,23 @@ def kimi_target(root: Path) -> Path:
         },
     )
     return root / "Kimi-K2.5"
+
+
+def minimax_target(root: Path) -> Path:
+    """MiniMax-M2's config.json as the checkpoint ships it: flat, its config class via auto_map."""
+    write_json(
+        root / "MiniMax-M2" / "config.json",
+        {
+            "architectures": ["MiniMaxM2ForCausalLM"],
+            "model_type": "minimax_m2",
+            "auto_map": {"AutoConfig": "configuration_minimax_m2.MiniMaxM2Config"},
+            "hidden_size": MINIMAX_HIDDEN,
+            "num_hidden_layers": MINIMAX_LAYERS,
+            "vocab_size": MINIMAX_VOCAB,
+            "num_local_experts": 256,
+        },
+    )
+    return root / "MiniMax-M2"
 
 
 def drafter_weights(
@@ -812,3 +832,74 @@ def test_a_kimi_k25_target_needs_a_release_that_has_its_model(
     else:
         (problem,) = target_problems
         assert "arrived in vLLM 0.15.0" in problem.message and problem.fix
+
+
+# --- MiniMax-M2 targets -----------------------------------------------------------------------------
+
+
+def minimax_drafter(root: Path, **overrides: Any) -> Path:
+    return specforge_drafter(
+        root,
+        vocab=MINIMAX_VOCAB,
+        hidden_size=MINIMAX_HIDDEN,
+        weights=drafter_weights(fc_in=3 * MINIMAX_HIDDEN),
+        **overrides,
+    )
+
+
+def test_a_minimax_m2_target_is_known_and_gets_the_default_aux_layers(tmp_path: Path) -> None:
+    report = check(minimax_target(tmp_path), minimax_drafter(tmp_path), "0.15.1")
+    assert report.ok and not report.warnings, report.findings
+    assert by_check(report, "target") == [
+        ("ok", "minimax_m2 target: 62 layers, hidden size 3072, vocab 200064")
+    ]
+    assert report.aux.vllm_ids == (2, 31, 59) and report.aux.source == "default"
+    assert by_check(report, "hidden-size") == [
+        ("ok", "drafter hidden_size 3072 = target hidden size")
+    ]
+
+
+def test_a_drafter_for_deepseek_does_not_fit_a_minimax_m2_target(tmp_path: Path) -> None:
+    drafter = specforge_drafter(tmp_path, vocab=DEEPSEEK_VOCAB, weights=drafter_weights())
+    report = check(minimax_target(tmp_path), drafter, "0.15.1")
+    assert {f.check for f in report.problems} == {"hidden-size", "fc-weight", "vocab"}
+
+
+@pytest.mark.parametrize(
+    ("version", "loads"), [("0.11.0", False), ("0.11.1", True), ("0.19.1", True)]
+)
+def test_a_minimax_m2_target_needs_a_release_that_has_its_model(
+    tmp_path: Path, version: str, loads: bool
+) -> None:
+    report = check(minimax_target(tmp_path), minimax_drafter(tmp_path), version)
+    target_problems = [f for f in report.problems if f.check == "target"]
+    if loads:
+        assert report.ok, report.findings
+    else:
+        (problem,) = target_problems
+        assert "cannot load a MiniMax-M2 target" in problem.message
+        assert "arrived in vLLM 0.11.1" in problem.message
+        assert problem.fix and problem.fix.startswith("serve it with vLLM 0.11.1 or newer")
+
+
+def test_minimax_m2_on_a_release_before_0_11_0_names_its_own_range(tmp_path: Path) -> None:
+    code, data = doctor_json(
+        "--model", str(minimax_target(tmp_path)), "--drafter", str(minimax_drafter(tmp_path)),
+        "--vllm-version", "0.10.2",
+    )  # fmt: skip
+    assert code == 1 and data["problems"] == 2
+    release, target = [f for f in data["findings"] if f["level"] == PROBLEM]
+    assert release["check"] == "vllm-release" and target["check"] == "target"
+    assert "on a MiniMax-M2 target" in release["message"]
+    assert "0.11.1 to 0.19.x for MiniMax-M2" in release["message"]
+    assert release["fix"].startswith("upgrade vLLM to 0.11.1 or newer (0.20.0 and newer need no")
+
+
+def test_an_unknown_target_family_is_a_warning_naming_both_families(tmp_path: Path) -> None:
+    target = write_json(
+        tmp_path / "gpt" / "config.json",
+        {"model_type": "gpt2", "hidden_size": HIDDEN, "num_hidden_layers": 12, "vocab_size": 1024},
+    ).parent
+    drafter = specforge_drafter(tmp_path, vocab=1024, weights=drafter_weights())
+    ((level, message),) = by_check(check(target, drafter, "0.15.1"), "target")
+    assert level == WARNING and "deepseek_v3" in message and "minimax_m2" in message

@@ -1,4 +1,6 @@
-"""doctor: check an EAGLE-3 drafter against its DeepSeek-V3-family target before a long model load.
+"""doctor: check an EAGLE-3 drafter against its target before a long model load.
+
+Targets: the DeepSeek-V3 family (DeepSeek-V3/V3.1/V3.2, Kimi-K2/K2.5) and MiniMax-M2.
 
 Everything here is read from the two ``config.json`` files and the drafter's safetensors headers
 (JSON, so no torch). The aux-layer rules follow what each vLLM release really reads from the
@@ -31,12 +33,17 @@ AUX_KEY = "eagle_aux_hidden_state_layer_ids"
 NESTED_KEY = f"eagle_config.{AUX_KEY}"
 EAGLE3_ARCHITECTURES = ("LlamaForCausalLMEagle3", "Eagle3LlamaForCausalLM")
 DEEPSEEK_V3_FAMILY = ("deepseek_v2", "deepseek_v3", "deepseek_v32", "kimi_k2", "kimi_k25")
+MINIMAX_M2 = "minimax_m2"
 
 # 0.11.0 always asks the model for its default; 0.11.1 added the top-level key; 0.22.0 also
 # falls back to the nested key SpecForge writes, without shifting it.
 READS_TOP_LEVEL_FROM = Version("0.11.1")
 READS_NESTED_FROM = Version("0.22.0")
 KIMI_K25_FROM = Version("0.15.0")
+# minimax_m2.py ships from 0.11.1; upstream EAGLE-3 support for it (allow-list entry and
+# SupportsEagle3 with the aux capture) is complete from 0.20.0.
+MINIMAX_M2_FROM = Version("0.11.1")
+MINIMAX_M2_UPSTREAM = Version("0.20.0")
 
 # safetensors refuses headers above 100 MB; a bigger length means a corrupt or foreign file.
 MAX_HEADER_BYTES = 100_000_000
@@ -334,7 +341,11 @@ def reads_nested_key(version: str) -> bool:
 
 
 def default_aux_layers(num_layers: int) -> tuple[int, ...]:
-    """What a DeepSeek-V3-family model answers to get_eagle3_aux_hidden_state_layers()."""
+    """vLLM's default aux layers for a target of ``num_layers`` decoder layers.
+
+    What a DeepSeek-V3-family model answers to get_eagle3_aux_hidden_state_layers(), and what
+    vLLM's SupportsEagle3 default (0.18.0 and later) answers for MiniMax-M2: the same formula.
+    """
     return (2, num_layers // 2, num_layers - 3)
 
 
@@ -532,13 +543,21 @@ def check_aux_layers(
     return plan, findings
 
 
+def _is_deepseek_v3(target: TargetModel) -> bool:
+    return target.text_model_type in DEEPSEEK_V3_FAMILY or target.model_type in DEEPSEEK_V3_FAMILY
+
+
+def _is_minimax_m2(target: TargetModel) -> bool:
+    return MINIMAX_M2 in (target.model_type, target.text_model_type)
+
+
 def check_drafter(drafter: DrafterModel, target: TargetModel) -> list[Finding]:
     """Architecture, hidden size, vocabulary and weight names: everything but the aux layers."""
     config, tensors, cfg = drafter.config, drafter.tensors, drafter.config_path
     has_weights = bool(drafter.weight_files)
     findings: list[Finding] = []
 
-    if target.text_model_type in DEEPSEEK_V3_FAMILY or target.model_type in DEEPSEEK_V3_FAMILY:
+    if _is_deepseek_v3(target) or _is_minimax_m2(target):
         findings.append(
             Finding(
                 "target",
@@ -552,8 +571,9 @@ def check_drafter(drafter: DrafterModel, target: TargetModel) -> list[Finding]:
             Finding(
                 "target",
                 WARNING,
-                f"target model_type {target.model_type!r} is not a DeepSeek-V3-family type "
-                f"({', '.join(DEEPSEEK_V3_FAMILY)}); the aux-layer default assumed here is theirs",
+                f"target model_type {target.model_type!r} is neither a DeepSeek-V3-family type "
+                f"({', '.join(DEEPSEEK_V3_FAMILY)}) nor {MINIMAX_M2}; the aux-layer default "
+                "assumed here is theirs",
             )
         )
 
@@ -734,19 +754,37 @@ def check(model_dir: str | Path, drafter_dir: str | Path, vllm_version: str) -> 
                 "serve it with vLLM 0.15.0 or newer (make pre-deploy VLLM_VERSION=0.15.1)",
             ),
         )
+    if _is_minimax_m2(target) and release < MINIMAX_M2_FROM:
+        findings.insert(
+            0,
+            Finding(
+                "target",
+                PROBLEM,
+                f"vLLM {vllm_version} cannot load a MiniMax-M2 target: its model (minimax_m2.py) "
+                f"arrived in vLLM {MINIMAX_M2_FROM}",
+                f"serve it with vLLM {MINIMAX_M2_FROM} or newer (vllm-patcher adds EAGLE-3 support "
+                f"before {MINIMAX_M2_UPSTREAM}; {MINIMAX_M2_UPSTREAM} and newer have it)",
+            ),
+        )
     if release < FIRST_PATCHABLE:
-        findings.insert(0, _unpatchable_release(vllm_version))
+        findings.insert(0, _unpatchable_release(vllm_version, target))
     return DoctorReport(vllm_version, target, drafter, plan, findings)
 
 
-def _unpatchable_release(vllm_version: str) -> Finding:
+def _unpatchable_release(vllm_version: str, target: TargetModel) -> Finding:
     # apply refuses these releases (exit 4), so no drafter can pass here, whatever its config.
+    if _is_minimax_m2(target):
+        family, first, upstream = "MiniMax-M2", MINIMAX_M2_FROM, MINIMAX_M2_UPSTREAM
+        patches = f"{MINIMAX_M2_FROM} to 0.19.x for MiniMax-M2"
+    else:
+        family, first, upstream = "DeepSeek-V3-family", FIRST_PATCHABLE, Version("0.18.0")
+        patches = SUPPORTED_RANGE
     return Finding(
         "vllm-release",
         PROBLEM,
         f"vLLM {vllm_version} is older than {FIRST_PATCHABLE}: it refuses an EAGLE-3 drafter on a "
-        f"DeepSeek-V3-family target, and vllm-patcher cannot patch it: it patches {SUPPORTED_RANGE}",
-        f"upgrade vLLM to {FIRST_PATCHABLE} or newer (0.18.0 and newer need no patch), e.g. "
+        f"{family} target, and vllm-patcher cannot patch it: it patches {patches}",
+        f"upgrade vLLM to {first} or newer ({upstream} and newer need no patch), e.g. "
         "make pre-deploy VLLM_VERSION=0.15.1, then run doctor again",
     )
 
