@@ -22,6 +22,7 @@ REPO = Path(__file__).resolve().parent.parent
 CATALOGUE = load_catalogue()  # the built-ins, read from their folders like the tool does
 # Every release a built-in has a pinned diff for, and those the codemods pinned.
 PINNED = tuple(pinned_versions(CATALOGUE))
+CODEMODS = Catalogue(tuple(p for p in CATALOGUE.patches if p.transforms))
 CODEMOD_PINNED = tuple(
     pinned_versions(Catalogue(tuple(p for p in CATALOGUE.patches if p.transforms)))
 )
@@ -123,11 +124,11 @@ def version_of(site: Path) -> str:
     raise AssertionError(f"no vllm dist-info in {site}")
 
 
-def touched_match_record(site: Path) -> dict[str, bool]:
+def touched_match_record(site: Path, catalogue: Catalogue = CATALOGUE) -> dict[str, bool]:
     record = record_of(site)
     return {
         rel: file_hash((site / rel).read_bytes()) == record[rel]
-        for rel in touched_files(record, version_of(site))
+        for rel in touched_files(record, version_of(site), catalogue)
     }
 
 

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from vllm_patcher import diffmerge as dm
 from vllm_patcher import errors, pinned, sources
 from vllm_patcher.errors import DiffShapeError
+from vllm_patcher.patchset import load_catalogue
 from vllm_patcher.target import file_hash
 
 REPO = Path(__file__).resolve().parent.parent
@@ -37,15 +38,30 @@ def pristine(version: str, rel: str) -> str:
     return path.read_text(encoding="utf-8")
 
 
+CODEMOD_PATCHES = [p for p in load_catalogue().patches if p.transforms]
+
+
 def manifest(version: str) -> dict[str, dict[str, str]]:
-    data = json.loads((REPO / f"patches/vllm-{version}/manifest.json").read_text("utf-8"))
-    return dict(data["files"])
+    """Before/after hashes of the codemod built-ins' files (each file has one of them)."""
+    out: dict[str, dict[str, str]] = {}
+    for patch in CODEMOD_PATCHES:
+        data = (
+            json.loads((patch.folder / f"vllm-{version}" / "manifest.json").read_text("utf-8"))
+            if version in patch.pinned_versions
+            else {"files": {}}
+        )
+        out.update(data["files"])
+    return out
+
+
+def _pinned_diff(name: str, version: str) -> Path:
+    return REPO / "patches" / name / f"vllm-{version}" / "patch.diff"
 
 
 def diffs_0151() -> dict[str, str]:
     """Every file diff pinned for 0.15.1, split out of its patch's multi-file diff."""
     out: dict[str, str] = {}
-    for diff in sorted((REPO / "patches/vllm-0.15.1").glob("*.diff")):
+    for diff in (_pinned_diff(p.name, "0.15.1") for p in CODEMOD_PATCHES):
         kept, dropped = dm.split_upstream_diff(diff.read_text("utf-8"))
         assert dropped == []
         out.update(kept)
@@ -100,7 +116,7 @@ def changed_lines(before: str, after: str) -> tuple[list[str], list[str]]:
 
 # The pinned 0.15.1 whitelist hunk, with the section header GitHub adds.
 WHITELIST_HUNK = (
-    (REPO / "patches/vllm-0.15.1/eagle3-whitelist.diff")
+    _pinned_diff("eagle3-whitelist", "0.15.1")
     .read_text("utf-8")
     .split("\n", 2)[2]
     .replace(" @@\n", " @@ class SpeculativeConfig:\n", 1)
@@ -255,7 +271,7 @@ def test_split_says_in_one_line_why_a_diff_does_not_parse(diff: str, words: str)
         dm.split_upstream_diff(diff)
     assert words in info.value.message
     assert "\n" not in info.value.message
-    assert info.value.exit_code == 14
+    assert info.value.exit_code == 16
 
 
 def test_diff_shape_error_has_an_exit_code_of_its_own() -> None:
@@ -266,7 +282,7 @@ def test_diff_shape_error_has_an_exit_code_of_its_own() -> None:
         and issubclass(cls, errors.PatcherError)
         and cls not in (DiffShapeError, errors.PatcherError)
     }
-    assert DiffShapeError.exit_code == 14
+    assert DiffShapeError.exit_code == 16
     assert DiffShapeError.exit_code not in others
     assert issubclass(DiffShapeError, errors.PatcherError)
 

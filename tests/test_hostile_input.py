@@ -250,7 +250,8 @@ def test_a_pre_release_of_0_18_is_checked_not_assumed(
     )
     info.rename(site / "vllm-0.18.0rc1.dist-info")
     st = json.loads(run_cli("--target", str(site), "--json", "status", check=True).stdout)
-    assert {p["state"] for p in st["patches"]} == {expected}
+    # the codemod built-ins decide by their transforms; eagle3-minimax-m2 has no diff for an rc
+    assert {p["state"] for p in st["patches"] if p["name"] in CODEMODS.names} == {expected}
 
 
 def test_a_deleted_patched_file_is_restored_by_revert(tree_copy) -> None:  # type: ignore[no-untyped-def]

@@ -14,6 +14,7 @@ from vllm_patcher.pin_generator import pin_release
 from .conftest import (
     CATALOGUE,
     CODEMOD_PINNED,
+    CODEMODS,
     KIMI_RELEASES,
     PINNED,
     UNPINNED,
@@ -35,13 +36,14 @@ def expected_states(version: str, path: str = "pinned-diff") -> dict[str, str]:
     for p in CATALOGUE.patches:
         if path == "transform" and not p.transforms:
             continue  # the unpinned copy holds only the patches that have a codemod
-        if p.transforms:
-            kimi_only = p.name == "kimi-k25-image-token"
-            states[p.name] = (
-                "applied" if version in KIMI_RELEASES or not kimi_only else "not-applicable"
-            )
+        if p.is_upstream(version):
+            states[p.name] = "upstream"
         elif not p.covers(version):
             states[p.name] = "not-applicable"
+        elif p.transforms:
+            kimi_only = p.name == "kimi-k25-image-token"
+            applies = version in KIMI_RELEASES or not kimi_only
+            states[p.name] = "applied" if applies else "not-applicable"
         else:
             states[p.name] = "applied" if path == "pinned-diff" else "unported"
     return states
@@ -65,15 +67,19 @@ def test_pinned_diffs_equal_what_the_transforms_produce_today(tmp_path: Path, ve
     assert pin_release(version, CATALOGUE, tmp_path).outcome == "unchanged"
 
 
-@pytest.mark.parametrize("version", PINNED)
-@pytest.mark.parametrize("path", ["pinned-diff", "transform"])
+@pytest.mark.parametrize(
+    ("version", "path"),
+    [(v, "pinned-diff") for v in PINNED] + [(v, "transform") for v in CODEMOD_PINNED],
+)
 def test_apply_status_revert_round_trip(tree_copy, version: str, path: str) -> None:  # type: ignore[no-untyped-def]
     site = tree_copy(version)
     env = EMPTY_PINS if path == "transform" else None
     pristine = snapshot(site)
 
     before = status_json(site, env)
-    applicable = {p["name"] for p in before["patches"] if p["state"] != "not-applicable"}
+    applicable = {
+        p["name"] for p in before["patches"] if p["state"] not in ("not-applicable", "upstream")
+    }
     assert all(p["state"] == "pending" for p in before["patches"] if p["name"] in applicable)
     assert all(p["method"] == path for p in before["patches"] if p["name"] in applicable)
 
@@ -84,7 +90,9 @@ def test_apply_status_revert_round_trip(tree_copy, version: str, path: str) -> N
     assert applied["changed"], "apply changed nothing"
     for rel in applied["changed"]:
         compile((site / rel).read_bytes(), rel, "exec")
-    assert not any(touched_match_record(site).values())
+    assert not any(
+        touched_match_record(site, CODEMODS if path == "transform" else CATALOGUE).values()
+    )
 
     after = status_json(site, env)
     assert {p["name"]: p["state"] for p in after["patches"]} == expected_states(version, path)
@@ -108,7 +116,7 @@ def test_apply_status_revert_round_trip(tree_copy, version: str, path: str) -> N
     }
 
     run_cli("--target", str(site), "revert", env=env, check=True)
-    assert all(touched_match_record(site).values())
+    assert all(touched_match_record(site, CODEMODS if path == "transform" else CATALOGUE).values())
     leftover = {k: v for k, v in snapshot(site).items() if not k.startswith(".vllm-patcher/")}
     assert leftover == pristine, "revert did not restore every byte"
     assert not (site / ".vllm-patcher" / "state.json").exists()
@@ -130,7 +138,7 @@ def test_pinned_and_transform_paths_end_in_the_same_bytes(tree_copy, tmp_path: P
     assert status_json(other)["fingerprint"] != fingerprint
 
 
-@pytest.mark.parametrize("version", ["0.18.0", "latest"])
+@pytest.mark.parametrize("version", ["0.20.0", "latest"])  # 0.18-0.19 still get eagle3-minimax-m2
 def test_upstream_releases_are_left_alone(tmp_path: Path, version: str) -> None:
     if version == "latest":
         version = sources.latest_version()

@@ -124,11 +124,19 @@ def port(catalogue: Catalogue, name: str, versions: list[str], resume: bool = Fa
 
 
 def _nearest(pinned_versions: tuple[str, ...], version: str) -> str:
+    """The pinned release closest to ``version`` (same minor first), the older one on a tie:
+    neighbouring releases share the most code, so their merge has the fewest conflicts."""
     want = Version(version)
-    lower = [v for v in pinned_versions if Version(v) <= want]
-    if lower:
-        return max(lower, key=Version)
-    return min(pinned_versions, key=Version)
+
+    def distance(v: str) -> tuple[int, int, int]:
+        have = Version(v)
+        return (
+            abs(have.major - want.major) * 1000 + abs(have.minor - want.minor),
+            abs(have.micro - want.micro),
+            int(have > want),
+        )
+
+    return min(pinned_versions, key=distance)
 
 
 def _port_one(
