@@ -18,6 +18,7 @@ from vllm_patcher.target import locate_in_directory
 
 from .conftest import (
     CATALOGUE,
+    CODEMODS,
     assert_refused,
     copy_builtins,
     run_cli,
