@@ -303,3 +303,50 @@ def test_import_fits_an_upstream_diff_leaves_rejects_and_continues(
     assert "+from .interfaces import EagleModelMixin" in diff  # a hunk that fitted
     assert snapshot(site) == before  # import never writes site-packages
     assert_refused(run_cli(*args, "--diff", str(tmp_path / "missing.diff")), 2, "cannot read")
+
+
+def test_the_pristine_cache_is_keyed_by_the_files_asked_for(tmp_path: Path) -> None:
+    """A tree cached for the DeepSeek/Kimi files never makes minimax_m2.py look absent."""
+    first = sources.fetch_release("0.15.1", [SPEC], cache=tmp_path)
+    assert (first / SPEC).is_file() and not (first / MINIMAX).exists()
+    again = sources.fetch_release("0.15.1", [SPEC, MINIMAX], cache=tmp_path)
+    assert again == first and (again / MINIMAX).is_file() and (again / SPEC).is_file()
+    assert not list((tmp_path / "wheels").glob("*.whl"))  # the wheel is not kept
+
+
+def test_a_built_wheel_of_the_tool_carries_every_patch_folder(tmp_path: Path) -> None:
+    """A non-editable install finds the built-ins: patch.toml, series, diffs, manifests, checks."""
+    import sys
+    import zipfile
+
+    repo = Path(__file__).resolve().parent.parent
+    # build from the committed files only (an in-tree build/ may hold stale modules)
+    files = subprocess.run(
+        ["git", "ls-files"], cwd=repo, capture_output=True, text=True, check=True
+    ).stdout.split()
+    src = tmp_path / "src"
+    for name in files:
+        (src / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(repo / name, src / name)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path / "wheel"), str(src)],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    (wheel,) = (tmp_path / "wheel").glob("vllm_patcher-*.whl")
+    with zipfile.ZipFile(wheel) as zf:
+        zf.extractall(tmp_path / "site")
+    probe = (
+        "import json, vllm_patcher.patchset as ps; c = ps.load_catalogue(); "
+        "print(json.dumps({'root': str(ps.builtin_root()), 'names': list(c.names), "
+        "'pins': {p.name: list(p.pinned_versions) for p in c.patches}, "
+        "'checks': {p.name: len(p.check_files()) for p in c.patches}}))"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, {str(tmp_path / 'site')!r}); {probe}"],
+        capture_output=True, text=True, check=True, cwd=tmp_path,
+    )  # fmt: skip
+    got = json.loads(proc.stdout)
+    assert got["root"].startswith(str(tmp_path / "site"))
+    assert got["names"] == list(CATALOGUE.names)
+    assert got["pins"] == {p.name: list(p.pinned_versions) for p in CATALOGUE.patches}
+    assert got["checks"]["eagle3-minimax-m2"] >= 1
