@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import csv
 import fcntl
 import hashlib
 import os
@@ -34,7 +35,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from vllm_patcher import sources
-from vllm_patcher.patchset import load_catalogue
+from vllm_patcher.patchset import PATCH_TOML, load_catalogue
+from vllm_patcher.pinned import write_pin
 
 REPO = Path(__file__).resolve().parent.parent
 VERSION = "0.15.1"
@@ -50,6 +52,20 @@ MODULES = (
     "vllm.model_executor.models.kimi_k25",
 )
 SEED_LOAD_SECONDS = 25 * 60
+# The user patch of the "built-ins + 1 user patch" figures: one file stacked on a built-in's
+# (its diff made on the bytes the built-ins leave), and one no built-in touches on VERSION.
+USER_PATCH = "bench-user-patch"
+USER_STACKED = "vllm/model_executor/models/deepseek_v2.py"
+USER_OWN = "vllm/model_executor/models/interfaces.py"
+# The growth table: N synthetic user patches over a pristine tree of VERSION holding the
+# built-ins' files and max(GROWTH_SIZES) more modules from GROWTH_UNDER (the first ones by name,
+# in their own cache so the tree the tests share is never re-extracted under them). Modules
+# under GROWTH_MIN_BYTES (package inits, stubs) are left out: per-MB figures of a 1 kB file are
+# noise.
+GROWTH_SIZES = (1, 10, 50)
+GROWTH_UNDER = "vllm/model_executor/models/"
+GROWTH_MIN_BYTES = 4096
+GROWTH_CACHE = "bench-growth"
 
 
 @dataclass
@@ -124,6 +140,200 @@ def measure(
     return fig
 
 
+# --- user patches: one beside the built-ins, and the growth table ------------------------------
+
+
+def synthetic_edit(text: str, tag: str) -> str:
+    """A comment line first and one last: two hunks (one in a short file); still valid Python."""
+    return f"# vllm-patcher bench: {tag}\n{text}# vllm-patcher bench: end of {tag}\n"
+
+
+def read_source(path: Path) -> str:
+    """The exact text of a file (no newline translation, so its hash is the bytes' hash)."""
+    return path.read_bytes().decode("utf-8")
+
+
+def write_user_patch(root: Path, name: str, files: list[tuple[str, str, str]]) -> None:
+    """Patch folder ``root/name`` for VERSION: ``files`` = (rel, before text, after text)."""
+    folder = root / name
+    folder.mkdir(parents=True)
+    (folder / PATCH_TOML).write_text(
+        f'name = "{name}"\nsummary = "bench: synthetic user patch"\nreleases = "=={VERSION}"\n'
+    )
+    write_pin(folder / f"vllm-{VERSION}", VERSION, name, files)
+
+
+def make_user_patch(root: Path, pristine: Path, patched: Path) -> None:
+    """The one user patch: USER_STACKED on the built-ins' result, USER_OWN on pristine bytes."""
+    own = read_source(pristine / USER_OWN)
+    if read_source(patched / USER_OWN) != own:
+        raise SystemExit(f"a built-in changes {USER_OWN} on {VERSION}: pick another USER_OWN")
+    stacked = read_source(patched / USER_STACKED)
+    write_user_patch(
+        root,
+        USER_PATCH,
+        [
+            (USER_STACKED, stacked, synthetic_edit(stacked, USER_PATCH)),
+            (USER_OWN, own, synthetic_edit(own, USER_PATCH)),
+        ],
+    )
+
+
+def growth_tree() -> tuple[Path, list[str]]:
+    """A pristine tree of VERSION: the built-ins' files plus modules under GROWTH_UNDER; (the
+    tree, the max(GROWTH_SIZES) modules the synthetic patches edit, by name)."""
+    builtin = load_catalogue().all_paths()
+    record = sources.fetch_release(VERSION) / f"vllm-{VERSION}.dist-info" / "RECORD"
+    sizes = {}
+    with record.open(newline="") as fh:
+        for rel, _, size in csv.reader(fh):
+            sizes[rel] = int(size) if size.isdigit() else 0
+    wanted = max(GROWTH_SIZES)
+    picked = [
+        rel
+        for rel in sorted(sizes)
+        if rel.startswith(GROWTH_UNDER)
+        and rel.endswith(".py")
+        and "/" not in rel[len(GROWTH_UNDER) :]
+        and rel not in builtin
+        and sizes[rel] >= GROWTH_MIN_BYTES
+    ][: wanted + 10]  # a few spare for files a diff cannot take (no final newline, CRLF)
+    tree = sources.fetch_release(
+        VERSION,
+        [*builtin, *picked],
+        cache=sources.cache_root() / GROWTH_CACHE,
+        progress=lambda msg: print(f"growth tree: {msg}", file=sys.stderr),
+    )
+    usable = []
+    for rel in picked:
+        data = (tree / rel).read_bytes()
+        if data.endswith(b"\n") and b"\r" not in data:
+            usable.append(rel)
+    if len(usable) < wanted:
+        raise SystemExit(f"only {len(usable)} usable modules under {GROWTH_UNDER} in {tree}")
+    return tree, usable[:wanted]
+
+
+@dataclass
+class GrowthRow:
+    variant: str
+    patches: int
+    files: int
+    bytes_touched: int
+    status: Figure
+    apply: Figure
+
+
+def growth(
+    tool: list[str], floor: list[str], repeat: int, tree: Path, modules: list[str], work: Path
+) -> list[GrowthRow]:
+    """status and apply with the built-ins plus N synthetic user patches, for each N in
+    GROWTH_SIZES: each patch on a module of its own, then all N as a series on one module."""
+    counter = iter(range(10**6))
+
+    def copy() -> Path:
+        dest = work / f"tree-{next(counter)}"
+        shutil.copytree(tree, dest)
+        return dest
+
+    def row(variant: str, folder: Path | None, n: int, touched: list[str]) -> GrowthRow:
+        given = ["--patches", str(folder)] if folder else []
+        applied = copy()
+        subprocess.run(
+            [*tool, "--target", str(applied), *given, "apply"], check=True, capture_output=True
+        )
+        status = measure(
+            f"status, {variant}, N={n}",
+            repeat,
+            dict,
+            lambda c: [*tool, "--target", str(applied), *given, "status"],
+            floor=floor,
+        )
+        apply = measure(
+            f"apply, {variant}, N={n}",
+            repeat,
+            lambda: {"site": copy()},
+            lambda c: [*tool, "--target", str(c["site"]), *given, "apply"],
+            floor=floor,
+        )
+        files = sorted(set(touched))
+        size = sum((tree / rel).stat().st_size for rel in files)
+        return GrowthRow(variant, n, len(files), size, status, apply)
+
+    rows = [row("built-ins only", None, 0, [])]
+    for n in GROWTH_SIZES:
+        folder = work / f"patches-files-{n}"
+        for i, rel in enumerate(modules[:n]):
+            text = read_source(tree / rel)
+            name = f"synth-{i:03d}"
+            write_user_patch(folder, name, [(rel, text, synthetic_edit(text, name))])
+        rows.append(row("different files", folder, n, modules[:n]))
+    biggest = max(modules, key=lambda rel: (tree / rel).stat().st_size)
+    for n in GROWTH_SIZES:
+        folder = work / f"patches-series-{n}"
+        text = read_source(tree / biggest)
+        for i in range(n):  # names sort in series order; each diff made on the one before
+            name = f"synth-{i:03d}"
+            after = synthetic_edit(text, name)
+            write_user_patch(folder, name, [(biggest, text, after)])
+            text = after
+        rows.append(row(f"one file ({Path(biggest).name}), series", folder, n, [biggest]))
+    return rows
+
+
+def above_floor(fig: Figure) -> float:
+    """Median of each run less the start-up floor run paired with it."""
+    return statistics.median(
+        s.seconds - f.seconds for s, f in zip(fig.samples, fig.floor, strict=True)
+    )
+
+
+def growth_report(rows: list[GrowthRow], repeat: int) -> None:
+    base = rows[0]
+    print()
+    print(
+        f"Growth: built-ins plus N synthetic user patches (a comment line first and last) on a "
+        f"pristine {VERSION} tree, {repeat} runs each; '+' is the median above the paired "
+        "start-up run, less the same for N=0, i.e. what the user patches add, and that per MB "
+        "of the files they touch and per patch; no target."
+    )
+    header = (
+        "variant",
+        "N",
+        "files",
+        "bytes touched",
+        "status",
+        "apply",
+        "status +",
+        "apply +",
+        "status + / MB",
+        "apply + / MB",
+        "status + / patch",
+        "apply + / patch",
+    )
+    print("| " + " | ".join(header) + " |")
+    print("|" + "---|" * len(header))
+    for r in rows:
+        extra = [above_floor(r.status) - above_floor(base.status)]
+        extra.append(above_floor(r.apply) - above_floor(base.apply))
+        mb = r.bytes_touched / 1e6
+        cells = [
+            r.variant,
+            str(r.patches),
+            str(r.files),
+            f"{r.bytes_touched / 1000:,.0f} kB",
+            f"{fmt(r.status.median)} ({r.status.spread})",
+            f"{fmt(r.apply.median)} ({r.apply.spread})",
+        ]
+        if r is base:
+            cells += ["-"] * 6
+        else:
+            cells += [f"{x * 1000:+.0f} ms" for x in extra]
+            cells += [f"{x * 1000 / mb:+.0f} ms" for x in extra]
+            cells += [f"{x * 1000 / r.patches:+.1f} ms" for x in extra]
+        print("| " + " | ".join(cells) + " |")
+
+
 # --- the tool's own venv ------------------------------------------------------------------------
 
 
@@ -146,68 +356,89 @@ def tool_inputs_key() -> str:
     return h.hexdigest()
 
 
-@contextlib.contextmanager
-def locked(path: Path) -> Iterator[None]:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
-
-
-def tool_venv(cache: Path) -> tuple[Path, str]:
-    """A venv holding only vllm-patcher and its dependencies; (its directory, what was done).
+def _build_tool_venv(venv: Path, key: str) -> str:
+    """(Re)install the tool into ``venv`` unless its stamp matches ``key``; what was done.
 
     Reused while the hash of the packaged files matches; otherwise `pip install .` again (which
     reinstalls the tool and adds only missing dependencies). It is built from a clean copy of
-    the packaged files, so no stale `build/` of setuptools can slip old modules in.
+    the packaged files, so no stale `build/` of setuptools can slip old modules in. The caller
+    holds the venv's lock exclusively.
+    """
+    stamp = venv / ".bench-key"
+    python, script = venv / "bin" / "python", venv / "bin" / "vllm-patcher"
+    if stamp.exists() and stamp.read_text() == key and script.exists():
+        return f"reused (key {key[:12]})"
+    start = time.perf_counter()
+    made_by = venv / ".bench-interpreter"
+    created = not (
+        python.exists() and made_by.exists() and made_by.read_text() == interpreter_key()
+    )
+    if created:
+        shutil.rmtree(venv, ignore_errors=True)
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        made_by.write_text(interpreter_key())
+    stamp.unlink(missing_ok=True)  # a failed install must not look current
+    with tempfile.TemporaryDirectory(prefix="vllm-patcher-bench-src-") as tmp:
+        src = Path(tmp) / "src"
+        src.mkdir()
+        for name in TOOL_INPUTS + BUILD_ONLY:
+            if (REPO / name).is_dir():
+                shutil.copytree(
+                    REPO / name, src / name, ignore=shutil.ignore_patterns("__pycache__")
+                )
+            else:
+                shutil.copy2(REPO / name, src / name)
+        proc = subprocess.run(
+            [
+                str(python),
+                "-m",
+                "pip",
+                "install",
+                "-q",
+                "--disable-pip-version-check",
+                str(src),
+            ],
+            capture_output=True,
+            text=True,
+        )
+    if proc.returncode != 0 or not script.exists():
+        raise SystemExit(f"pip install of the tool into {venv} failed:\n{proc.stderr}")
+    stamp.write_text(key)
+    how = "created" if created else "reinstalled"
+    return f"{how} from {REPO} in {time.perf_counter() - start:.0f} s (key {key[:12]})"
+
+
+@contextlib.contextmanager
+def tool_venv(cache: Path) -> Iterator[tuple[Path, str]]:
+    """A venv holding only vllm-patcher and its dependencies, held for the whole run.
+
+    Building takes ``<cache>/bench-tool-venv.lock`` exclusively; measuring holds it shared, so
+    another bench run (of other code: another checkout) waits to reinstall the venv until this
+    one is done, and this one waits for a build in progress. Yields (its directory, what was
+    done).
     """
     venv = cache / TOOL_VENV_NAME
     key = tool_inputs_key()
-    stamp = venv / ".bench-key"
-    with locked(cache / f"{TOOL_VENV_NAME}.lock"):
-        python, script = venv / "bin" / "python", venv / "bin" / "vllm-patcher"
-        if stamp.exists() and stamp.read_text() == key and script.exists():
-            return venv, f"reused (key {key[:12]})"
-        start = time.perf_counter()
-        made_by = venv / ".bench-interpreter"
-        created = not (
-            python.exists() and made_by.exists() and made_by.read_text() == interpreter_key()
-        )
-        if created:
-            shutil.rmtree(venv, ignore_errors=True)
-            subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-            made_by.write_text(interpreter_key())
-        with tempfile.TemporaryDirectory(prefix="vllm-patcher-bench-src-") as tmp:
-            src = Path(tmp) / "src"
-            src.mkdir()
-            for name in TOOL_INPUTS + BUILD_ONLY:
-                if (REPO / name).is_dir():
-                    shutil.copytree(
-                        REPO / name, src / name, ignore=shutil.ignore_patterns("__pycache__")
-                    )
-                else:
-                    shutil.copy2(REPO / name, src / name)
-            proc = subprocess.run(
-                [
-                    str(python),
-                    "-m",
-                    "pip",
-                    "install",
-                    "-q",
-                    "--disable-pip-version-check",
-                    str(src),
-                ],
-                capture_output=True,
-                text=True,
-            )
-        if proc.returncode != 0 or not script.exists():
-            raise SystemExit(f"pip install of the tool into {venv} failed:\n{proc.stderr}")
-        stamp.write_text(key)
-        how = "created" if created else "reinstalled"
-        return venv, f"{how} in {time.perf_counter() - start:.0f} s (key {key[:12]})"
+    lock_path = cache / f"{TOOL_VENV_NAME}.lock"
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with lock_path.open("a") as fh:
+        try:
+            try:
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                print(f"waiting for {lock_path}: another bench run is using the tool venv")
+                fcntl.flock(fh, fcntl.LOCK_EX)
+            while True:
+                how = _build_tool_venv(venv, key)
+                # Downgrading is not atomic: another run may rebuild in between, so check again.
+                fcntl.flock(fh, fcntl.LOCK_SH)
+                stamp = venv / ".bench-key"
+                if stamp.is_file() and stamp.read_text() == key:
+                    break
+                fcntl.flock(fh, fcntl.LOCK_EX)
+            yield venv, how
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def parse_args() -> argparse.Namespace:
@@ -229,13 +460,26 @@ def parse_args() -> argparse.Namespace:
 
 def main() -> None:
     args = parse_args()
+    imported = Path(sources.__file__).resolve().parent.parent
+    if imported != REPO:
+        raise SystemExit(
+            f"bench/run.py imports vllm_patcher from {imported}, not from {REPO}: "
+            f"run it with PYTHONPATH={REPO} (or the dev venv of this checkout)"
+        )
+    growth_src = growth_tree()  # may download the wheel once: before taking the venv's lock
+    with tool_venv(sources.cache_root()) as (tool_dir, tool_how):
+        run(args, tool_dir, tool_how, growth_src)
+
+
+def run(
+    args: argparse.Namespace, tool_dir: Path, tool_how: str, growth_src: tuple[Path, list[str]]
+) -> None:
     repeat = args.repeat
     pristine = sources.fetch_release(VERSION)
     venv_dir = Path(
         os.environ.get("VLLM_PATCHER_TEST_VENV", sources.cache_root() / f"venv-{VERSION}")
     )
     venv_python = venv_dir / "bin" / "python"
-    tool_dir, tool_how = tool_venv(sources.cache_root())
     tool = [str(tool_dir / "bin" / "vllm-patcher")]
     floor = [str(tool_dir / "bin" / "python"), "-c", "pass"]
     work = Path(tempfile.mkdtemp(prefix="vllm-patcher-bench-"))
@@ -293,6 +537,29 @@ def main() -> None:
         lambda c: [*tool, "--target", str(patched_site), "status"],
         floor=floor,
     )
+    # one patch of the user's own: a file stacked on a built-in's, and a file of its own
+    user = work / "user-patches"
+    make_user_patch(user, pristine, fresh(patched=True))
+    figures["apply_user"] = measure(
+        "apply (built-ins + 1 user patch)",
+        repeat,
+        tree(),
+        lambda c: [*tool, "--target", str(c["site"]), "--patches", str(user), "apply"],
+        floor=floor,
+    )
+    user_site = fresh()
+    subprocess.run(
+        [*tool, "--target", str(user_site), "--patches", str(user), "apply"],
+        check=True,
+        capture_output=True,
+    )
+    figures["status_user"] = measure(
+        "status (built-ins + 1 user patch)",
+        repeat,
+        dict,
+        lambda c: [*tool, "--target", str(user_site), "--patches", str(user), "status"],
+        floor=floor,
+    )
     figures["revert"] = measure(
         "revert",
         repeat,
@@ -322,6 +589,8 @@ def main() -> None:
     figures["startup"] = Figure(
         "python -c pass (tool venv)", [s for fig in figures.values() for s in fig.floor]
     )
+
+    growth_rows = growth(tool, floor, repeat, *growth_src, work / "growth")
 
     heavy = max(3, repeat // 5)
     offline = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONDONTWRITEBYTECODE": "1"}
@@ -357,6 +626,7 @@ def main() -> None:
     shutil.rmtree(work, ignore_errors=True)
     print(f"tool venv: {tool_dir} ({tool_how})")
     report(figures, repeat, heavy, real_venv)
+    growth_report(growth_rows, repeat)
 
 
 def report(f: dict[str, Figure], repeat: int, heavy: int, real_venv: str) -> None:
@@ -376,9 +646,11 @@ def report(f: dict[str, Figure], repeat: int, heavy: int, real_venv: str) -> Non
     row("startup", None, "", None)
     startup_row("apply_pinned", 8)
     row("apply_pinned", f["apply_pinned"].median / f["git_apply"].median, "git apply", None)
+    startup_row("apply_user", 8)
     startup_row("apply_transform", 40)
     row("git_apply", None, "", None)
     startup_row("status", 6)
+    startup_row("status_user", 6)
     startup_row("revert", 8)
     if "verify" in f:
         row("bare_import", None, "", None)
@@ -399,6 +671,7 @@ def report(f: dict[str, Figure], repeat: int, heavy: int, real_venv: str) -> Non
     for key, label in (
         ("apply_pinned", "peak RSS apply (pinned)"),
         ("apply_transform", "peak RSS apply (transform)"),
+        ("apply_user", "peak RSS apply (built-ins + 1 user patch)"),
         ("status", "peak RSS status"),
     ):
         mib = f[key].rss_mib
