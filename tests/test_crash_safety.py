@@ -130,7 +130,7 @@ def check_truthful(site: Path, t: Trees) -> list[str]:
         if h not in (t.before[rel], t.after[rel]):
             problems.append(f"{rel} is neither pristine nor patched")
     try:
-        st = status_mod.read_status(locate_in_directory(str(site))).to_dict()
+        st = status_mod.read_status(locate_in_directory(str(site)), CATALOGUE).to_dict()
     except PatcherError as exc:
         return [*problems, f"status refused: {exc.message}"]
     for f in st["files"]:  # type: ignore[attr-defined]

@@ -755,7 +755,7 @@ def test_a_release_before_0_11_0_is_a_problem_in_json(tmp_path: Path) -> None:
     assert code == 1 and data["ok"] is False and data["problems"] == 1
     (problem,) = [f for f in data["findings"] if f["level"] == PROBLEM]
     assert problem["check"] == "vllm-release"
-    assert "cannot patch" in problem["message"] and "0.11.0 to 0.17.x" in problem["message"]
+    assert "cannot patch" in problem["message"] and "0.11.0 to 0.19.x" in problem["message"]
     assert problem["fix"].startswith("upgrade vLLM to 0.11.0 or newer")
 
 

@@ -10,6 +10,7 @@ of links for verify's dependencies) nor to the repository.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -52,6 +53,10 @@ AFTER = {
     for rel, pf in pin.files.items()
 }
 TOUCHED = sorted(BEFORE)  # the files 0.15.1 ships that the built-ins touch
+# cached trees holding only the touched files are named by that list, so a new patch's file
+# never goes missing from a tree made before it existed
+TOUCHED_KEY = hashlib.sha256("\n".join(TOUCHED).encode()).hexdigest()[:8]
+N_PATCHES = len(CATALOGUE.patches)
 SHAPES = sources.cache_root() / "shapes"
 
 
@@ -113,7 +118,7 @@ def _source_tree(version: str, whole: bool) -> Path:
     files (enough to be located and judged).
     """
     wheel = _wheel()
-    key = f"{wheel.stem}-{'whole' if whole else 'touched'}-as-{version}"
+    key = f"{wheel.stem}-{'whole' if whole else 'touched-' + TOUCHED_KEY}-as-{version}"
 
     def build(tree: Path) -> None:
         with zipfile.ZipFile(wheel) as zf:
@@ -278,7 +283,7 @@ def test_editable_install_status_apply_status_revert(editable: Editable) -> None
     site_before = snapshot_names(site)
     st = _status(*where)
     assert st["location"] == str(editable.tree.resolve())
-    assert [p["state"] for p in st["patches"]] == ["pending"] * 3  # never not-applicable
+    assert [p["state"] for p in st["patches"]] == ["pending"] * N_PATCHES  # never not-applicable
     assert {p["method"] for p in st["patches"]} == {"pinned-diff"}
     assert {f["path"] for f in st["files"]} == set(TOUCHED)
 
@@ -299,7 +304,7 @@ def test_editable_install_status_apply_status_revert(editable: Editable) -> None
         for rel in TOUCHED:
             assert (editable.tree / rel).read_bytes() == _wheel_bytes(rel), rel
         assert _hashes(editable.tree) == {rel: BEFORE[rel] for rel in TOUCHED}
-        assert [p["state"] for p in _status(*where)["patches"]] == ["pending"] * 3
+        assert [p["state"] for p in _status(*where)["patches"]] == ["pending"] * N_PATCHES
     finally:
         _restore(editable.tree)
     # the venv's own site-packages was never written to: the state lives beside the real files
@@ -344,7 +349,7 @@ def test_editable_install_as_the_current_interpreter(editable: Editable) -> None
     assert proc.returncode == 0, proc.stderr
     st = json.loads(proc.stdout)
     assert st["location"] == str(editable.tree.resolve())
-    assert [p["state"] for p in st["patches"]] == ["pending"] * 3
+    assert [p["state"] for p in st["patches"]] == ["pending"] * N_PATCHES
 
 
 def test_editable_install_through_target_reads_the_finder(editable: Editable) -> None:
@@ -354,7 +359,7 @@ def test_editable_install_through_target_reads_the_finder(editable: Editable) ->
     assert (target.shape, target.site_packages) == (EDITABLE, editable.tree.resolve())
     st = _status("--target", str(site))
     assert st["location"] == str(editable.tree.resolve())
-    assert [p["state"] for p in st["patches"]] == ["pending"] * 3
+    assert [p["state"] for p in st["patches"]] == ["pending"] * N_PATCHES
 
 
 def test_a_compat_mode_editable_install_is_found_through_its_pth(editable: Editable) -> None:
@@ -370,7 +375,7 @@ def test_a_compat_mode_editable_install_is_found_through_its_pth(editable: Edita
     for where in (("--python", str(python)), ("--target", str(site))):
         st = _status(*where)
         assert st["location"] == str(editable.tree.resolve()), where
-        assert [p["state"] for p in st["patches"]] == ["pending"] * 3, where
+        assert [p["state"] for p in st["patches"]] == ["pending"] * N_PATCHES, where
 
 
 def test_an_editable_install_whose_tree_is_gone_is_refused(
@@ -507,7 +512,7 @@ def test_a_source_tree_on_a_pth_line_is_judged_by_its_pinned_release(editable: E
     )
     assert target.record == {rel: BEFORE[rel] for rel in TOUCHED}
     st = _status("--python", str(python))
-    assert [p["state"] for p in st["patches"]] == ["pending"] * 3
+    assert [p["state"] for p in st["patches"]] == ["pending"] * N_PATCHES
     assert st["location"] == str(editable.tree.resolve())
 
 
@@ -537,7 +542,7 @@ def test_a_pip_target_install_is_judged_by_its_record() -> None:
     )
     where = ("--target", str(site))
     try:
-        assert [p["state"] for p in _status(*where)["patches"]] == ["pending"] * 3
+        assert [p["state"] for p in _status(*where)["patches"]] == ["pending"] * N_PATCHES
         run_cli(*where, "apply", "--strict", check=True)
         assert _hashes(site) == {rel: AFTER[rel] for rel in TOUCHED}
         assert [p["state"] for p in _status(*where)["patches"]] == ["applied"] * 3
@@ -576,7 +581,7 @@ def test_a_setup_py_develop_install_is_a_source_install() -> None:
             f"from setuptools import setup\nsetup(name='vllm', version='{VERSION}', packages=['vllm'])\n"
         )
 
-    tree = _atomic_dir(SHAPES / "src" / f"{wheel.stem}-develop", build_tree)
+    tree = _atomic_dir(SHAPES / "src" / f"{wheel.stem}-develop-{TOUCHED_KEY}", build_tree)
 
     def build_venv(venv: Path) -> None:
         subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, capture_output=True)
@@ -595,7 +600,7 @@ def test_a_setup_py_develop_install_is_a_source_install() -> None:
     assert target.record == {rel: BEFORE[rel] for rel in TOUCHED}
     where = ("--python", str(python))
     try:
-        assert [p["state"] for p in _status(*where)["patches"]] == ["pending"] * 3
+        assert [p["state"] for p in _status(*where)["patches"]] == ["pending"] * N_PATCHES
         run_cli(*where, "apply", "--strict", check=True)
         assert _hashes(tree) == {rel: AFTER[rel] for rel in TOUCHED}
         run_cli(*where, "revert", check=True)

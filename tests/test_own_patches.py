@@ -18,7 +18,7 @@ from .conftest import CATALOGUE, assert_refused, record_of, run_cli, snapshot, t
 
 SPEC = "vllm/config/speculative.py"
 CATALOGUE_TREE = sources.fetch_release("0.15.1")
-LIST_0151 = '"kimi_k2", "kimi_k25"]'
+LIST_0151 = '"kimi_k25", "minimax_m2"]'  # the line as the built-ins leave it on 0.15.1
 
 
 def _states(site: Path, *extra: str) -> dict[str, str]:
@@ -27,14 +27,15 @@ def _states(site: Path, *extra: str) -> dict[str, str]:
 
 
 def _captured(tree_copy, tmp_path: Path) -> tuple[Path, Path]:  # type: ignore[no-untyped-def]
-    """0.15.1 with the built-ins applied, then a hand edit on the whitelist's own line, captured."""
+    """0.15.1 with the built-ins applied, then a hand edit on the allow-list line that
+    eagle3-whitelist and eagle3-minimax-m2 already edit, captured as my-minimax."""
     site = tree_copy("0.15.1")
     mine = tmp_path / "mine"
     run_cli("--target", str(site), "apply", check=True)
     spec = site / SPEC
     text = spec.read_text()
     assert LIST_0151 in text
-    spec.write_text(text.replace(LIST_0151, '"kimi_k2", "kimi_k25", "minimax"]'))
+    spec.write_text(text.replace(LIST_0151, '"kimi_k25", "minimax_m2", "my_model"]'))
     proc = run_cli(
         "--target", str(site), "--patches", str(mine), "capture", "my-minimax",
         "--releases", ">=0.15.0,<0.20",
@@ -49,10 +50,10 @@ def test_capture_stacks_on_the_whitelist_and_behaves_like_a_built_in(
     site, mine = _captured(tree_copy, tmp_path)
     folder = mine / "my-minimax" / "vllm-0.15.1"
     manifest = json.loads((folder / "manifest.json").read_text())
-    whitelist = CATALOGUE.get("eagle3-whitelist").pin("0.15.1")  # type: ignore[union-attr]
-    assert whitelist is not None
-    # the diff is made on the bytes the whitelist leaves, not on pristine: a series on one line
-    assert manifest["files"][SPEC]["before"] == whitelist.files[SPEC].after
+    below = CATALOGUE.get("eagle3-minimax-m2").pin("0.15.1")  # type: ignore[union-attr]
+    assert below is not None
+    # the diff is made on the bytes the built-ins leave, not on pristine: a series on one line
+    assert manifest["files"][SPEC]["before"] == below.files[SPEC].after
     assert manifest["files"][SPEC]["after"] == file_hash((site / SPEC).read_bytes())
     patched = (site / SPEC).read_bytes()
 
@@ -99,7 +100,7 @@ def test_a_stacked_patch_alone_is_refused_and_nothing_is_written(tree_copy, tmp_
     proc = run_cli("--target", str(site), "--patches", str(mine), "apply", "my-minimax")
     assert_refused(proc, 13, "my-minimax", "was made on other bytes")
     assert snapshot(site) == before
-    # naming both works, and an unknown name is a usage error
+    # naming the ones below it works, and an unknown name is a usage error
     run_cli(
         "--target",
         str(site),
@@ -107,6 +108,7 @@ def test_a_stacked_patch_alone_is_refused_and_nothing_is_written(tree_copy, tmp_
         str(mine),
         "apply",
         "eagle3-whitelist",
+        "eagle3-minimax-m2",
         "my-minimax",
         check=True,
     )
@@ -151,7 +153,7 @@ def test_port_merges_cleanly_conflicts_and_continues(tree_copy, tmp_path: Path) 
     # resolve as a user would: keep 0.17.1's list and add the entry
     text = re.sub(
         r"<<<<<<< [^\n]*\n(.*?)=======\n.*?>>>>>>> [^\n]*\n",
-        lambda m: m.group(1).replace('"kimi_k25",\n', '"kimi_k25",\n            "minimax",\n'),
+        lambda m: m.group(1).replace('"minimax_m2",\n', '"minimax_m2",\n            "my_model",\n'),
         marked.read_text(),
         flags=re.S,
     )
@@ -162,7 +164,7 @@ def test_port_merges_cleanly_conflicts_and_continues(tree_copy, tmp_path: Path) 
     # the ported diff applies on a real 0.17.1 tree, stacked on the whitelist, and reverts
     site = tree_copy("0.17.1")
     run_cli("--target", str(site), "--patches", str(mine), "apply", check=True)
-    assert '"minimax",' in (site / SPEC).read_text()
+    assert '"my_model",' in (site / SPEC).read_text()
     assert _states(site, "--patches", str(mine))["my-minimax"] == "applied"
     run_cli("--target", str(site), "--patches", str(mine), "revert", check=True)
     assert all(touched_match_record(site).values())
@@ -300,7 +302,7 @@ def test_import_fits_an_upstream_diff_leaves_rejects_and_continues(
     )
     run_cli(*args, "--continue", check=True)
     diff = (mine / "mm-eagle" / "vllm-0.15.1" / "patch.diff").read_text()
-    assert "+from .interfaces import EagleModelMixin" in diff  # a hunk that fitted
+    assert "+from itertools import islice" in diff  # a hunk that fitted
     assert snapshot(site) == before  # import never writes site-packages
     assert_refused(run_cli(*args, "--diff", str(tmp_path / "missing.diff")), 2, "cannot read")
 

@@ -89,7 +89,12 @@ def test_a_closed_stdout_never_turns_a_failing_verify_green(tree_copy) -> None: 
 def test_status_on_an_interrupted_journal_judges_files_against_it(tree_copy) -> None:  # type: ignore[no-untyped-def]
     """Files a killed apply already patched are that run's bytes, not a local edit."""
     site = tree_copy("0.15.1")
-    env = {"VLLM_PATCHER_FAULT": "stop@replaced#6", "VLLM_PATCHER_FAULT_DIR": str(site.parent)}
+    # replaced #1..n: the pristine copies, n+1: the journal, n+2: the first patched file
+    first_file = len(touched_files(record_of(site), "0.15.1")) + 2
+    env = {
+        "VLLM_PATCHER_FAULT": f"stop@replaced#{first_file}",
+        "VLLM_PATCHER_FAULT_DIR": str(site.parent),
+    }
     proc = subprocess.Popen(
         [sys.executable, "-m", "vllm_patcher", "--target", str(site), "apply"],
         env={**os.environ, **env},
