@@ -208,8 +208,16 @@ def pinned_diffs(version: str, catalogue: Catalogue = CATALOGUE) -> list[Path]:
     ]
 
 
-def copy_builtins(tmp_path: Path) -> tuple[Path, dict[str, str]]:
-    """A private copy of the built-in patches folder, and the env that makes the tool use it."""
+def copy_builtins(tmp_path: Path, codemods_only: bool = False) -> tuple[Path, dict[str, str]]:
+    """A private copy of the built-in patches folder, and the env that makes the tool use it.
+
+    ``codemods_only`` keeps the patches that have a libcst codemod (and their pins) only.
+    """
     pins = tmp_path / "pins"
     shutil.copytree(REPO / "patches", pins, ignore=shutil.ignore_patterns("__pycache__"))
+    if codemods_only:
+        for p in CATALOGUE.patches:
+            if not p.transforms:
+                shutil.rmtree(pins / p.name)
+        (pins / "series").write_text("".join(f"{n}\n" for n in CODEMODS.names))
     return pins, {"VLLM_PATCHER_PATCHES_DIR": str(pins)}

