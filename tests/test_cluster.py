@@ -83,10 +83,13 @@ class LocalCluster:
         self.helper.stdin.flush()
         return read_reply(self.helper, timeout)
 
-    def cli(self, command: str, *args: str, address: str | None = None) -> tuple[int, Any]:
+    def cli(
+        self, command: str, *args: str, address: str | None = None, patches: Path | None = None
+    ) -> tuple[int, Any]:
         proc = run_cli(
             "--python",
             str(self.python),
+            *(["--patches", str(patches)] if patches else []),
             "cluster",
             command,
             "--address",
@@ -273,7 +276,7 @@ def test_apply_brings_a_pristine_node_to_applied_with_equal_fingerprints(
     assert code == 0, report["problems"]
     by_node = rows(report)
     assert by_node[patched]["changed"] == []
-    assert len(by_node[pristine]["changed"]) == 4
+    assert len(by_node[pristine]["changed"]) == len(touched_match_record(nodes[pristine]))
     assert not any(touched_match_record(nodes[pristine]).values())
 
     code, status = local_cluster.cli("status")
@@ -398,3 +401,41 @@ def test_node_task_reads_the_site_from_its_environment(
     answer = cluster.run_on_node("apply")
     assert answer["error"]["exit_code"] == 3
     assert "status" not in answer
+
+
+def test_a_user_patch_folder_ships_with_the_tool_and_is_applied_on_every_node(
+    local_cluster: LocalCluster, nodes: dict[str, Path], tmp_path: Path
+) -> None:
+    """A patch of the user's own, stacked on the built-ins, goes to every node with the tool's
+    code; each node applies, verifies and fingerprints it like a built-in."""
+    local = tmp_path / "local"
+    local.mkdir()
+    reset(local)
+    mine = tmp_path / "mine"
+    run_cli("--target", str(local), "apply", check=True)
+    spec = local / "vllm/config/speculative.py"
+    spec.write_text(spec.read_text() + "# site note: EAGLE-3 audited\n")
+    run_cli("--target", str(local), "--patches", str(mine), "capture", "site-note", check=True)
+    assert (mine / "site-note" / f"vllm-{VERSION}" / "patch.diff").is_file()
+
+    code, report = local_cluster.cli("apply", patches=mine)
+    assert code == 0, report["problems"]
+    for row in report["nodes"]:
+        assert row["patches"]["site-note"] == "applied", row
+        assert set(row["patches"].values()) <= {"applied", "not-applicable"}
+    assert len(report["fingerprints"]) == 1
+    # the same fingerprint as the machine where the patch was captured
+    local_fp = json.loads(run_cli("--target", str(local), "--json", "status").stdout)["fingerprint"]
+    assert local_fp in report["fingerprints"]
+    for site in nodes.values():
+        assert (
+            (site / "vllm/config/speculative.py")
+            .read_text()
+            .endswith("# site note: EAGLE-3 audited\n")
+        )
+    # without the folder, the nodes still know it from their record
+    code, status = local_cluster.cli("status")
+    assert code == 0, status["problems"]
+    assert all(r["patches"]["site-note"] == "applied" for r in status["nodes"])
+    code, verified = local_cluster.cli("verify", patches=mine)
+    assert code == 0, verified["problems"]
