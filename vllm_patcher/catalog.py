@@ -79,14 +79,6 @@ PATCHES: tuple[Patch, ...] = (
 )
 PATCH_NAMES = tuple(p.name for p in PATCHES)
 
-# Modules the import tier of verify must be able to import after patching.
-VERIFY_MODULES = {
-    "vllm/config/speculative.py": "vllm.config.speculative",
-    "vllm/v1/spec_decode/eagle.py": "vllm.v1.spec_decode.eagle",
-    "vllm/model_executor/models/deepseek_v2.py": "vllm.model_executor.models.deepseek_v2",
-    KIMI_MODEL: "vllm.model_executor.models.kimi_k25",
-}
-
 
 def parse_version(version: str) -> Version:
     try:

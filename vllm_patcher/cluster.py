@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import pinned
+from . import catalog, pinned
 from .errors import ClusterError, PatcherError, TargetNotFound
 
 SITE_ENV = "VLLM_PATCHER_SITE"
@@ -180,7 +180,7 @@ def run_on_node(command: str, strict: bool = False) -> dict[str, Any]:
 
 
 def stage_tool(dest: Path) -> list[Path]:
-    """Copy this tool's code (with its pinned diffs) and unidiff into ``dest`` for py_modules.
+    """Copy this tool's code (with its pinned diffs and checks) and unidiff into ``dest``.
 
     Only sources and pins are copied, so the package Ray uploads hashes the same on every run and
     the nodes reuse what they already unpacked. libcst is not shipped (a compiled extension): the
@@ -200,6 +200,12 @@ def stage_tool(dest: Path) -> list[Path]:
     for version in pinned.pinned_versions(root):
         folder = root / f"vllm-{version}"
         shutil.copytree(folder, patches / folder.name, ignore=shutil.ignore_patterns("__pycache__"))
+    for name in catalog.PATCH_NAMES:  # verify's behaviour checks, patches/<name>/checks/*.py
+        checks = root / name / "checks"
+        if checks.is_dir():
+            shutil.copytree(
+                checks, patches / name / "checks", ignore=shutil.ignore_patterns("__pycache__")
+            )
     modules = [staged]
     spec = importlib.util.find_spec("unidiff")
     if spec is not None and spec.submodule_search_locations:
