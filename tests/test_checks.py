@@ -81,6 +81,17 @@ def test_each_check_runs_in_definition_order_named_by_its_docstring(tmp_path: Pa
             raise ValueError("boom happened")
 
 
+        def check_verdict(ctx):
+            """an assertion of the check's own"""
+            got = 2
+            if got != 3:
+                raise AssertionError(f"got {got}, expected 3")
+
+
+        def check_bare_assert(ctx):
+            assert 1 + 1 == 3
+
+
         def check_not_here(ctx):
             """not applicable here"""
             ctx.skip("this release has no such file")
@@ -120,6 +131,8 @@ def test_each_check_runs_in_definition_order_named_by_its_docstring(tmp_path: Pa
     assert [(c.tier, c.name) for c in results] == [
         ("behaviour", "demo: zeta passes"),
         ("behaviour", "demo: check_alpha"),
+        ("behaviour", "demo: an assertion of the check's own"),
+        ("behaviour", "demo: check_bare_assert"),
         ("behaviour", "demo: not applicable here"),
         ("behaviour", "demo: except Exception does not swallow a skip"),
         ("behaviour", "demo: a failure raised from a cause"),
@@ -136,6 +149,16 @@ def test_each_check_runs_in_definition_order_named_by_its_docstring(tmp_path: Pa
     assert alpha.detail.startswith(
         f"ValueError: boom happened at {path}:{line} in check_alpha (`raise ValueError("
     ), alpha.detail
+
+    # the check's verdict: its message and the line in demo/checks/demo.py
+    line = line_of(path, 'raise AssertionError(f"got {got}, expected 3")')
+    verdict = got["demo: an assertion of the check's own"]
+    assert verdict.detail == f"got 2, expected 3 at demo/checks/demo.py:{line}", verdict.detail
+    line = line_of(path, "assert 1 + 1 == 3")
+    bare = got["demo: check_bare_assert"]
+    assert bare.detail == (
+        f"AssertionError at {path}:{line} in check_bare_assert (`assert 1 + 1 == 3`)"
+    ), bare.detail
 
     for name, reason in (
         ("demo: not applicable here", "this release has no such file"),

@@ -22,8 +22,9 @@ The check API (check files live in ``patches/<patch-name>/checks/*.py``):
   (shown, never a failure).
 - A check passes when it returns without raising; a returned string is shown as its detail. When it
   raises, it fails with the exception's message and where it was raised (in vLLM when vLLM's code
-  raised it). ``raise AssertionError("what was being done") from exc`` puts that text in front of
-  the original exception and where *it* was raised.
+  raised it; ``<patch>/checks/<file>:<line>`` for an AssertionError with a message raised in the
+  check file itself). ``raise AssertionError("what was being done") from exc`` puts that text in
+  front of the original exception and where *it* was raised.
 - Recorded name: ``<patch-name>: <first line of the docstring, else the function's name>``, tier
   ``behaviour``. A check file that does not import is one failed check naming the file.
 - A check must undo every monkeypatch it makes (``try``/``finally``). The runner enforces it for
@@ -60,25 +61,29 @@ def record(tier: str, name: str, ok: bool, detail: str = "", skipped: bool = Fal
     return ok
 
 
-def where(exc: BaseException) -> str:
+def where(exc: BaseException, own: str | None = None) -> str:
     """The exception's type and message and the line that raised it, in vLLM where there is one.
 
     An exception raised ``from`` another is the context for that one: its message, then the
-    cause's type, message and place.
+    cause's type, message and place. An AssertionError raised in the check file ``own`` itself is
+    that check's verdict: its message and ``<patch>/checks/<file>:<line>``.
     """
     if exc.__cause__ is not None:
-        return f"{exc}: {where(exc.__cause__)}"
+        return f"{exc}: {where(exc.__cause__, own)}"
     frames = traceback.extract_tb(exc.__traceback__)
     site = [f for f in frames if "/vllm/" in f.filename] or frames
     loc = ""
     if site:
         frame = site[-1]
+        if own and frame.filename == own and isinstance(exc, AssertionError) and str(exc):
+            return f"{exc} at {'/'.join(Path(own).parts[-3:])}:{frame.lineno}"
         loc = f" at {frame.filename}:{frame.lineno} in {frame.name}"
         if frame.line:
             loc += f" (`{frame.line.strip()}`)"
     if isinstance(exc, SyntaxError):
         loc = f" at {exc.filename}:{exc.lineno}"
-    return f"{type(exc).__name__}: {exc}{loc}"
+    text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    return f"{text}{loc}"
 
 
 def check_imports(modules: list[str]) -> bool:
@@ -178,7 +183,9 @@ def check_name(patch: str, func: Callable[..., Any]) -> str:
     return f"{patch}: {lines[0].strip() if lines else func.__name__}"
 
 
-def run_check(patch: str, func: Callable[[Context], Any], ctx: Context, guard: PatchGuard) -> None:
+def run_check(
+    patch: str, path: str, func: Callable[[Context], Any], ctx: Context, guard: PatchGuard
+) -> None:
     name = check_name(patch, func)
     ok, skipped, detail = True, False, ""
     try:
@@ -190,7 +197,7 @@ def run_check(patch: str, func: Callable[[Context], Any], ctx: Context, guard: P
     except KeyboardInterrupt:
         raise
     except BaseException as exc:  # noqa: BLE001 - what the check raised is the finding
-        ok, detail = False, where(exc)
+        ok, detail = False, where(exc, path)
     left = guard.leftovers()
     if left:
         note = f"left {', '.join(left)} replaced (put back; a check must undo its monkeypatches)"
@@ -226,7 +233,7 @@ def run_checks(checks: list[dict[str, str]], version: str) -> None:
             os.mkdir(workdir)
             ctx = Context(version, workdir)
             for func in check_functions(module):
-                run_check(patch, func, ctx, guard)
+                run_check(patch, path, func, ctx, guard)
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
