@@ -30,7 +30,10 @@ PATCHES = ("eagle3-whitelist", "kimi-k25-image-token", "supports-eagle3")
 TIERS = ("compile", "state", "import", "behaviour")
 DEEPSEEK = "vllm/model_executor/models/deepseek_v2.py"
 EAGLE = "vllm/v1/spec_decode/eagle.py"
-IMAGE_TOKEN_CHECK = "EAGLE proposer reads Kimi-K2.5's image token from media_placeholder_token_id"
+IMAGE_TOKEN_CHECK = (
+    "kimi-k25-image-token: EAGLE proposer reads Kimi-K2.5's image token from "
+    "media_placeholder_token_id"
+)
 
 
 def _venv_params() -> list[object]:
@@ -133,19 +136,21 @@ def test_apply_verify_status_revert_round_trip(venv: Venv) -> None:
     assert report["tiers"] == dict.fromkeys(TIERS, "passed")
     names = {c["name"] for c in report["checks"]}  # type: ignore[attr-defined]
     wanted = {
-        "supports_eagle3(DeepseekV3ForCausalLM)",
-        "forward with aux layers returns (hidden, aux)",
-        "SpeculativeConfig eagle3 accepts deepseek_v3",
-        "SpeculativeConfig eagle3 rejects gpt2 (not on the list)",
+        "supports-eagle3: supports_eagle3(DeepseekV3ForCausalLM)",
+        "supports-eagle3: forward with aux layers returns (hidden, aux)",
+        "eagle3-whitelist: SpeculativeConfig eagle3 accepts deepseek_v3",
+        "eagle3-whitelist: SpeculativeConfig eagle3 rejects gpt2 (not on the list)",
     }
-    if venv.has_kimi:
-        wanted |= {
-            "supports_eagle3(KimiK25ForConditionalGeneration)",
-            "KimiK25ForConditionalGeneration delegates EAGLE-3 methods",
-            IMAGE_TOKEN_CHECK,
-            "SpeculativeConfig eagle3 accepts kimi_k25",
-        }
-    assert wanted <= names, wanted - names
+    kimi = {
+        "supports-eagle3: supports_eagle3(KimiK25ForConditionalGeneration)",
+        "supports-eagle3: KimiK25ForConditionalGeneration delegates EAGLE-3 methods",
+        IMAGE_TOKEN_CHECK,
+        "eagle3-whitelist: SpeculativeConfig eagle3 accepts kimi_k25",
+    }
+    # a release without Kimi-K2.5 shows its checks as not applicable, never as passed
+    skipped = {c["name"] for c in report["checks"] if c["skipped"]}  # type: ignore[attr-defined]
+    assert skipped == (set() if venv.has_kimi else kimi), skipped
+    assert wanted | kimi <= names, (wanted | kimi) - names
 
     after = json.loads(venv.cli("--json", "status").stdout)
     assert {p["name"]: p["state"] for p in after["patches"]} == expected
@@ -162,9 +167,11 @@ def test_verify_before_apply_is_red_for_what_is_missing(venv: Venv) -> None:
     assert code == 1
     assert report["tiers"]["state"] == "failed"
     failed = failed_checks(report, "behaviour")
-    assert "only supported" in failed["SpeculativeConfig eagle3 accepts deepseek_v3"]
-    assert "forward with aux layers returns (hidden, aux)" in failed
-    assert "supports_eagle3(DeepseekV2ForCausalLM)" in failed
+    assert (
+        "only supported" in failed["eagle3-whitelist: SpeculativeConfig eagle3 accepts deepseek_v3"]
+    )
+    assert "supports-eagle3: forward with aux layers returns (hidden, aux)" in failed
+    assert "supports-eagle3: supports_eagle3(DeepseekV2ForCausalLM)" in failed
     if venv.has_kimi:
         # what the probe saw: a server never reaches the proposer, the allow-list refuses first
         detail = failed[IMAGE_TOKEN_CHECK]
@@ -214,14 +221,14 @@ BREAKS: dict[str, tuple[str, Callable[[str], str], str, str, bool]] = {
         DEEPSEEK,
         _drop_base,
         "behaviour",
-        "supports_eagle3(DeepseekV2ForCausalLM)",
+        "supports-eagle3: supports_eagle3(DeepseekV2ForCausalLM)",
         False,
     ),
     "aux-capture-disabled": (
         DEEPSEEK,
         _disable_capture,
         "behaviour",
-        "forward with aux layers returns (hidden, aux)",
+        "supports-eagle3: forward with aux layers returns (hidden, aux)",
         False,
     ),
     "image-token-branch-removed": (EAGLE, _drop_kimi_branch, "behaviour", IMAGE_TOKEN_CHECK, True),
@@ -232,11 +239,13 @@ BREAKS: dict[str, tuple[str, Callable[[str], str], str, str, bool]] = {
 def test_planted_break_is_red_in_its_tier_and_revert_restores(venv: Venv, name: str) -> None:
     rel, edit, tier, check, needs_kimi = BREAKS[name]
     if needs_kimi and not venv.has_kimi:
-        # not a skip: on a release without Kimi-K2.5 there is no branch, and no probe may claim one
+        # not a pytest skip: on a release without Kimi-K2.5 there is no branch, and no check may
+        # claim one (the image-token check says it does not apply)
         venv.cli("apply")
         code, report = venv.verify()
         assert code == 0, failed_checks(report)
-        assert IMAGE_TOKEN_CHECK not in {c["name"] for c in report["checks"]}  # type: ignore[attr-defined]
+        image = [c for c in report["checks"] if c["name"] == IMAGE_TOKEN_CHECK]  # type: ignore[attr-defined]
+        assert [c["skipped"] for c in image] == [True], image
         venv.cli("revert")
         return
     venv.cli("apply")

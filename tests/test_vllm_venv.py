@@ -46,8 +46,9 @@ def test_apply_status_verify_revert(vllm_python: Path, mode: str) -> None:
     assert verify.returncode == 0, [c for c in report["checks"] if not c["ok"]]
     assert report["tiers"] == dict.fromkeys(("state", "compile", "import", "behaviour"), "passed")
     names = {c["name"] for c in report["checks"]}
-    assert "supports_eagle3(KimiK25ForConditionalGeneration)" in names
-    assert "SpeculativeConfig eagle3 rejects gpt2 (not on the list)" in names
+    assert "supports-eagle3: supports_eagle3(KimiK25ForConditionalGeneration)" in names
+    assert "eagle3-whitelist: SpeculativeConfig eagle3 rejects gpt2 (not on the list)" in names
+    assert not any(c["skipped"] for c in report["checks"])  # 0.15.1 ships Kimi-K2.5
 
     cli("revert")
     assert all(touched_match_record(site).values())
@@ -61,9 +62,10 @@ def test_verify_fails_before_apply_and_names_the_cause(vllm_python: Path) -> Non
     report = json.loads(proc.stdout)
     assert report["tiers"]["state"] == "failed"
     failed = {c["name"]: c["detail"] for c in report["checks"] if not c["ok"]}
-    assert "SpeculativeConfig eagle3 accepts deepseek_v3" in failed
-    assert "only supported for" in failed["SpeculativeConfig eagle3 accepts deepseek_v3"]
-    assert "forward with aux layers returns (hidden, aux)" in failed
+    accept = "eagle3-whitelist: SpeculativeConfig eagle3 accepts deepseek_v3"
+    assert accept in failed
+    assert "only supported for" in failed[accept]
+    assert "supports-eagle3: forward with aux layers returns (hidden, aux)" in failed
 
 
 PROBE = (
@@ -107,21 +109,22 @@ BREAKAGES = {
         "SupportsLoRA, SupportsEagle, SupportsEagle3\n",
         "SupportsLoRA, SupportsEagle\n",
         "behaviour",
-        "supports_eagle3(DeepseekV3ForCausalLM)",
+        "supports-eagle3: supports_eagle3(DeepseekV3ForCausalLM)",
     ),
     "aux-capture-disabled": (
         "vllm/model_executor/models/deepseek_v2.py",
         "if idx in self.aux_hidden_state_layers:",
         "if idx in ():",
         "behaviour",
-        "forward with aux layers returns (hidden, aux)",
+        "supports-eagle3: forward with aux layers returns (hidden, aux)",
     ),
     "kimi-branch-broken": (
         "vllm/v1/spec_decode/eagle.py",
         "target_model.config.media_placeholder_token_id",
         "target_model.config.image_token_index",
         "behaviour",
-        "EAGLE proposer reads Kimi-K2.5's image token from media_placeholder_token_id",
+        "kimi-k25-image-token: EAGLE proposer reads Kimi-K2.5's image token from "
+        "media_placeholder_token_id",
     ),
 }
 

@@ -245,12 +245,18 @@ def verify(opts: Options) -> None:
         for tier in TIERS:
             result = report.tiers.get(tier, "not-run")
             checks = [c for c in report.checks if c.tier == tier]
-            passed = sum(c.ok for c in checks)
-            counts = f" ({passed}/{len(checks)})" if checks else ""
+            skipped = sum(c.skipped for c in checks)
+            ran = len(checks) - skipped
+            passed = sum(c.ok and not c.skipped for c in checks)
+            counts = f" ({passed}/{ran})" if ran else ""
+            if skipped:
+                counts = f"{counts} ({skipped} not applicable)"
             _echo(f"  {tier:<10} {result}{counts}")
             for c in checks:
                 if not c.ok:
                     _echo(f"      FAIL {c.name}: {c.detail}")
+                elif c.skipped:
+                    _echo(f"      n/a  {c.name}: {c.detail}")
         _echo("verify: OK" if report.ok else "verify: FAILED")
     if not report.ok:
         sys.exit(EXIT_CHECK_FAILED)

@@ -4,7 +4,8 @@
    well under a second and without importing vLLM.
 2. state: every patch that applies to this release is applied (or upstream).
 3. import and 4. behaviour: one fresh interpreter of the target environment imports every touched
-   module and runs the behaviour probes (``probe.py``). Skipped for a bare ``--target``.
+   module and runs the patches' behaviour checks, ``patches/<patch>/checks/*.py`` (``probe.py``
+   loads them and states their API). Skipped for a bare ``--target``.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from . import status as status_mod
-from .patchset import Catalogue, layout
+from .patchset import Catalogue, Layout, Verdict, layout
 from .target import Target
 
 TIERS = ("compile", "state", "import", "behaviour")
@@ -30,6 +31,7 @@ class Check:
     name: str
     ok: bool
     detail: str = ""
+    skipped: bool = False  # not applicable to this release (ok, never a failure); detail says why
 
 
 @dataclass
@@ -84,14 +86,57 @@ def compile_tier(target: Target, rels: list[str]) -> list[Check]:
     return checks
 
 
-def run_probe(
-    python: Path, modules: list[str], behaviour: bool = True, layer0: bool = True
-) -> list[Check]:
-    probe = Path(__file__).with_name("probe.py")
+def module_name(rel: str) -> str:
+    """The module a file under site-packages is imported as: ``vllm/a/b.py`` -> ``vllm.a.b``."""
+    parts = rel.removesuffix(".py").split("/")
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def check_files(lay: Layout) -> list[tuple[str, Path]]:
+    """The behaviour-check files, ``<patch folder>/checks/*.py``, of every patch this release
+    needs or has upstream (a check that cannot apply to the release skips itself)."""
+    wanted = (Verdict.APPLICABLE, Verdict.UPSTREAM)
+    return [
+        (p.name, path)
+        for p in lay.catalogue.patches
+        if lay.verdicts.get(p.name) in wanted
+        for path in p.check_files()
+    ]
+
+
+def probe_request(
+    modules: list[str], checks: list[tuple[str, Path]], version: str | None = None
+) -> str:
+    """The JSON request ``probe.py`` takes as argv[1]."""
+    request: dict[str, object] = {
+        "modules": modules,
+        "checks": [{"patch": name, "path": str(Path(path).resolve())} for name, path in checks],
+    }
+    if version:
+        request["version"] = version
+    return json.dumps(request)
+
+
+def probe_env() -> dict[str, str]:
     env = dict(os.environ)
-    # The probes build configs from local folders only; never wait on the Hugging Face hub.
+    # The checks build configs from local folders only; never wait on the Hugging Face hub.
+    # No bytecode either: the check files live in the tool's installed package.
     env.update({"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONDONTWRITEBYTECODE": "1"})
-    request = json.dumps({"modules": modules, "behaviour": behaviour, "layer0": layer0})
+    return env
+
+
+def run_probe(
+    python: Path,
+    modules: list[str],
+    checks: list[tuple[str, Path]],
+    version: str | None = None,
+) -> list[Check]:
+    """Import ``modules``, then run the ``(patch, file)`` behaviour checks, in ``python``."""
+    probe = Path(__file__).with_name("probe.py")
+    env = probe_env()
+    request = probe_request(modules, checks, version)
     # Another environment's interpreter runs isolated, as it was located; this interpreter keeps
     # the sys.path (PYTHONPATH, user site) through which the tool found vLLM in the first place.
     isolation = [] if Path(python) == Path(sys.executable) else ["-I"]
@@ -110,7 +155,8 @@ def run_probe(
     try:
         data = json.loads(lines[-1])
         return [
-            Check(c["tier"], c["name"], bool(c["ok"]), c.get("detail", "")) for c in data["checks"]
+            Check(c["tier"], c["name"], bool(c["ok"]), c.get("detail", ""), bool(c.get("skipped")))
+            for c in data["checks"]
         ]
     except (ValueError, IndexError, KeyError, TypeError):
         tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
@@ -149,9 +195,8 @@ def verify(
         return report
     if on_tier:
         on_tier("import")
-    modules = [r.removesuffix(".py").replace("/", ".") for r in rels]
-    upstream = lay.all_upstream
-    report.checks.extend(run_probe(target.python, modules, layer0=not upstream))
+    modules = [module_name(rel) for rel in rels]
+    report.checks.extend(run_probe(target.python, modules, check_files(lay), target.version))
     _conclude(report, "import")
     if any(c.tier == "behaviour" for c in report.checks):
         _conclude(report, "behaviour")

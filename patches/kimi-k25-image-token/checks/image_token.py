@@ -1,0 +1,214 @@
+"""Run the release's own EagleProposer for a Kimi-K2.5 target, up to the image-token branch."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import json
+import os
+from typing import Any
+
+KIMI_MODULE = "vllm.model_executor.models.kimi_k25"
+
+# The target and drafter config.json files (no weights): the same tiny DeepSeek-V3 text model and
+# Llama EAGLE-3 drafter as the eagle3-whitelist checks, for a config-only Kimi-K2.5 checkpoint.
+TEXT_CONFIG = {
+    "model_type": "deepseek_v3",
+    "architectures": ["DeepseekV3ForCausalLM"],
+    "hidden_size": 256,
+    "num_hidden_layers": 4,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 4,
+    "vocab_size": 1024,
+    "intermediate_size": 512,
+    "moe_intermediate_size": 128,
+    "n_routed_experts": 4,
+    "num_experts_per_tok": 2,
+    "n_shared_experts": 1,
+    "first_k_dense_replace": 1,
+    "kv_lora_rank": 64,
+    "q_lora_rank": 64,
+    "qk_rope_head_dim": 16,
+    "qk_nope_head_dim": 32,
+    "v_head_dim": 32,
+    "max_position_embeddings": 4096,
+    "rms_norm_eps": 1e-6,
+    "torch_dtype": "bfloat16",
+}
+
+KIMI_CONFIG = {
+    "model_type": "kimi_k25",
+    "architectures": ["KimiK25ForConditionalGeneration"],
+    "text_config": TEXT_CONFIG,
+    "vision_config": {},
+    "media_placeholder_token_id": 163605,
+    "torch_dtype": "bfloat16",
+}
+
+DRAFTER_CONFIG = {
+    "model_type": "llama",
+    "architectures": ["LlamaForCausalLMEagle3"],
+    "hidden_size": 256,
+    "num_hidden_layers": 1,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 4,
+    "intermediate_size": 512,
+    "vocab_size": 1024,
+    "max_position_embeddings": 4096,
+    "rms_norm_eps": 1e-6,
+    "torch_dtype": "bfloat16",
+}
+
+
+def _folder(ctx: Any, name: str, cfg: dict[str, Any]) -> str:
+    """A checkpoint folder holding only ``config.json``, under the check file's workdir."""
+    path = os.path.join(ctx.workdir, name)
+    if not os.path.isdir(path):
+        os.makedirs(path)
+        with open(os.path.join(path, "config.json"), "w") as fh:
+            json.dump(cfg, fh)
+    return path
+
+
+def _engine(ctx: Any) -> tuple[Any, Any, Any]:
+    """The real target ``ModelConfig``, ``SpeculativeConfig`` (eagle3) and ``ParallelConfig``.
+
+    Exactly what a server builds for a Kimi-K2.5 target with an EAGLE-3 drafter before any
+    proposer exists; a refusal here is the finding (the proposer is then never reached).
+    """
+    from vllm.config import ModelConfig, ParallelConfig, SpeculativeConfig
+
+    try:
+        target = ModelConfig(model=_folder(ctx, "kimi_k25", KIMI_CONFIG), skip_tokenizer_init=True)
+    except Exception as exc:
+        raise AssertionError("not run: the kimi_k25 target ModelConfig failed") from exc
+    parallel = ParallelConfig()
+    try:
+        speculative = SpeculativeConfig(
+            method="eagle3",
+            model=_folder(ctx, "drafter", DRAFTER_CONFIG),
+            num_speculative_tokens=3,
+            target_model_config=target,
+            target_parallel_config=parallel,
+        )
+    except Exception as exc:
+        text = str(exc).strip()
+        why = text.splitlines()[-1] if text else repr(exc)
+        if "only supported" in text:
+            why = " ".join(text.split())[:300]
+        raise AssertionError(
+            "not run: the real SpeculativeConfig refused the kimi_k25 target "
+            f"(as a server would, before any proposer exists): {why}"
+        ) from None
+    return target, speculative, parallel
+
+
+class _ReachedLanguageModel(Exception):
+    """Raised by the stand-in target right after the image-token branch has run."""
+
+
+def check_image_token(ctx: Any) -> str:
+    """EAGLE proposer reads Kimi-K2.5's image token from media_placeholder_token_id
+
+    From the real target ``ModelConfig``, ``SpeculativeConfig`` (method eagle3) and
+    ``ParallelConfig`` for a config-only kimi_k25 checkpoint (``_engine``), the check builds the
+    real ``VllmConfig`` (device ``cpu``) and the real ``EagleProposer(vllm_config, device)``, then
+    calls its real ``load_model`` with a Kimi-K2.5 target carrying the real ``KimiK25Config``.
+    Whatever ``__init__``, ``load_model`` and its helpers of that release read (``_get_model`` and
+    ``self.speculative_config`` since 0.16.0, the draft load config since 0.17.0) comes from the
+    release itself. Stood in, because they need a GPU or the checkpoint: pinned host memory
+    (``is_pin_memory_available``), the checkpoint's image processor
+    (``MULTIMODAL_REGISTRY.supports_multimodal_inputs``, answered from the model's own
+    ``is_multimodal_model``), loading the drafter's weights (``get_model``: a module with the
+    drafter's real config) and the target's language model (``get_language_model``: load_model
+    asks for it right after the image-token branch, and the check stops there). Any other
+    exception is reported as raised, with where.
+    """
+    if importlib.util.find_spec(KIMI_MODULE) is None:
+        ctx.skip(f"vLLM {ctx.version} has no Kimi-K2.5 model (kimi_k25.py arrived in 0.15.0)")
+    import torch
+    from vllm.config import DeviceConfig, VllmConfig
+
+    kimi = importlib.import_module(KIMI_MODULE)
+    eagle = importlib.import_module("vllm.v1.spec_decode.eagle")
+
+    target_config, speculative, parallel = _engine(ctx)
+    try:
+        vllm_config = VllmConfig(
+            model_config=target_config,
+            speculative_config=speculative,
+            parallel_config=parallel,
+            device_config=DeviceConfig(device="cpu"),
+        )
+    except Exception as exc:
+        raise AssertionError("VllmConfig for the Kimi-K2.5 target") from exc
+
+    token = target_config.hf_config.media_placeholder_token_id
+    drafter = torch.nn.Module()
+    drafter.config = speculative.draft_model_config.hf_config
+    loads: list[dict[str, Any]] = []
+
+    def get_model(**kwargs: Any) -> Any:
+        loads.append(kwargs)
+        return drafter
+
+    target = kimi.KimiK25ForConditionalGeneration.__new__(kimi.KimiK25ForConditionalGeneration)
+    torch.nn.Module.__init__(target)
+    target.config = target_config.hf_config
+
+    def reached() -> Any:
+        raise _ReachedLanguageModel
+
+    target.get_language_model = reached
+
+    class Registry:
+        """vLLM's multimodal registry, except that it cannot build Kimi-K2.5's processor here.
+
+        ``__init__`` asks it whether the target takes multimodal inputs, which builds the
+        checkpoint's image processor (``preprocessor_config.json``: not in a config-only folder).
+        A real Kimi-K2.5 checkpoint does take images, so the answer is the model's own
+        ``is_multimodal_model``; everything else goes to the real registry.
+        """
+
+        def __init__(self, real: Any) -> None:
+            self._real = real
+
+        def supports_multimodal_inputs(self, model_config: Any) -> bool:
+            return bool(model_config.is_multimodal_model)
+
+        def __getattr__(self, attr: str) -> Any:
+            return getattr(self._real, attr)
+
+    stand_ins: dict[str, Any] = {"get_model": get_model}
+    if hasattr(eagle, "MULTIMODAL_REGISTRY"):
+        stand_ins["MULTIMODAL_REGISTRY"] = Registry(eagle.MULTIMODAL_REGISTRY)
+    if hasattr(eagle, "is_pin_memory_available"):
+        stand_ins["is_pin_memory_available"] = lambda: False
+    saved = {attr: getattr(eagle, attr) for attr in stand_ins if hasattr(eagle, attr)}
+    for attr, value in stand_ins.items():
+        setattr(eagle, attr, value)
+    stage = "EagleProposer.__init__"
+    try:
+        proposer = eagle.EagleProposer(vllm_config, torch.device("cpu"), runner=None)
+        stage = "EagleProposer.load_model"
+        proposer.load_model(target)
+    except _ReachedLanguageModel:
+        pass
+    except Exception as exc:  # what the release raised is the finding
+        raise AssertionError(f"{stage} raised") from exc
+    else:
+        raise AssertionError(
+            "load_model returned without asking the Kimi-K2.5 target for its language model"
+        )
+    finally:
+        for attr in stand_ins:
+            if attr in saved:
+                setattr(eagle, attr, saved[attr])
+            else:
+                delattr(eagle, attr)
+    if not loads:
+        raise AssertionError("load_model never loaded the drafter")
+    got = getattr(drafter.config, "image_token_index", None)
+    if got != token:
+        raise AssertionError(f"drafter image_token_index is {got}, expected {token}")
+    return f"image_token_index {got}"

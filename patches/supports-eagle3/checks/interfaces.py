@@ -1,0 +1,39 @@
+"""The real model classes list SupportsEagle3: without it the model runner refuses EAGLE-3."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from typing import Any
+
+KIMI_MODULE = "vllm.model_executor.models.kimi_k25"
+
+
+def _listed(cls: Any) -> None:
+    from vllm.model_executor.models.interfaces import supports_eagle3
+
+    if not supports_eagle3(cls):
+        raise AssertionError(
+            f"{cls.__name__} does not list SupportsEagle3; the runner refuses EAGLE-3"
+        )
+
+
+def check_deepseek_v2(ctx: Any) -> None:
+    """supports_eagle3(DeepseekV2ForCausalLM)"""
+    from vllm.model_executor.models import deepseek_v2
+
+    _listed(deepseek_v2.DeepseekV2ForCausalLM)
+
+
+def check_deepseek_v3(ctx: Any) -> None:
+    """supports_eagle3(DeepseekV3ForCausalLM)"""
+    from vllm.model_executor.models import deepseek_v2
+
+    _listed(deepseek_v2.DeepseekV3ForCausalLM)
+
+
+def check_kimi_k25(ctx: Any) -> None:
+    """supports_eagle3(KimiK25ForConditionalGeneration)"""
+    if importlib.util.find_spec(KIMI_MODULE) is None:
+        ctx.skip(f"vLLM {ctx.version} has no Kimi-K2.5 model (kimi_k25.py arrived in 0.15.0)")
+    _listed(importlib.import_module(KIMI_MODULE).KimiK25ForConditionalGeneration)
