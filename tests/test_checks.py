@@ -27,11 +27,9 @@ import pytest
 
 from vllm_patcher import sources, verify
 from vllm_patcher.patchset import layout, load_catalogue
-from vllm_patcher.target import file_hash
 
 from .conftest import (
     CATALOGUE,
-    REPO,
     record_of,
     run_cli,
     test_venv_python,

@@ -294,7 +294,7 @@ def test_editable_install_status_apply_status_revert(editable: Editable) -> None
         assert _hashes(editable.tree) == {rel: AFTER[rel] for rel in TOUCHED}
         assert (editable.tree / ".vllm-patcher" / "state.json").is_file()
         st = _status(*where)
-        assert [p["state"] for p in st["patches"]] == ["applied"] * 3
+        assert [p["state"] for p in st["patches"]] == ["applied"] * N_PATCHES
         # a second apply writes nothing
         again = run_cli(*where, "apply", "--strict", check=True)
         assert _hashes(editable.tree) == {rel: AFTER[rel] for rel in TOUCHED}
@@ -545,7 +545,7 @@ def test_a_pip_target_install_is_judged_by_its_record() -> None:
         assert [p["state"] for p in _status(*where)["patches"]] == ["pending"] * N_PATCHES
         run_cli(*where, "apply", "--strict", check=True)
         assert _hashes(site) == {rel: AFTER[rel] for rel in TOUCHED}
-        assert [p["state"] for p in _status(*where)["patches"]] == ["applied"] * 3
+        assert [p["state"] for p in _status(*where)["patches"]] == ["applied"] * N_PATCHES
         run_cli(*where, "revert", check=True)
         for rel in TOUCHED:
             assert (site / rel).read_bytes() == _wheel_bytes(rel), rel

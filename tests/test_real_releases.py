@@ -24,9 +24,18 @@ import pytest
 
 from vllm_patcher import sources
 
-from .conftest import run_cli, touched_match_record, venv_site
+from .conftest import CATALOGUE, run_cli, touched_match_record, venv_site
 
-PATCHES = ("eagle3-whitelist", "kimi-k25-image-token", "supports-eagle3")
+PATCHES = CATALOGUE.names
+MINIMAX_CHECKS = (
+    "eagle3-minimax-m2: MiniMaxM2ForCausalLM implements SupportsEagle3 with working default and "
+    "setter.",
+    "eagle3-minimax-m2: The real MiniMaxM2Model.forward captures the residual stream entering "
+    "requested layers.",
+    "eagle3-minimax-m2: The real SpeculativeConfig accepts EAGLE-3 for a minimax_m2 target (and "
+    "still rejects gpt2).",
+)
+
 TIERS = ("compile", "state", "import", "behaviour")
 DEEPSEEK = "vllm/model_executor/models/deepseek_v2.py"
 EAGLE = "vllm/v1/spec_decode/eagle.py"
@@ -75,6 +84,7 @@ class Venv:
         self.version = _version(python)
         self.site = venv_site(python)
         self.has_kimi = (self.site / "vllm/model_executor/models/kimi_k25.py").exists()
+        self.has_minimax = (self.site / "vllm/model_executor/models/minimax_m2.py").exists()
 
     def cli(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         return run_cli("--python", str(self.python), *args, check=check)
@@ -120,6 +130,7 @@ def test_apply_verify_status_revert_round_trip(venv: Venv) -> None:
         "eagle3-whitelist": "applied",
         "kimi-k25-image-token": "applied" if venv.has_kimi else "not-applicable",
         "supports-eagle3": "applied",
+        "eagle3-minimax-m2": "applied" if venv.has_minimax else "not-applicable",
     }
     before = json.loads(venv.cli("--json", "status").stdout)
     assert before["vllm_version"] == venv.version
@@ -151,6 +162,8 @@ def test_apply_verify_status_revert_round_trip(venv: Venv) -> None:
     skipped = {c["name"] for c in report["checks"] if c["skipped"]}  # type: ignore[attr-defined]
     assert skipped == (set() if venv.has_kimi else kimi), skipped
     assert wanted | kimi <= names, (wanted | kimi) - names
+    if venv.has_minimax:  # MiniMax-M2's checks ran and passed (code == 0 above)
+        assert set(MINIMAX_CHECKS) <= names - skipped, set(MINIMAX_CHECKS) - names
 
     after = json.loads(venv.cli("--json", "status").stdout)
     assert {p["name"]: p["state"] for p in after["patches"]} == expected
@@ -172,6 +185,9 @@ def test_verify_before_apply_is_red_for_what_is_missing(venv: Venv) -> None:
     )
     assert "supports-eagle3: forward with aux layers returns (hidden, aux)" in failed
     assert "supports-eagle3: supports_eagle3(DeepseekV2ForCausalLM)" in failed
+    if venv.has_minimax:  # red before apply: every MiniMax-M2 check fails on the pristine release
+        assert set(MINIMAX_CHECKS) <= set(failed), set(MINIMAX_CHECKS) - set(failed)
+        assert "minimax_m2" in failed[MINIMAX_CHECKS[2]], failed[MINIMAX_CHECKS[2]]
     if venv.has_kimi:
         # what the probe saw: a server never reaches the proposer, the allow-list refuses first
         detail = failed[IMAGE_TOKEN_CHECK]

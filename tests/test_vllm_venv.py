@@ -9,9 +9,17 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import pip_reinstall_vllm, run_cli, touched_match_record, venv_site
+from .conftest import CATALOGUE, pip_reinstall_vllm, run_cli, touched_match_record, venv_site
 
-PATCHES = ("eagle3-whitelist", "kimi-k25-image-token", "supports-eagle3")
+PATCHES = CATALOGUE.names
+MINIMAX_CHECKS = (
+    "eagle3-minimax-m2: MiniMaxM2ForCausalLM implements SupportsEagle3 with working default and "
+    "setter.",
+    "eagle3-minimax-m2: The real MiniMaxM2Model.forward captures the residual stream entering "
+    "requested layers.",
+    "eagle3-minimax-m2: The real SpeculativeConfig accepts EAGLE-3 for a minimax_m2 target (and "
+    "still rejects gpt2).",
+)
 
 
 def modes(vllm_python: Path) -> dict[str, tuple[str | None, list[str]]]:
@@ -37,7 +45,7 @@ def test_apply_status_verify_revert(vllm_python: Path, mode: str) -> None:
     ]
 
     applied = json.loads(cli("--json", "apply").stdout)
-    assert [p["state"] for p in applied["patches"]] == ["applied"] * 3
+    assert [p["state"] for p in applied["patches"]] == ["applied"] * len(PATCHES)
     assert not any(touched_match_record(site).values())
     assert json.loads(cli("--json", "apply").stdout)["changed"] == []
 
@@ -49,6 +57,7 @@ def test_apply_status_verify_revert(vllm_python: Path, mode: str) -> None:
     assert "supports-eagle3: supports_eagle3(KimiK25ForConditionalGeneration)" in names
     assert "eagle3-whitelist: SpeculativeConfig eagle3 rejects gpt2 (not on the list)" in names
     assert not any(c["skipped"] for c in report["checks"])  # 0.15.1 ships Kimi-K2.5
+    assert set(MINIMAX_CHECKS) <= names  # and MiniMax-M2: its checks ran and passed
 
     cli("revert")
     assert all(touched_match_record(site).values())
@@ -66,6 +75,7 @@ def test_verify_fails_before_apply_and_names_the_cause(vllm_python: Path) -> Non
     assert accept in failed
     assert "only supported for" in failed[accept]
     assert "supports-eagle3: forward with aux layers returns (hidden, aux)" in failed
+    assert set(MINIMAX_CHECKS) <= set(failed), set(MINIMAX_CHECKS) - set(failed)
 
 
 PROBE = (
@@ -172,9 +182,9 @@ def test_a_real_pip_reinstall_after_apply_shows_drift_and_apply_heals_it(vllm_py
     pip_reinstall_vllm(vllm_python)
     assert all(touched_match_record(site).values())
     st = json.loads(run_cli(*where, "--json", "status", check=True).stdout)
-    assert [p["state"] for p in st["patches"]] == ["drifted"] * 3
+    assert [p["state"] for p in st["patches"]] == ["drifted"] * len(PATCHES)
     run_cli(*where, "apply", check=True)
     st = json.loads(run_cli(*where, "--json", "status", check=True).stdout)
-    assert [p["state"] for p in st["patches"]] == ["applied"] * 3
+    assert [p["state"] for p in st["patches"]] == ["applied"] * len(PATCHES)
     run_cli(*where, "revert", check=True)
     assert all(touched_match_record(site).values())
