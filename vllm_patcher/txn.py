@@ -309,10 +309,12 @@ def _commit_apply(target: Target, old: Journal | None, edits: list[FileEdit]) ->
     )
     for e in edits:
         was = e.before_hash if e.base is not None else None
+        earlier = old.files[e.path].patches if old and e.path in old.files and was else []
         new.files[e.path] = FileRecord(list(e.patches), e.pristine_hash, e.after_hash, was)
         for patch in e.patches:
             rec = new.patches.setdefault(patch, PatchRecord(method=e.method, files=[]))
-            rec.method = e.method
+            if patch not in earlier:  # patches stacked on keep the method they were applied by
+                rec.method = e.method
             if e.path not in rec.files:
                 rec.files.append(e.path)
     written = [e for e in edits if not e.adopted]
