@@ -72,8 +72,102 @@ def _fail(opts: Options | None, exc: PatcherError) -> NoReturn:
     sys.exit(exc.exit_code)
 
 
+_GLOBAL_KEYS = ("g_python", "g_directory", "g_json", "g_patches")
+
+
+def _global_params() -> list[click.Parameter]:
+    """The top-level options, accepted again after any subcommand (``status --json``)."""
+    return [
+        click.Option(
+            ["--python", "g_python"],
+            metavar="PATH",
+            help="Interpreter or venv directory of the environment to patch.",
+        ),
+        click.Option(
+            ["--target", "g_directory"],
+            metavar="DIR",
+            help="site-packages directory to patch (no interpreter).",
+        ),
+        click.Option(["--json", "g_json"], is_flag=True, help="Print machine-readable JSON."),
+        click.Option(
+            ["--patches", "g_patches"],
+            metavar="DIR",
+            multiple=True,
+            type=click.Path(path_type=Path),
+            help="A folder of your own patches (repeatable).",
+        ),
+    ]
+
+
+def _same(a: str | Path, b: str | Path) -> bool:
+    return os.path.abspath(os.path.expanduser(a)) == os.path.abspath(os.path.expanduser(b))
+
+
+def _merge_globals(ctx: click.Context) -> None:
+    """Fold the global options given after a (sub)command into the ``Options`` of the run.
+
+    The same option in both places must agree: different values are a usage error, never a guess.
+    """
+    given = {key: ctx.params.pop(key, None) for key in _GLOBAL_KEYS}
+    opts = ctx.find_object(Options)
+    if opts is None:  # pragma: no cover - main always sets it
+        return
+    if given["g_json"]:
+        opts.as_json = True
+    for attr, flag in (("python", "--python"), ("directory", "--target")):
+        value = given[f"g_{attr}"]
+        if value is None:
+            continue
+        current = getattr(opts, attr)
+        if current is not None and not _same(current, value):
+            raise BadSetting(f"{flag} given twice with different values ({current}, {value})")
+        if current is None:
+            setattr(opts, attr, value)
+    patches = tuple(given["g_patches"] or ())
+    if patches:
+        if opts.patch_dirs and [os.path.abspath(p) for p in opts.patch_dirs] != [
+            os.path.abspath(p) for p in patches
+        ]:
+            raise BadSetting(
+                "--patches given before and after the command with different folders; "
+                "give them in one place"
+            )
+        opts.patch_dirs = patches
+    if opts.python and opts.directory:
+        raise BadSetting("--python and --target are exclusive; pass one")
+
+
+class _Command(click.Command):
+    """A subcommand that also takes the global options after its name."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.params.extend(_global_params())
+
+    def invoke(self, ctx: click.Context) -> Any:
+        _merge_globals(ctx)
+        return super().invoke(ctx)
+
+
+class _SubGroup(click.Group):
+    """A group of subcommands (``cluster``): takes the global options too, and so do its commands."""
+
+    command_class = _Command
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.params.extend(_global_params())
+
+    def invoke(self, ctx: click.Context) -> Any:
+        _merge_globals(ctx)
+        return super().invoke(ctx)
+
+
 class _Group(click.Group):
     """Turn anticipated failures into one line and a documented exit code, never a traceback."""
+
+    command_class = _Command
+    group_class = _SubGroup
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -99,7 +193,13 @@ def _waiting(opts: Options) -> Any:
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--python", "python", metavar="PATH", help="Interpreter of the environment to patch.")
+@click.option(
+    "--python",
+    "python",
+    metavar="PATH",
+    help="Interpreter or venv directory of the environment to patch "
+    "(default: this interpreter if it has vLLM, else the active VIRTUAL_ENV).",
+)
 @click.option(
     "--target",
     "directory",
@@ -125,7 +225,9 @@ def main(
     patch_dirs: tuple[Path, ...],
 ) -> None:
     """Apply, verify and revert source patches to an installed vLLM: the built-in EAGLE-3 changes
-    for DeepSeek-V3, Kimi and MiniMax-M2 targets, and patches of your own."""
+    for DeepSeek-V3, Kimi and MiniMax-M2 targets, and patches of your own.
+
+    The options above may also follow the command (`vllm-patcher status --json`)."""
     if python and directory:
         raise click.UsageError("--python and --target are exclusive; pass one")
     ctx.obj = Options(python, directory, as_json, patch_dirs)
@@ -134,10 +236,20 @@ def main(
     lock_timeout()  # a bad VLLM_PATCHER_LOCK_TIMEOUT is a usage error for every command
 
 
-def _status_lines(st: status_mod.Status) -> list[str]:
+_CHOSEN_TEXT = {target_mod.CHOSEN_VENV: "from VIRTUAL_ENV"}
+
+
+def _chosen_line(target: target_mod.Target) -> str:
+    where = target.python if target.python is not None else target.site_packages
+    why = _CHOSEN_TEXT.get(target.chosen_by, target.chosen_by)
+    return f"target: {where}" + (f" ({why})" if why else "")
+
+
+def _status_lines(st: status_mod.Status, target: target_mod.Target | None = None) -> list[str]:
     lines = [
         f"vLLM {st.vllm_version} ({st.distribution}) at {st.location}"
         + f" ({st.shape} install, judged against {st.reference})",
+        *([_chosen_line(target)] if target is not None else []),
         f"release: {st.release}   fingerprint: {st.fingerprint}",
     ]
     if st.in_progress:
@@ -163,14 +275,32 @@ def _status_lines(st: status_mod.Status) -> list[str]:
 
 
 @main.command()
+@click.option(
+    "--check",
+    is_flag=True,
+    help="Exit 1 unless every patch is applied, upstream or not-applicable (a CI gate).",
+)
 @click.pass_obj
-def status(opts: Options) -> None:
-    """Show the vLLM release and the state of every patch (never waits for a running apply)."""
-    st = status_mod.read_status(opts.target(), opts.catalogue())
+def status(opts: Options, check: bool) -> None:
+    """Show the vLLM release and the state of every patch (never waits for a running apply).
+
+    With --check, exit 1 when any patch is pending, drifted, unrecorded or unported, or another
+    run is changing the environment right now.
+    """
+    target = opts.target()
+    st = status_mod.read_status(target, opts.catalogue())
     if opts.as_json:
-        _emit_json(st.to_dict())
+        _emit_json(
+            {
+                **st.to_dict(),
+                "chosen_by": target.chosen_by,
+                "python": str(target.python) if target.python is not None else None,
+            }
+        )
     else:
-        _echo("\n".join(_status_lines(st)))
+        _echo("\n".join(_status_lines(st, target)))
+    if check and not st.ready:
+        sys.exit(EXIT_CHECK_FAILED)
 
 
 @main.command()
@@ -629,9 +759,6 @@ def cluster() -> None:
 
 def _cluster_options(func: Any) -> Any:
     func = click.option(
-        "--json", "as_json", is_flag=True, help="Print machine-readable JSON (like the top level)."
-    )(func)
-    func = click.option(
         "--timeout",
         type=click.FloatRange(min=1),
         default=600.0,
@@ -648,7 +775,7 @@ def _cluster_options(func: Any) -> Any:
 
 
 def _run_cluster(
-    opts: Options, command: str, address: str, timeout: float, as_json: bool, strict: bool = False
+    opts: Options, command: str, address: str, timeout: float, strict: bool = False
 ) -> None:
     from . import cluster as cluster_mod
 
@@ -657,11 +784,11 @@ def _run_cluster(
             "cluster works through an interpreter (--python); for a bare site-packages on a node "
             f"set {cluster_mod.SITE_ENV} in that node's environment"
         )
-    opts.as_json = opts.as_json or as_json
     catalogue = opts.catalogue()
+    python = target_mod.interpreter(opts.python) if opts.python else target_mod.default_python()
     report = cluster_mod.run(
         command,
-        opts.python or sys.executable,
+        python,
         address,
         timeout=timeout,
         strict=strict,
@@ -721,13 +848,13 @@ def _run_cluster(
 @cluster.command("status")
 @_cluster_options
 @click.pass_obj
-def cluster_status(opts: Options, address: str, timeout: float, as_json: bool) -> None:
+def cluster_status(opts: Options, address: str, timeout: float) -> None:
     """Every node's patch states and fingerprint, and one verdict.
 
     Exit 0 only when every node answers with the same fingerprint and no patch is pending or
     drifted.
     """
-    _run_cluster(opts, "status", address, timeout, as_json)
+    _run_cluster(opts, "status", address, timeout)
 
 
 @cluster.command("apply")
@@ -736,23 +863,23 @@ def cluster_status(opts: Options, address: str, timeout: float, as_json: bool) -
     "--strict", is_flag=True, help="Refuse on a node unless a pinned diff matches exactly."
 )
 @click.pass_obj
-def cluster_apply(opts: Options, address: str, timeout: float, as_json: bool, strict: bool) -> None:
+def cluster_apply(opts: Options, address: str, timeout: float, strict: bool) -> None:
     """Apply on every node: all files or none, per node.
 
     The table says which nodes were applied, which refused and why, and which were lost.
     """
-    _run_cluster(opts, "apply", address, timeout, as_json, strict=strict)
+    _run_cluster(opts, "apply", address, timeout, strict=strict)
 
 
 @cluster.command("verify")
 @_cluster_options
 @click.pass_obj
-def cluster_verify(opts: Options, address: str, timeout: float, as_json: bool) -> None:
+def cluster_verify(opts: Options, address: str, timeout: float) -> None:
     """Verify every node, each in its own interpreter.
 
     Every tier of verify; the import and behaviour tiers run in the node's own Python.
     """
-    _run_cluster(opts, "verify", address, timeout, as_json)
+    _run_cluster(opts, "verify", address, timeout)
 
 
 __all__ = ["main"]

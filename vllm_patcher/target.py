@@ -1,7 +1,8 @@
 """Find the vLLM install to work on: its version, where its real files are, and what judges them.
 
-Three ways to point at it: the interpreter running the tool (default), another environment's
-interpreter (``--python``, asked without importing vLLM), or a directory (``--target``, e.g. a
+Three ways to point at it: by default the interpreter running the tool when it has vLLM, else
+the active ``VIRTUAL_ENV``'s when that venv has vLLM; another environment's interpreter or venv
+directory (``--python``, asked without importing vLLM); or a directory (``--target``, e.g. a
 site-packages inside a container image build).
 
 Install shapes, and the reference each one's files are judged against:
@@ -28,7 +29,7 @@ import os
 import re
 import subprocess
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -86,6 +87,7 @@ class Target:
     python: Path | None  # interpreter that can import it; None for a --target directory
     shape: str = WHEEL  # wheel | editable | source | directory
     reference: str = RECORD_REFERENCE  # what ``record`` was taken from, for people to read
+    chosen_by: str = ""  # why this install: CHOSEN_HERE, CHOSEN_VENV, "--python" or "--target"
 
     def path(self, rel: str) -> Path:
         return self.site_packages / rel
@@ -465,11 +467,36 @@ def _gather_here() -> dict[str, Any]:
 # --- entry points --------------------------------------------------------------------------------
 
 
+CHOSEN_HERE = "this interpreter"
+CHOSEN_VENV = "VIRTUAL_ENV"
+CHOSEN_PYTHON = "--python"
+CHOSEN_TARGET = "--target"
+
+
+def _has_vllm(info: dict[str, Any]) -> bool:
+    return bool(info.get("dists") or info.get("package_dir"))
+
+
 def locate_current() -> Target:
     return _locate(_gather_here(), Path(sys.executable), sys.executable)
 
 
-def locate_with_python(python: str) -> Target:
+def interpreter(python: str) -> str:
+    """``--python`` takes an interpreter or a venv directory (its ``bin/python``)."""
+    path = Path(python)
+    if not path.is_dir():
+        return python
+    exe = path / "bin" / "python"
+    if not exe.exists():
+        raise TargetNotFound(
+            f"{python} is a directory without bin/python; --python wants a venv directory "
+            "or its interpreter"
+        )
+    return str(exe)
+
+
+def _query(python: str) -> dict[str, Any]:
+    """Ask another interpreter where its vLLM is (without importing vLLM)."""
     exe = Path(python)
     if not exe.exists():
         raise TargetNotFound(f"interpreter {python} does not exist; pass the venv's bin/python")
@@ -499,7 +526,52 @@ def locate_with_python(python: str) -> Target:
         raise TargetNotFound(f"{python} did not answer like a Python interpreter") from None
     if not isinstance(info, dict):
         raise TargetNotFound(f"{python} did not answer like a Python interpreter")
-    return _locate(info, exe, python)
+    return info
+
+
+def locate_with_python(python: str) -> Target:
+    python = interpreter(python)
+    return _locate(_query(python), Path(python), python)
+
+
+def _active_venv_python() -> str | None:
+    """``$VIRTUAL_ENV/bin/python`` when a venv other than this interpreter's is active."""
+    venv = os.environ.get("VIRTUAL_ENV")
+    if not venv:
+        return None
+    try:
+        if Path(venv).resolve() == Path(sys.prefix).resolve():
+            return None  # this interpreter's own venv: already asked
+    except OSError:
+        return None
+    exe = Path(venv) / "bin" / "python"
+    return str(exe) if exe.exists() else None
+
+
+def locate_default() -> Target:
+    """No --python, no --target: this interpreter when it has vLLM (the tool runs inside the
+    vLLM venv), else the active ``VIRTUAL_ENV`` when that venv has vLLM."""
+    here = _gather_here()
+    if _has_vllm(here):
+        return _locate(here, Path(sys.executable), sys.executable)
+    venv_python = _active_venv_python()
+    if venv_python is not None:
+        info = _query(venv_python)
+        if _has_vllm(info):
+            return _locate(info, Path(venv_python), venv_python)
+    also = f" nor in VIRTUAL_ENV {os.environ['VIRTUAL_ENV']}" if venv_python else ""
+    raise TargetNotFound(
+        f"no vLLM installed for {sys.executable}{also}; point at the vLLM venv with "
+        "--python /path/to/venv (or its bin/python), activate it, or --target SITE_PACKAGES"
+    )
+
+
+def default_python() -> str:
+    """The interpreter commands that run in the target (cluster) use without --python: this one
+    when it has vLLM, else an active venv's."""
+    if _has_vllm(_gather_here()):
+        return sys.executable
+    return _active_venv_python() or sys.executable
 
 
 def locate_in_directory(directory: str) -> Target:
@@ -523,8 +595,12 @@ def _first_distribution(path: list[str]) -> metadata.Distribution | None:
 
 
 def locate(python: str | None = None, directory: str | None = None) -> Target:
+    """The install to work on, with why it was chosen (``chosen_by``)."""
     if python is not None:
-        return locate_with_python(python)
-    if directory is not None:
-        return locate_in_directory(directory)
-    return locate_current()
+        target, why = locate_with_python(python), CHOSEN_PYTHON
+    elif directory is not None:
+        target, why = locate_in_directory(directory), CHOSEN_TARGET
+    else:
+        target = locate_default()
+        why = CHOSEN_HERE if target.python == Path(sys.executable) else CHOSEN_VENV
+    return replace(target, chosen_by=why)

@@ -1,0 +1,297 @@
+"""Global options before or after the command, --python VENV_DIR, VIRTUAL_ENV, status --check.
+
+Everything runs through the real command line (``python -m vllm_patcher``). Writes go to tree
+copies (``--target``) or to tiny venvs made here whose site-packages hold a copy of the pristine
+0.15.1 tree (vllm/ files and the dist-info with its RECORD; status never imports vLLM).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+from vllm_patcher import sources
+
+from .conftest import REPO, assert_refused, run_cli, venv_site
+
+SPEC = "vllm/config/speculative.py"
+NO_VENV = {"VIRTUAL_ENV": ""}  # an empty VIRTUAL_ENV counts as none active
+
+
+def placed(position: str, command: list[str], options: list[str]) -> list[str]:
+    """``options`` before the command (``before``) or after all of it (``after``)."""
+    return [*options, *command] if position == "before" else [*command, *options]
+
+
+def status_json(proc: subprocess.CompletedProcess[str]) -> dict[str, object]:
+    assert proc.returncode in (0, 1), (proc.returncode, proc.stdout, proc.stderr)
+    data = json.loads(proc.stdout)
+    assert isinstance(data, dict)
+    return data
+
+
+# --- the tiny venvs ------------------------------------------------------------------------------
+
+
+def _make_venv(root: Path, *, vllm: bool, tool: bool = False) -> Path:
+    subprocess.run(
+        [sys.executable, "-m", "venv", "--without-pip", str(root)], check=True, capture_output=True
+    )
+    site = venv_site(root / "bin" / "python")
+    if vllm:
+        shutil.copytree(
+            sources.fetch_release("0.15.1"),
+            site,
+            dirs_exist_ok=True,
+            ignore=shutil.ignore_patterns(".complete"),
+        )
+    if tool:  # this checkout and the dev venv's dependencies, so the venv can run the tool itself
+        dev_site = sysconfig.get_paths()["purelib"]
+        (site / "zz_vllm_patcher_dev.pth").write_text(
+            f"{REPO}\nimport site; site.addsitedir({dev_site!r})\n"
+        )
+    return root
+
+
+@pytest.fixture(scope="module")
+def venvs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """``with_tool``: vLLM and the tool; ``vllm``: vLLM only; ``empty``: neither."""
+    base = tmp_path_factory.mktemp("venvs")
+    return {
+        "with_tool": _make_venv(base / "with-tool", vllm=True, tool=True),
+        "vllm": _make_venv(base / "vllm", vllm=True),
+        "empty": _make_venv(base / "empty", vllm=False),
+    }
+
+
+def site_of(venv: Path) -> str:
+    return str(venv_site(venv / "bin" / "python"))
+
+
+# --- every command takes the global options on either side ------------------------------------
+
+
+@pytest.mark.parametrize("position", ["before", "after"])
+def test_status_apply_verify_revert_take_the_options_on_either_side(tree_copy, position) -> None:  # type: ignore[no-untyped-def]
+    site = tree_copy("0.15.1")
+    pristine = (site / SPEC).read_bytes()
+    target = ["--target", str(site)]
+
+    data = status_json(run_cli(*placed(position, ["status"], [*target, "--json"])))
+    assert data["location"] == str(site) and data["chosen_by"] == "--target"
+    assert data["python"] is None
+
+    proc = run_cli(*placed(position, ["apply", "--dry-run"], target))
+    assert proc.returncode == 0, proc.stderr
+    assert f"+++ b/{SPEC}" in proc.stdout
+    assert (site / SPEC).read_bytes() == pristine
+
+    proc = run_cli(*placed(position, ["verify"], [*target, "--json"]))
+    assert proc.returncode == 1, proc.stderr  # pending patches: the state tier fails
+    assert json.loads(proc.stdout)["location"] == str(site)
+
+    proc = run_cli(*placed(position, ["revert"], [*target, "--json"]))
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["location"] == str(site)
+
+
+@pytest.mark.parametrize("position", ["before", "after"])
+def test_list_capture_import_port_take_the_options_on_either_side(
+    tree_copy,  # type: ignore[no-untyped-def]
+    tmp_path: Path,
+    position: str,
+) -> None:
+    site = tree_copy("0.15.1")
+    mine = tmp_path / "mine"
+
+    proc = run_cli(*placed(position, ["list"], ["--json"]))
+    assert proc.returncode == 0, proc.stderr
+    assert "eagle3-whitelist" in {p["name"] for p in json.loads(proc.stdout)["patches"]}
+
+    # capture reached the tree (so --target and --patches were both taken): nothing edited there
+    proc = run_cli(
+        *placed(position, ["capture", "mine"], ["--target", str(site), "--patches", str(mine)])
+    )
+    assert_refused(proc, 15, "differs from what its patches produce")
+
+    # usage errors print JSON when --json is given after the command too
+    for command, fragment in (
+        (["import", "mine"], "import needs --diff FILE"),
+        (["port", "eagle3-whitelist"], "port needs --to VERSION"),
+        (["port", "nope", "--to", "0.15.1"], "no patch named 'nope'"),
+    ):
+        proc = run_cli(*placed(position, command, ["--json", "--patches", str(mine)]))
+        assert proc.returncode == 2, (command, proc.stderr)
+        assert fragment in json.loads(proc.stdout)["error"]
+        assert proc.stderr.strip().startswith(f"vllm-patcher: error: {fragment}")
+
+
+@pytest.mark.parametrize("position", ["before", "after"])
+def test_doctor_serve_args_and_cluster_take_the_options_on_either_side(
+    tree_copy,  # type: ignore[no-untyped-def]
+    tmp_path: Path,
+    position: str,
+) -> None:
+    site = tree_copy("0.15.1")
+    nowhere = str(tmp_path / "no-model")
+    doctor = ["doctor", "--model", nowhere, "--drafter", nowhere]
+
+    proc = run_cli(*placed(position, [*doctor, "--vllm-version", "0.15.1"], ["--json"]))
+    assert proc.returncode == 11, proc.stderr
+    assert json.loads(proc.stdout)["exit_code"] == 11
+    # without --vllm-version the release comes from --target (the dev venv has no vLLM: 3)
+    assert_refused(run_cli(*placed(position, doctor, ["--target", str(site)])), 11, "model")
+
+    proc = run_cli(*placed(position, ["serve-args", "--drafter", nowhere], ["--json"]))
+    assert proc.returncode == 11, proc.stderr
+
+    cluster = ["cluster", "status", "--address", "bogus:1", "--timeout", "5"]
+    proc = run_cli(*placed(position, cluster, ["--python", sys.executable, "--json"]))
+    assert proc.returncode == 12, proc.stderr
+    assert json.loads(proc.stdout)["exit_code"] == 12
+    proc = run_cli(*placed(position, cluster, ["--python", sys.executable]))
+    assert_refused(proc, 12, "no Ray")
+    proc = run_cli("cluster", "--json", "verify", "--address", "bogus:1")
+    assert proc.returncode == 12 and json.loads(proc.stdout)["exit_code"] == 12
+
+
+def test_every_command_lists_the_global_options_in_its_help() -> None:
+    for command in (
+        ["status"],
+        ["apply"],
+        ["verify"],
+        ["revert"],
+        ["list"],
+        ["pin"],
+        ["capture"],
+        ["import"],
+        ["port"],
+        ["doctor"],
+        ["serve-args"],
+        ["cluster"],
+        ["cluster", "status"],
+        ["cluster", "apply"],
+        ["cluster", "verify"],
+    ):
+        proc = run_cli(*command, "--help")
+        assert proc.returncode == 0, (command, proc.stderr)
+        for option in ("--python PATH", "--target DIR", "--json", "--patches DIR"):
+            assert option in proc.stdout, (command, option)
+
+
+# --- the same option in both places -------------------------------------------------------------
+
+
+def test_conflicting_values_are_a_usage_error_and_equal_ones_are_not(tree_copy, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    site = tree_copy("0.15.1")
+    other = tmp_path / "other"
+    other.mkdir()
+    proc = run_cli("--target", str(site), "status", "--target", str(other))
+    assert_refused(proc, 2, "--target given twice with different values")
+    proc = run_cli("--python", sys.executable, "status", "--python", "/bin/sh")
+    assert_refused(proc, 2, "--python given twice with different values")
+    proc = run_cli("--patches", str(tmp_path / "a"), "list", "--patches", str(tmp_path / "b"))
+    assert_refused(proc, 2, "--patches given before and after the command")
+    proc = run_cli("--python", sys.executable, "cluster", "status", "--python", "/bin/sh")
+    assert_refused(proc, 2, "--python given twice")
+    # --python with --target stays a usage error wherever each one stands
+    proc = run_cli("--python", sys.executable, "status", "--target", str(site))
+    assert_refused(proc, 2, "--python and --target are exclusive")
+    proc = run_cli("status", "--target", str(site), "--python", sys.executable)
+    assert_refused(proc, 2, "--python and --target are exclusive")
+    # the same value twice (even spelled with a trailing slash) is fine, and so is --json twice
+    proc = run_cli("--json", "--target", str(site), "status", "--target", f"{site}/", "--json")
+    assert status_json(proc)["location"] == str(site)
+    proc = run_cli("--patches", str(other), "list", "--patches", str(other))
+    assert proc.returncode == 0, proc.stderr
+
+
+# --- which vLLM: --python VENV_DIR, this interpreter, VIRTUAL_ENV --------------------------------
+
+
+def test_python_takes_a_venv_directory(venvs, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    venv = venvs["vllm"]
+    for python in (str(venv), f"{venv}/", str(venv / "bin" / "python")):
+        data = status_json(run_cli("status", "--json", "--python", python, env=NO_VENV))
+        assert data["location"] == site_of(venv)
+        assert data["chosen_by"] == "--python"
+        assert data["python"] == str(venv / "bin" / "python")
+    proc = run_cli("--python", str(venv), "status", env=NO_VENV)
+    assert proc.returncode == 0, proc.stderr
+    assert f"target: {venv / 'bin' / 'python'} (--python)" in proc.stdout.splitlines()[1]
+    assert_refused(
+        run_cli("--python", str(tmp_path), "status"),
+        3,
+        f"{tmp_path} is a directory without bin/python",
+    )
+    assert_refused(run_cli("--python", str(venvs["empty"]), "status"), 3, "no vLLM installed")
+    # not Python at all: still one short line, no script text
+    proc = run_cli("status", "--python", "/bin/ls")
+    assert_refused(proc, 3, "did not answer like a Python interpreter")
+    assert len(proc.stderr.strip()) < 200 and "import" not in proc.stderr
+
+
+def test_virtual_env_is_used_when_this_interpreter_has_no_vllm(venvs) -> None:  # type: ignore[no-untyped-def]
+    venv = venvs["vllm"]
+    env = {"VIRTUAL_ENV": str(venv)}
+    data = status_json(run_cli("status", "--json", env=env))  # the dev venv has no vLLM
+    assert data["location"] == site_of(venv)
+    assert data["chosen_by"] == "VIRTUAL_ENV"
+    assert data["python"] == str(venv / "bin" / "python")
+    proc = run_cli("status", env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[1] == f"target: {venv / 'bin' / 'python'} (from VIRTUAL_ENV)"
+    # an active venv without vLLM: one line that says how to point at the right one
+    proc = run_cli("status", env={"VIRTUAL_ENV": str(venvs["empty"])})
+    assert_refused(proc, 3, "no vLLM installed", "VIRTUAL_ENV", "--python /path/to/venv")
+    assert_refused(run_cli("status", env=NO_VENV), 3, "no vLLM installed", "--python")
+
+
+def test_this_interpreter_with_vllm_and_python_and_target_beat_virtual_env(
+    venvs, tree_copy
+) -> None:  # type: ignore[no-untyped-def]
+    here, active = venvs["with_tool"], venvs["vllm"]
+    env = {"VIRTUAL_ENV": str(active)}
+    # the tool running inside a vLLM venv (make pre-deploy) works on that venv
+    data = status_json(run_cli("--json", "status", python=str(here / "bin" / "python"), env=env))
+    assert data["location"] == site_of(here)
+    assert data["chosen_by"] == "this interpreter"
+    proc = run_cli("status", python=str(here / "bin" / "python"), env=env)
+    assert proc.stdout.splitlines()[1] == f"target: {here / 'bin' / 'python'} (this interpreter)"
+    # --python and --target beat VIRTUAL_ENV
+    data = status_json(run_cli("status", "--json", "--python", str(here), env=env))
+    assert data["location"] == site_of(here) and data["chosen_by"] == "--python"
+    site = tree_copy("0.15.1")
+    data = status_json(run_cli("status", "--json", "--target", str(site), env=env))
+    assert data["location"] == str(site) and data["chosen_by"] == "--target"
+
+
+# --- status --check: the CI gate -------------------------------------------------------------------
+
+
+def test_status_check_is_the_ci_gate(tree_copy) -> None:  # type: ignore[no-untyped-def]
+    site = tree_copy("0.15.1")
+    target = ["--target", str(site)]
+    proc = run_cli("status", "--check", *target)
+    assert proc.returncode == 1, proc.stderr
+    assert "pending" in proc.stdout  # the normal output is still printed
+    proc = run_cli("--json", "status", "--check", *target)
+    assert proc.returncode == 1
+    assert {p["state"] for p in json.loads(proc.stdout)["patches"]} == {"pending"}
+    assert run_cli("status", *target).returncode == 0  # without --check, status is a report
+
+    run_cli("apply", *target, check=True)
+    proc = run_cli("status", "--check", *target)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+    (site / SPEC).write_text((site / SPEC).read_text() + "# a local edit after apply\n")
+    proc = run_cli("status", "--check", "--json", *target)
+    assert proc.returncode == 1
+    states = {p["name"]: p["state"] for p in json.loads(proc.stdout)["patches"]}
+    assert states["eagle3-whitelist"] == "drifted", states
