@@ -19,6 +19,12 @@ export VLLM_PATCHER_TEST_VENV_0171 := $(TEST_VENV_0171)
 RELEASES      ?= 0.11.0 0.14.1 0.15.1 0.16.0 0.17.1
 KEEP_VENVS    ?= 0.15.1 0.17.1
 
+# make unit-pythons (part of `make test`): the unit tier (`pytest -m unit`: no vLLM venv, no kill or
+# stress loop) under the oldest and newest Python a user's venv may have, each from a venv of
+# $(CACHE)/unit-<version>. Interpreters: PYTHON_<version>=/path/to/python, else pyenv's, else PATH's.
+UNIT_PYTHONS  ?= 3.10 3.13
+unit_python = $(or $(PYTHON_$(1)),$(addsuffix /bin/python$(1),$(shell pyenv prefix $(1) 2>/dev/null)),$(shell command -v python$(1) 2>/dev/null))
+
 # make serve: what the pre-deploy hook protects.
 MODEL         ?= /models/Kimi-K2.5
 DRAFTER       ?= /models/Kimi-K2.5-eagle3
@@ -33,13 +39,15 @@ RAY_ADDRESS   ?= auto
 PINNED = $(shell ls -d patches/*/vllm-* 2>/dev/null | sed 's|.*/vllm-||' | sort -u -V)
 
 .PHONY: help pre-deploy cluster-pre-deploy serve test lint unit bench pin dev test-venv clean \
-        test-venv-0171 test-releases
+        test-venv-0171 test-releases unit-pythons
 
 help:
 	@echo "make pre-deploy   create $(VENV) with vllm==$(VLLM_VERSION), apply the patches, verify them"
 	@echo "make cluster-pre-deploy  apply, verify, status on every node of the Ray cluster at $(RAY_ADDRESS)"
 	@echo "make serve        pre-deploy, then vllm serve $(MODEL) with the EAGLE-3 drafter $(DRAFTER)"
-	@echo "make test         lint and the whole test suite (creates the cached vLLM venv when missing)"
+	@echo "make test         lint, the unit tier under Python $(UNIT_PYTHONS), the whole test suite"
+	@echo "                  (creates the cached vLLM venvs when missing)"
+	@echo "make unit-pythons the unit tier (no vLLM venv needed) under Python $(UNIT_PYTHONS)"
 	@echo "make test-releases  apply, verify, status, revert on real venvs of $(RELEASES)"
 	@echo "make bench        apply/status/verify/revert timings against their floors"
 	@echo "make pin          maintainer: regenerate patches/ from the release wheels"
@@ -105,7 +113,35 @@ lint: dev
 	$(DEV_VENV)/bin/ruff format --check vllm_patcher tests bench
 	$(DEV_VENV)/bin/mypy
 
-test: lint test-venv test-venv-0171
+# The unit tier's venvs hold the tool's dependencies as pip resolves them for that Python (tomli
+# on 3.10), not the tool: pytest runs from the repository root, so the tests and their
+# `python -m vllm_patcher` import this checkout's code, never a copy installed earlier from another
+# checkout (the cache is shared) or a stale one. Created when missing, refreshed when pyproject.toml
+# changes.
+$(CACHE)/unit-%/.ready: pyproject.toml
+	@py="$(call unit_python,$*)"; \
+	if [ -z "$$py" ] || ! "$$py" -c 'import sys; sys.exit(sys.version_info[:2] != tuple(map(int, "$*".split("."))))'; then \
+	  echo "make: no Python $* for the unit tier: pyenv install $*, or make PYTHON_$*=/path/to/python$*" >&2; \
+	  exit 1; \
+	fi; \
+	[ -x $(CACHE)/unit-$*/bin/python ] || "$$py" -m venv $(CACHE)/unit-$*
+	$(CACHE)/unit-$*/bin/python -m pip install -q --disable-pip-version-check ".[dev]"
+	$(CACHE)/unit-$*/bin/python -m pip uninstall -q -y vllm-patcher
+	touch $@
+
+# Every Python runs even when one fails; one line each at the end.
+unit-pythons: $(foreach v,$(UNIT_PYTHONS),$(CACHE)/unit-$(v)/.ready)
+	@summary=""; status=0; \
+	for v in $(UNIT_PYTHONS); do \
+	  start=$$(date +%s); \
+	  if $(CACHE)/unit-$$v/bin/python -m pytest -q -p no:cacheprovider -m unit; then result=green; \
+	  else result=red; status=1; fi; \
+	  summary="$$summary\nPython $$v: $$result ($$(( $$(date +%s) - start )) s)"; \
+	done; \
+	echo -e "unit tier:$$summary"; exit $$status
+
+# The cheap tiers first: lint, then the unit tier under each Python, then the whole suite.
+test: lint unit-pythons test-venv test-venv-0171
 	$(DEV_VENV)/bin/python -m pytest -q -p no:cacheprovider
 
 # One release at a time (disk): create its venv when missing, run the round trip of

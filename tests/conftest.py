@@ -29,6 +29,33 @@ CODEMOD_PINNED = tuple(
 KIMI_RELEASES = CATALOGUE.get("kimi-k25-image-token").pinned_versions  # type: ignore[union-attr]
 
 
+# --- the unit tier ---------------------------------------------------------------------------------
+# `pytest -m unit` (`make unit-pythons`, under Python 3.10 and 3.13): every test is `unit` unless it
+# uses a real vLLM venv through one of these fixtures, or is listed in NOT_UNIT with its reason.
+REAL_VENV_FIXTURES = frozenset({"vllm_python", "local_cluster", "venv", "overlays"})
+NOT_UNIT = {  # "file.py" (the whole module) or "file.py::test_name" (every parametrization)
+    "test_crash_safety.py::test_sigkill_at_every_point_of_apply_and_revert_never_breaks_the_tree": (
+        "the SIGKILL loop: minutes of subprocesses; the same code paths run in the single-shot tests"
+    ),
+    "test_crash_safety.py::test_concurrent_applies_and_reverts_on_busy_cpus_never_refuse_or_mix": (
+        "the busy-CPU stress loop"
+    ),
+    "test_install_shapes.py": (
+        "builds venvs with pip (cached under names without the Python version) and its verify test"
+        " links the shared venv-0.15.1's site-packages"
+    ),
+}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        name = f"{item.path.name}::{getattr(item, 'originalname', item.name)}"
+        if REAL_VENV_FIXTURES.isdisjoint(getattr(item, "fixturenames", ())) and not (
+            item.path.name in NOT_UNIT or name in NOT_UNIT
+        ):
+            item.add_marker(pytest.mark.unit)
+
+
 def touched_files(
     record: dict[str, str], version: str, catalogue: Catalogue = CATALOGUE
 ) -> list[str]:

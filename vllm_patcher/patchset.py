@@ -304,7 +304,8 @@ def _read_toml(path: Path) -> dict[str, Any]:
         import tomli as tomllib
     try:
         with path.open("rb") as fh:
-            return tomllib.load(fh)
+            data: dict[str, Any] = tomllib.load(fh)
+            return data
     except (OSError, ValueError) as exc:
         raise PatchFolderError(f"{path} is not valid TOML: {exc}") from None
 
