@@ -149,6 +149,21 @@ def test_port_merges_cleanly_conflicts_and_continues(tree_copy, tmp_path: Path) 
     assert not (mine / "my-minimax" / "vllm-0.17.1").exists()  # nothing for a conflicted release
     marked = mine / "my-minimax" / "conflicts" / "vllm-0.17.1" / SPEC
     assert "<<<<<<< vllm 0.17.1" in marked.read_text()
+    # conflict copies stay out of `git add` of the patches folder
+    subprocess.run(["git", "init", "-q", str(mine)], check=True)
+    subprocess.run(["git", "-C", str(mine), "add", "."], check=True)
+    tracked = subprocess.run(
+        ["git", "-C", str(mine), "ls-files"], capture_output=True, text=True, check=True
+    ).stdout
+    assert "conflicts" not in tracked and "vllm-0.15.0/patch.diff" in tracked
+    # on 0.17.1, status says the conflicts are waiting, with a command that reaches the patch
+    waiting = json.loads(
+        run_cli(
+            "--target", str(tree_copy("0.17.1")), "--patches", str(mine), "--json", "status"
+        ).stdout
+    )
+    detail = {p["name"]: p["detail"] for p in waiting["patches"]}["my-minimax"]
+    assert f"--patches {mine} port my-minimax --to 0.17.1 --continue" in detail, detail
     assert_refused(run_cli(*args, "--to", "0.17.1", "--continue"), 17, "conflict markers")
     # resolve as a user would: keep 0.17.1's list and add the entry
     text = re.sub(
@@ -161,9 +176,14 @@ def test_port_merges_cleanly_conflicts_and_continues(tree_copy, tmp_path: Path) 
     run_cli(*args, "--to", "0.17.1", "--continue", check=True)
     assert not (mine / "my-minimax" / "conflicts").exists()
 
-    # the ported diff applies on a real 0.17.1 tree, stacked on the whitelist, and reverts
-    site = tree_copy("0.17.1")
-    run_cli("--target", str(site), "--patches", str(mine), "apply", check=True)
+    # the ported diff applies on a real 0.17.1 tree, stacked on the built-ins, and reverts;
+    # applying it on top of the built-ins reports only it as applied now
+    site = tmp_path / "site-0.17.1-b"
+    shutil.copytree(sources.fetch_release("0.17.1"), site)
+    run_cli("--target", str(site), "apply", check=True)
+    out = run_cli("--target", str(site), "--patches", str(mine), "apply", check=True).stdout
+    now = [line.split()[0] for line in out.splitlines() if "applied now" in line]
+    assert now == ["my-minimax"], out
     assert '"my_model",' in (site / SPEC).read_text()
     assert _states(site, "--patches", str(mine))["my-minimax"] == "applied"
     run_cli("--target", str(site), "--patches", str(mine), "revert", check=True)

@@ -505,7 +505,7 @@ def port(
         if not result.ok:
             _echo(
                 f"resolve the markers in {patch.folder / 'conflicts'}, then run "
-                f"`vllm-patcher port {name} --to VERSION --continue`"
+                f"`vllm-patcher {patch.args(f'port {name} --to VERSION --continue')}`"
             )
     if not result.ok:
         sys.exit(PortConflict.exit_code)
@@ -616,7 +616,7 @@ def list_(opts: Options) -> None:
                 pinned_here = any(q.pin(version) for q in catalogue.patches if q.transforms)
                 cells[p.name] = "not-applicable" if pinned_here else "transform"
             else:
-                cells[p.name] = "no diff"
+                cells[p.name] = "unported"
         rows.append({"version": version, "pinned": True, "patches": cells})
     patches = [
         {

@@ -20,7 +20,7 @@ from .capture import _write_patch_toml
 from .diffmerge import apply_fuzzy, conflict_marker_lines, split_upstream_diff
 from .errors import BadSetting, PatchFolderError, PortConflict
 from .patchset import Catalogue
-from .porting import CONFLICTS, _base_bytes, _tree_target
+from .porting import CONFLICTS, _base_bytes, _tree_target, drop_if_done, keep_out_of_git
 from .target import Target
 
 
@@ -92,6 +92,7 @@ def import_diff(
     if pending.exists():
         shutil.rmtree(pending)
     if any(rej for *_, rej in outcomes.values()):
+        keep_out_of_git(pending.parent)
         for rel, (_, text, conflict, rejects) in outcomes.items():
             out = pending / rel
             out.parent.mkdir(parents=True, exist_ok=True)
@@ -100,7 +101,7 @@ def import_diff(
                 out.with_name(out.name + ".rej").write_text(rejects, encoding="utf-8")
         result.notes.append(
             f"fix the conflict-marked files under {pending} (the .rej files hold the hunks that "
-            f"did not apply), then run `vllm-patcher import {name} --continue`"
+            f"did not apply), then run `vllm-patcher --patches {folder} import {name} --continue`"
         )
         return result
     files = [(rel, base, text) for rel, (base, text, _, _) in outcomes.items() if base != text]
@@ -117,7 +118,7 @@ def continue_import(target: Target, catalogue: Catalogue, folder: Path, name: st
     if not pending.is_dir():
         raise BadSetting(
             f"no import of {name} is waiting for vLLM {version} ({pending} is absent); "
-            f"run `vllm-patcher import {name} --diff FILE` first"
+            f"run `vllm-patcher --patches {folder} import {name} --diff FILE` first"
         )
     fixed = {
         p.relative_to(pending).as_posix(): p for p in sorted(pending.rglob("*.py")) if p.is_file()
@@ -127,7 +128,7 @@ def continue_import(target: Target, catalogue: Catalogue, folder: Path, name: st
         if marks:
             raise PortConflict(
                 f"{path} still has conflict markers (line {marks[0]}); resolve them, then run "
-                f"`vllm-patcher import {name} --continue` again"
+                f"`vllm-patcher --patches {folder} import {name} --continue` again"
             )
     ordered = Catalogue(tuple(p for p in catalogue.patches if p.name != name))
     tree = _tree_target(version.split("+", 1)[0], sorted(fixed))
@@ -143,9 +144,7 @@ def continue_import(target: Target, catalogue: Catalogue, folder: Path, name: st
         raise PortConflict(f"the resolved files in {pending} change nothing; {name} would be empty")
     pinned.write_pin(folder / name / f"vllm-{version}", version, name, files)
     shutil.rmtree(pending)
-    conflicts = folder / name / CONFLICTS
-    if conflicts.is_dir() and not any(conflicts.iterdir()):
-        conflicts.rmdir()
+    drop_if_done(folder / name / CONFLICTS)
     return result
 
 

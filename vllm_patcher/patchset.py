@@ -97,6 +97,10 @@ class Patch:
     def builtin(self) -> bool:
         return self.origin == BUILTIN
 
+    def args(self, rest: str) -> str:
+        """Arguments that reach this patch again: ``--patches ORIGIN`` for a patch of your own."""
+        return rest if self.builtin else f"--patches {self.origin} {rest}"
+
     def covers(self, version: str) -> bool:
         return self.releases.contains(_base(version), prereleases=True)
 
@@ -244,7 +248,8 @@ def load_catalogue(folders: Iterable[Path] = (), select: Iterable[str] = ()) -> 
     for folder in folders:
         if not folder.is_dir():
             raise PatchFolderError(
-                f"patch folder {folder} does not exist; create it or fix the path"
+                f"patch folder {folder} does not exist; create it (mkdir -p {folder}) "
+                "or fix the path"
             )
         patches.extend(_load_folder(folder, str(folder)))
     seen: dict[str, Patch] = {}
@@ -291,7 +296,7 @@ def _series(root: Path) -> list[str]:
         if not (child / PATCH_TOML).is_file():
             raise PatchFolderError(
                 f"{child} has no {PATCH_TOML}; a patches folder holds one folder per patch "
-                f"(`vllm-patcher capture NAME` makes one)"
+                "(`vllm-patcher capture NAME` makes one)"
             )
         found.append(child.name)
     return found

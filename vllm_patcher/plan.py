@@ -38,6 +38,11 @@ class FileEdit:
     method: str
     adopted: bool = False  # the ``after`` bytes are already on disk (applied by hand)
     base: str | None = None  # the pristine hash when ``before`` already carries patches
+    added: tuple[str, ...] | None = None  # the patches this edit adds (None: all of them)
+
+    @property
+    def new_patches(self) -> tuple[str, ...]:
+        return self.patches if self.added is None else self.added
 
     @property
     def pristine_hash(self) -> str:
@@ -96,12 +101,12 @@ def plan_apply(
         name = unported[0]
         raise PatchUnavailable(
             f"{name} has no diff for vLLM {target.version}; nothing was patched; run "
-            f"`vllm-patcher port {name} --to {target.version}` first"
+            f"`{_port_hint(lay, name, target.version)}` first"
         )
     for name in unported:
         notes.append(
             f"{name}: no diff for vLLM {target.version}, skipped "
-            f"(`vllm-patcher port {name} --to {target.version}` makes one)"
+            f"(`{_port_hint(lay, name, target.version)}` makes one)"
         )
     by_file: dict[str, list[FileStatus]] = {}
     for f in files:
@@ -123,7 +128,10 @@ def plan_apply(
             if wanted[: len(done)] == done:
                 rest = steps[len(done) :]
                 after, how = _run(target, rel, rest, current, strict, notes, transformed)
-                edits.append(FileEdit(rel, current, after, tuple(wanted), how, base=ours.before))
+                added = tuple(s.patch for s in rest)
+                edits.append(
+                    FileEdit(rel, current, after, tuple(wanted), how, base=ours.before, added=added)
+                )
                 continue
             missing = [n for n in done if n not in wanted]
             if missing:
@@ -134,12 +142,21 @@ def plan_apply(
                 )
             pristine = pristine_copy(rel, ours.before)
             after, how = _run(target, rel, steps, pristine, strict, notes, transformed)
-            edits.append(FileEdit(rel, current, after, tuple(wanted), how, base=ours.before))
+            added = tuple(n for n in wanted if n not in done)
+            edits.append(
+                FileEdit(rel, current, after, tuple(wanted), how, base=ours.before, added=added)
+            )
             continue
         after, how = _run(target, rel, steps, current, strict, notes, transformed)
         if after != current:
             edits.append(FileEdit(rel, current, after, tuple(wanted), how))
     return edits
+
+
+def _port_hint(lay: Layout, name: str, version: str) -> str:
+    patch = lay.catalogue.get(name)
+    rest = f"port {name} --to {version}"
+    return f"vllm-patcher {patch.args(rest) if patch is not None else rest}"
 
 
 def _bytes(contents: dict[str, bytes | None], rel: str) -> bytes:
@@ -206,7 +223,8 @@ def _no_chain_message(target: Target, rel: str, steps: list[Step], start: bytes,
     if step.pinned is None:
         return (
             f"{step.patch} has no diff for {rel} of vLLM {target.version} and no transform; "
-            f"nothing was patched; run `vllm-patcher port {step.patch} --to {target.version}`"
+            f"nothing was patched; run `vllm-patcher port {step.patch} --to {target.version}` "
+            "(with the --patches folder that holds it)"
         )
     return (
         f"{step.patch}'s diff for {rel} was made on other bytes than {made_on} here (a patch "

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import shutil
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from packaging.version import Version
 
@@ -61,6 +62,18 @@ class PortResult:
             "releases": [r.to_dict() for r in self.releases],
             "notes": self.notes,
         }
+
+
+def keep_out_of_git(conflicts: Path) -> None:
+    """Conflict copies are work in progress: a ``.gitignore`` keeps ``git add`` of the patches
+    folder from committing them."""
+    conflicts.mkdir(parents=True, exist_ok=True)
+    (conflicts / ".gitignore").write_text("# work in progress of port/import --continue\n*\n")
+
+
+def drop_if_done(conflicts: Path) -> None:
+    if conflicts.is_dir() and all(p.name == ".gitignore" for p in conflicts.iterdir()):
+        shutil.rmtree(conflicts)
 
 
 def all_releases(patch: Patch) -> list[str]:
@@ -177,6 +190,7 @@ def _port_one(
     if conflicted:
         if pending.exists():
             shutil.rmtree(pending)
+        keep_out_of_git(pending.parent)
         for rel, (_, text, _) in merged.items():
             out = pending / rel
             out.parent.mkdir(parents=True, exist_ok=True)
@@ -194,7 +208,7 @@ def _continue(
     if not pending.is_dir():
         raise BadSetting(
             f"no conflicts are waiting for {patch.name} on vLLM {version} ({pending} is absent); "
-            f"run `vllm-patcher port {patch.name} --to {version}` first"
+            f"run `vllm-patcher {patch.args(f'port {patch.name} --to {version}')}` first"
         )
     fixed = {
         p.relative_to(pending).as_posix(): p for p in sorted(pending.rglob("*")) if p.is_file()
@@ -204,7 +218,7 @@ def _continue(
         if marks:
             raise PortConflict(
                 f"{path} still has conflict markers (line {marks[0]}); resolve them, then run "
-                f"`vllm-patcher port {patch.name} --to {version} --continue` again"
+                f"`vllm-patcher {patch.args(f'port {patch.name} --to {version} --continue')}` again"
             )
     dst = _tree_target(version, needed)
     files = []
@@ -222,7 +236,5 @@ def _continue(
     release_dir = patch.folder / f"vllm-{version}"
     pinned.write_pin(release_dir, version, patch.name, files)
     shutil.rmtree(pending)
-    conflicts = patch.folder / CONFLICTS
-    if conflicts.is_dir() and not any(conflicts.iterdir()):
-        conflicts.rmdir()
+    drop_if_done(patch.folder / CONFLICTS)
     return ReleaseOutcome(version, CLEAN, [], str(release_dir))

@@ -324,11 +324,15 @@ def judge(
             assert patch is not None
             state, method, detail = PatchState.UPSTREAM, None, f"vLLM has it from {patch.fixed_in}"
         elif verdict is Verdict.UNPORTED:
+            assert patch is not None
             state, method = PatchState.UNPORTED, None
-            detail = (
-                f"no diff for vLLM {target.version}; run "
-                f"`vllm-patcher port {name} --to {_base(target.version)}`"
-            )
+            version = _base(target.version)
+            if (patch.folder / "conflicts" / f"vllm-{version}").is_dir():
+                rest = f"port {name} --to {version} --continue"
+                why = f"its conflicts for {version} are waiting to be resolved"
+            else:
+                rest, why = f"port {name} --to {version}", "no diff for this release"
+            detail = f"{why}; run `vllm-patcher {patch.args(rest)}`"
         else:
             assert patch is not None
             state, method = PatchState.NOT_APPLICABLE, None

@@ -51,7 +51,9 @@ class ApplyResult:
 
     @property
     def methods(self) -> dict[str, str]:
-        return {p: ("adopted" if e.adopted else e.method) for e in self.edits for p in e.patches}
+        return {
+            p: ("adopted" if e.adopted else e.method) for e in self.edits for p in e.new_patches
+        }
 
     @property
     def changed(self) -> list[str]:
