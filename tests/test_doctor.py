@@ -722,8 +722,11 @@ def test_a_bad_vllm_version_with_json_is_still_exit_2(tmp_path: Path) -> None:
     )  # fmt: skip
     assert proc.returncode == 2, proc.stderr
     assert json.loads(proc.stdout) == {
-        "error": "--vllm-version 'banana' is not a vLLM release version (like 0.15.1)",
+        "schema": "vllm-patcher/1",
+        "command": "doctor",
+        "ok": False,
         "exit_code": 2,
+        "error": "--vllm-version 'banana' is not a vLLM release version (like 0.15.1)",
     }
 
 

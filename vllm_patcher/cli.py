@@ -61,15 +61,70 @@ def _echo(message: str = "", *, err: bool = False, nl: bool = True) -> None:
         os.close(devnull)
 
 
-def _emit_json(data: Any) -> None:
-    _echo(json.dumps(data, indent=2))
+SCHEMA = "vllm-patcher/1"  # the envelope's version; vllm_patcher/schema/output.schema.json
+
+
+def _command_name(ctx: click.Context | None) -> str | None:
+    """``status``, ``cluster status``: the command's path below the program name."""
+    names: list[str] = []
+    while ctx is not None and ctx.parent is not None:
+        names.append(ctx.info_name or "")
+        ctx = ctx.parent
+    return " ".join(reversed(names)) or None
+
+
+def _emit(command: str | None, exit_code: int, data: dict[str, Any]) -> None:
+    """Print one ``--json`` answer: the envelope, then the command's own keys at the top level.
+
+    Every ``--json`` output goes through here, reports and errors alike; ``ok`` is exit code 0.
+    """
+    envelope: dict[str, Any] = {
+        "schema": SCHEMA,
+        "command": command,
+        "ok": exit_code == 0,
+        "exit_code": exit_code,
+    }
+    _echo(
+        json.dumps({**envelope, **{k: v for k, v in data.items() if k not in envelope}}, indent=2)
+    )
+
+
+def _report(exit_code: int, data: dict[str, Any]) -> None:
+    """The current command's ``--json`` report, under the envelope."""
+    _emit(_command_name(click.get_current_context(silent=True)), exit_code, data)
+
+
+def _json_wanted(opts: Options | None) -> bool:
+    """``--json`` given anywhere, even when the failure came before the options were merged."""
+    if opts is not None and opts.as_json:
+        return True
+    argv = _RUN.argv[: _RUN.argv.index("--")] if "--" in _RUN.argv else _RUN.argv
+    return "--json" in argv
+
+
+class _RUN:
+    """This run's arguments (set by ``_Group.main``) and the command being parsed or run."""
+
+    argv: list[str] = []
+    command: str | None = None
 
 
 def _fail(opts: Options | None, exc: PatcherError) -> NoReturn:
-    if opts is not None and opts.as_json:
-        _emit_json({"error": exc.message, "exit_code": exc.exit_code})
+    if _json_wanted(opts):
+        _emit(_RUN.command, exc.exit_code, {"error": exc.message})
     _echo(f"vllm-patcher: error: {exc.message}", err=True)
     sys.exit(exc.exit_code)
+
+
+def _usage_error(exc: click.ClickException) -> None:
+    """Under ``--json`` a usage error click reports itself still prints the envelope on stdout."""
+    if _json_wanted(None):
+        _emit(_RUN.command, exc.exit_code, {"error": exc.format_message()})
+
+
+def _named(parent: click.Context | None, info_name: str | None) -> None:
+    """Remember the (sub)command about to be parsed, for an error before it runs."""
+    _RUN.command = " ".join(filter(None, [_command_name(parent), info_name])) or None
 
 
 _GLOBAL_KEYS = ("g_python", "g_directory", "g_json", "g_patches")
@@ -144,6 +199,16 @@ class _Command(click.Command):
         super().__init__(*args, **kwargs)
         self.params.extend(_global_params())
 
+    def make_context(
+        self,
+        info_name: str | None,
+        args: list[str],
+        parent: click.Context | None = None,
+        **extra: Any,
+    ) -> click.Context:
+        _named(parent, info_name)
+        return super().make_context(info_name, args, parent, **extra)
+
     def invoke(self, ctx: click.Context) -> Any:
         _merge_globals(ctx)
         return super().invoke(ctx)
@@ -158,6 +223,16 @@ class _SubGroup(click.Group):
         super().__init__(*args, **kwargs)
         self.params.extend(_global_params())
 
+    def make_context(
+        self,
+        info_name: str | None,
+        args: list[str],
+        parent: click.Context | None = None,
+        **extra: Any,
+    ) -> click.Context:
+        _named(parent, info_name)
+        return super().make_context(info_name, args, parent, **extra)
+
     def invoke(self, ctx: click.Context) -> Any:
         _merge_globals(ctx)
         return super().invoke(ctx)
@@ -169,16 +244,31 @@ class _Group(click.Group):
     command_class = _Command
     group_class = _SubGroup
 
+    def main(self, args: Any = None, *rest: Any, **kwargs: Any) -> Any:
+        _RUN.argv = [str(a) for a in (sys.argv[1:] if args is None else args)]
+        _RUN.command = None
+        return super().main(args, *rest, **kwargs)
+
+    def make_context(self, *args: Any, **kwargs: Any) -> click.Context:
+        try:
+            return super().make_context(*args, **kwargs)
+        except click.ClickException as exc:  # an unknown option before the command
+            _usage_error(exc)
+            raise
+
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except PatcherError as exc:
             _fail(ctx.find_object(Options), exc)
+        except click.ClickException as exc:
+            _usage_error(exc)
+            raise
         except KeyboardInterrupt:
-            _echo(
-                "vllm-patcher: error: interrupted; every file is as it was before this run",
-                err=True,
-            )
+            message = "interrupted; every file is as it was before this run"
+            if _json_wanted(ctx.find_object(Options)):
+                _emit(_RUN.command, EXIT_INTERRUPTED, {"error": message})
+            _echo(f"vllm-patcher: error: {message}", err=True)
             sys.exit(EXIT_INTERRUPTED)
         except BrokenPipeError:
             sys.exit(0)  # only reached outside _echo; nothing was being written
@@ -230,6 +320,7 @@ def main(
     The options above may also follow the command (`vllm-patcher status --json`)."""
     if python and directory:
         raise click.UsageError("--python and --target are exclusive; pass one")
+    _RUN.command = ctx.invoked_subcommand  # for an error before the command parses its options
     ctx.obj = Options(python, directory, as_json, patch_dirs)
     from .journal import lock_timeout
 
@@ -289,18 +380,20 @@ def status(opts: Options, check: bool) -> None:
     """
     target = opts.target()
     st = status_mod.read_status(target, opts.catalogue())
+    code = EXIT_CHECK_FAILED if check and not st.ready else 0
     if opts.as_json:
-        _emit_json(
+        _report(
+            code,
             {
                 **st.to_dict(),
                 "chosen_by": target.chosen_by,
                 "python": str(target.python) if target.python is not None else None,
-            }
+            },
         )
     else:
         _echo("\n".join(_status_lines(st, target)))
-    if check and not st.ready:
-        sys.exit(EXIT_CHECK_FAILED)
+    if code:
+        sys.exit(code)
 
 
 @main.command()
@@ -321,7 +414,7 @@ def apply(opts: Options, dry_run: bool, strict: bool, names: tuple[str, ...]) ->
     assert st is not None
     methods = result.methods
     if opts.as_json:
-        _emit_json(result.to_dict())
+        _report(0, result.to_dict())
         return
     if dry_run:
         if result.diff:
@@ -369,7 +462,7 @@ def verify(opts: Options) -> None:
     )
     report = run_verify(target, opts.catalogue(), on_tier=show)
     if opts.as_json:
-        _emit_json(report.to_dict())
+        _report(0 if report.ok else EXIT_CHECK_FAILED, report.to_dict())
     else:
         _echo(f"vLLM {report.vllm_version} at {report.location}")
         for tier in TIERS:
@@ -404,12 +497,13 @@ def revert(opts: Options, force: bool) -> None:
     target = opts.target()
     result = txn.revert(target, force=force, on_wait=_waiting(opts))
     if opts.as_json:
-        _emit_json(
+        _report(
+            0,
             {
                 "vllm_version": target.version,
                 "location": str(target.site_packages),
                 **result.to_dict(),
-            }
+            },
         )
         return
     if not (result.restored or result.already_pristine or result.recovered):
@@ -449,7 +543,7 @@ def capture(
     target = opts.target()
     result = run_capture(target, opts.catalogue(), folder, name, paths, releases, summary)
     if opts.as_json:
-        _emit_json(result.to_dict())
+        _report(0, result.to_dict())
         return
     verb = "replaced" if result.replaced else "wrote"
     _echo(f"{verb} {result.folder / ('vllm-' + result.version)} ({', '.join(result.files)})")
@@ -494,7 +588,7 @@ def port(
     targets = list(versions) if versions else porting.all_releases(patch)
     result = porting.port(catalogue, name, targets, resume=resume)
     if opts.as_json:
-        _emit_json(result.to_dict())
+        _report(0 if result.ok else PortConflict.exit_code, result.to_dict())
     else:
         for r in result.releases:
             extra = f" ({', '.join(r.files)})" if r.files else ""
@@ -562,7 +656,7 @@ def import_(
             target, catalogue, folder, name, text, diff_file.name, releases, summary
         )
     if opts.as_json:
-        _emit_json(result.to_dict())
+        _report(0 if result.written else PortConflict.exit_code, result.to_dict())
     else:
         for rel, how in result.files.items():
             _echo(f"  {rel:<50} {how}")
@@ -631,7 +725,7 @@ def list_(opts: Options) -> None:
         for p in catalogue.patches
     ]
     if opts.as_json:
-        _emit_json({"patches": patches, "releases": rows, "supported": catalog.SUPPORTED_RANGE})
+        _report(0, {"patches": patches, "releases": rows, "supported": catalog.SUPPORTED_RANGE})
         return
     for p in catalogue.patches:
         fixed = f", upstream from {p.fixed_in}" if p.fixed_in else ""
@@ -668,7 +762,7 @@ def pin(opts: Options, versions: tuple[str, ...], out_dir: Path | None) -> None:
     )
     results = [pin_release(v, catalogue, root, progress=progress) for v in versions]
     if opts.as_json:
-        _emit_json({"patches_dir": str(root), "releases": [r.__dict__ for r in results]})
+        _report(0, {"patches_dir": str(root), "releases": [r.__dict__ for r in results]})
         return
     for r in results:
         _echo(f"vllm {r.version}: {r.outcome}" + (f" ({', '.join(r.files)})" if r.files else ""))
@@ -705,7 +799,7 @@ def doctor(
             ) from None
     report = doctor_mod.run(model_dir, drafter_dir, vllm_version, fix=fix)
     if opts.as_json:
-        _emit_json(report.to_dict())
+        _report(0 if report.ok else EXIT_CHECK_FAILED, report.to_dict())
     else:
         t, aux = report.target, report.aux
         if report.fix is not None:
@@ -795,7 +889,7 @@ def _run_cluster(
         user_dirs=catalogue.user_folders(),
     )
     if opts.as_json:
-        _emit_json(report.to_dict())
+        _report(report.exit_code, report.to_dict())
         if report.exit_code:
             sys.exit(report.exit_code)
         return
