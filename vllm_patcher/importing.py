@@ -17,10 +17,17 @@ from pathlib import Path
 
 from . import pinned
 from .capture import _write_patch_toml
-from .diffmerge import apply_fuzzy, conflict_marker_lines, split_upstream_diff
+from .diffmerge import apply_fuzzy, split_upstream_diff
 from .errors import BadSetting, PatchFolderError, PortConflict
 from .patchset import Catalogue
-from .porting import CONFLICTS, _base_bytes, _tree_target, drop_if_done, keep_out_of_git
+from .porting import (
+    CONFLICTS,
+    _base_bytes,
+    _tree_target,
+    drop_if_done,
+    keep_out_of_git,
+    resolved_files,
+)
 from .target import Target
 
 
@@ -120,16 +127,7 @@ def continue_import(target: Target, catalogue: Catalogue, folder: Path, name: st
             f"no import of {name} is waiting for vLLM {version} ({pending} is absent); "
             f"run `vllm-patcher --patches {folder} import {name} --diff FILE` first"
         )
-    fixed = {
-        p.relative_to(pending).as_posix(): p for p in sorted(pending.rglob("*.py")) if p.is_file()
-    }
-    for path in fixed.values():
-        marks = conflict_marker_lines(path.read_text(encoding="utf-8"))
-        if marks:
-            raise PortConflict(
-                f"{path} still has conflict markers (line {marks[0]}); resolve them, then run "
-                f"`vllm-patcher --patches {folder} import {name} --continue` again"
-            )
+    fixed = resolved_files(pending, f"vllm-patcher --patches {folder} import {name} --continue")
     ordered = Catalogue(tuple(p for p in catalogue.patches if p.name != name))
     tree = _tree_target(version.split("+", 1)[0], sorted(fixed))
     files = []

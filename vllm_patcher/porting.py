@@ -71,6 +71,24 @@ def keep_out_of_git(conflicts: Path) -> None:
     (conflicts / ".gitignore").write_text("# work in progress of port/import --continue\n*\n")
 
 
+def resolved_files(pending: Path, again: str) -> dict[str, Path]:
+    """The fixed copies waiting under ``pending`` (by path under site-packages, ``.rej`` left
+    out); refused while any still has conflict markers. ``again`` is the command to rerun."""
+    fixed = {
+        p.relative_to(pending).as_posix(): p
+        for p in sorted(pending.rglob("*"))
+        if p.is_file() and p.suffix != ".rej"
+    }
+    for path in fixed.values():
+        marks = conflict_marker_lines(path.read_text(encoding="utf-8"))
+        if marks:
+            raise PortConflict(
+                f"{path} still has conflict markers (line {marks[0]}); resolve them, then run "
+                f"`{again}` again"
+            )
+    return fixed
+
+
 def drop_if_done(conflicts: Path) -> None:
     if conflicts.is_dir() and all(p.name == ".gitignore" for p in conflicts.iterdir()):
         shutil.rmtree(conflicts)
@@ -210,16 +228,8 @@ def _continue(
             f"no conflicts are waiting for {patch.name} on vLLM {version} ({pending} is absent); "
             f"run `vllm-patcher {patch.args(f'port {patch.name} --to {version}')}` first"
         )
-    fixed = {
-        p.relative_to(pending).as_posix(): p for p in sorted(pending.rglob("*")) if p.is_file()
-    }
-    for path in fixed.values():
-        marks = conflict_marker_lines(path.read_text(encoding="utf-8"))
-        if marks:
-            raise PortConflict(
-                f"{path} still has conflict markers (line {marks[0]}); resolve them, then run "
-                f"`vllm-patcher {patch.args(f'port {patch.name} --to {version} --continue')}` again"
-            )
+    again = f"vllm-patcher {patch.args(f'port {patch.name} --to {version} --continue')}"
+    fixed = resolved_files(pending, again)
     dst = _tree_target(version, needed)
     files = []
     for rel, path in fixed.items():
