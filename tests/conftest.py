@@ -63,6 +63,17 @@ def touched_files(
     return sorted(layout(catalogue, version, record).steps)
 
 
+# what verify names eagle3-minimax-m2's behaviour checks (its checks/ file's docstrings)
+MINIMAX_CHECKS = (
+    "eagle3-minimax-m2: MiniMaxM2ForCausalLM implements SupportsEagle3 with working default and "
+    "setter.",
+    "eagle3-minimax-m2: The real MiniMaxM2Model.forward captures the residual stream entering "
+    "requested layers.",
+    "eagle3-minimax-m2: The real SpeculativeConfig accepts EAGLE-3 for a minimax_m2 target (and "
+    "still rejects gpt2).",
+)
+
+
 def _unpinned_builtins() -> Path:
     """The built-ins that have a libcst codemod, without any pinned diff (patch.toml, checks and
     a series file only): every release then goes through the transforms. Made once per test

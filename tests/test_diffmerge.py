@@ -32,10 +32,8 @@ FILES_0151 = (SPEC, EAGLE, DEEPSEEK, KIMI)
 
 
 def pristine(version: str, rel: str) -> str:
-    path = sources.release_tree(version) / rel
-    if not path.is_file():
-        pytest.skip(f"no extracted vLLM {version} at {path} (`vllm-patcher pin` fills the cache)")
-    return path.read_text(encoding="utf-8")
+    # the release's own file, fetched from the package index into the cache on first use
+    return (sources.fetch_release(version, [rel]) / rel).read_text(encoding="utf-8")
 
 
 CODEMOD_PATCHES = [p for p in load_catalogue().patches if p.transforms]

@@ -24,17 +24,9 @@ import pytest
 
 from vllm_patcher import sources
 
-from .conftest import CATALOGUE, run_cli, touched_match_record, venv_site
+from .conftest import CATALOGUE, MINIMAX_CHECKS, run_cli, touched_match_record, venv_site
 
 PATCHES = CATALOGUE.names
-MINIMAX_CHECKS = (
-    "eagle3-minimax-m2: MiniMaxM2ForCausalLM implements SupportsEagle3 with working default and "
-    "setter.",
-    "eagle3-minimax-m2: The real MiniMaxM2Model.forward captures the residual stream entering "
-    "requested layers.",
-    "eagle3-minimax-m2: The real SpeculativeConfig accepts EAGLE-3 for a minimax_m2 target (and "
-    "still rejects gpt2).",
-)
 
 TIERS = ("compile", "state", "import", "behaviour")
 DEEPSEEK = "vllm/model_executor/models/deepseek_v2.py"

@@ -9,17 +9,16 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import CATALOGUE, pip_reinstall_vllm, run_cli, touched_match_record, venv_site
+from .conftest import (
+    CATALOGUE,
+    MINIMAX_CHECKS,
+    pip_reinstall_vllm,
+    run_cli,
+    touched_match_record,
+    venv_site,
+)
 
 PATCHES = CATALOGUE.names
-MINIMAX_CHECKS = (
-    "eagle3-minimax-m2: MiniMaxM2ForCausalLM implements SupportsEagle3 with working default and "
-    "setter.",
-    "eagle3-minimax-m2: The real MiniMaxM2Model.forward captures the residual stream entering "
-    "requested layers.",
-    "eagle3-minimax-m2: The real SpeculativeConfig accepts EAGLE-3 for a minimax_m2 target (and "
-    "still rejects gpt2).",
-)
 
 
 def modes(vllm_python: Path) -> dict[str, tuple[str | None, list[str]]]:
