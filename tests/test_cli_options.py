@@ -212,6 +212,55 @@ def test_conflicting_values_are_a_usage_error_and_equal_ones_are_not(tree_copy, 
     assert proc.returncode == 0, proc.stderr
 
 
+def test_an_option_twice_on_one_side_agrees_or_is_refused_in_one_line(venvs, tree_copy) -> None:  # type: ignore[no-untyped-def]
+    """Never the last value silently; the venv directory and its bin/python are one value."""
+    site = tree_copy("0.15.1")
+    venv = venvs["vllm"]
+    for args in (
+        ["--python", "/a", "--python", "/b", "status"],
+        ["status", "--python", "/a", "--python", "/b"],
+    ):
+        assert_refused(run_cli(*args), 2, "--python given twice with different values (/a, /b)")
+    assert_refused(
+        run_cli("--target", str(site), "--target", "/elsewhere", "list"),
+        2,
+        "--target given twice with different values",
+    )
+    # --python V and --python V/bin/python name the same interpreter, in any positions
+    proc = run_cli("--python", str(venv), "status", "--python", str(venv / "bin" / "python"))
+    assert proc.returncode == 0, proc.stderr
+    proc = run_cli("--python", str(venv), "--python", f"{venv}/", "status", env=NO_VENV)
+    assert proc.returncode == 0, proc.stderr
+    # the exclusive pair: the same one line whether it comes before or after the command
+    before = run_cli("--python", sys.executable, "--target", str(site), "status")
+    after = run_cli("status", "--python", sys.executable, "--target", str(site))
+    assert_refused(before, 2, "--python and --target are exclusive")
+    assert before.stderr == after.stderr
+
+
+def test_a_usage_error_before_the_command_still_names_it_in_json() -> None:
+    for args, command in (
+        (["--json", "--bogus", "status"], "status"),
+        (["--json", "--bogus", "cluster", "verify"], "cluster verify"),
+    ):
+        proc = run_cli(*args)
+        assert proc.returncode == 2
+        data = json.loads(proc.stdout)
+        assert (data["command"], data["ok"], data["exit_code"]) == (command, False, 2)
+        assert "--bogus" in data["error"]
+
+
+def test_list_checks_a_named_environment_and_marks_its_release(tree_copy, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    assert_refused(run_cli("--python", str(tmp_path / "none"), "list"), 3, "does not exist")
+    site = tree_copy("0.15.1")
+    proc = run_cli("list", "--target", str(site))
+    assert proc.returncode == 0, proc.stderr
+    assert any(line.startswith("0.15.1* ") for line in proc.stdout.splitlines()), proc.stdout
+    data = json.loads(run_cli("--json", "list", "--target", str(site)).stdout)
+    assert data["installed"] == {"vllm_version": "0.15.1", "site_packages": str(site)}
+    assert "installed" not in json.loads(run_cli("--json", "list").stdout)
+
+
 # --- which vLLM: --python VENV_DIR, this interpreter, VIRTUAL_ENV --------------------------------
 
 

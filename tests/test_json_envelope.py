@@ -82,7 +82,9 @@ def test_usage_errors_print_the_envelope(tree_copy, tmp_path: Path) -> None:  # 
     target = ["--target", str(site)]
     error(run_cli("--json", *target, "apply", "nosuch"), "apply", 2, "nosuch")
     error(run_cli(*target, "apply", "--bogus", "--json"), "apply", 2, "--bogus")
-    error(run_cli("--json", "--bogus", "status"), None, 2, "--bogus")
+    error(
+        run_cli("--json", "--bogus", "status"), "status", 2, "--bogus"
+    )  # named though never reached
     error(run_cli("--json", "nosuch"), None, 2, "nosuch")
     error(run_cli("--json", "cluster", "status", "--bogus"), "cluster status", 2, "--bogus")
     error(

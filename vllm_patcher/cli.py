@@ -136,11 +136,13 @@ def _global_params() -> list[click.Parameter]:
         click.Option(
             ["--python", "g_python"],
             metavar="PATH",
+            multiple=True,
             help="Interpreter or venv directory of the environment to patch.",
         ),
         click.Option(
             ["--target", "g_directory"],
             metavar="DIR",
+            multiple=True,
             help="site-packages directory to patch (no interpreter).",
         ),
         click.Option(["--json", "g_json"], is_flag=True, help="Print machine-readable JSON."),
@@ -154,8 +156,25 @@ def _global_params() -> list[click.Parameter]:
     ]
 
 
-def _same(a: str | Path, b: str | Path) -> bool:
-    return os.path.abspath(os.path.expanduser(a)) == os.path.abspath(os.path.expanduser(b))
+def _normal(flag: str, value: str | Path) -> str:
+    """The path a value names, so ``V``, ``V/`` and (for ``--python``) ``V/bin/python`` compare
+    equal. Symlinks are not followed: every venv's ``bin/python`` links to the same base."""
+    path = os.path.abspath(os.path.expanduser(value))
+    if flag == "--python" and os.path.isdir(path):
+        path = os.path.join(path, "bin", "python")
+    return path
+
+
+def _one(flag: str, values: tuple[Any, ...] | list[Any]) -> Any:
+    """One value for an option that may be given more than once: the same path each time, or a
+    usage error naming both (never the last one silently)."""
+    if not values:
+        return None
+    first = values[0]
+    for other in values[1:]:
+        if _normal(flag, other) != _normal(flag, first):
+            raise BadSetting(f"{flag} given twice with different values ({first}, {other})")
+    return first
 
 
 def _merge_globals(ctx: click.Context) -> None:
@@ -170,14 +189,8 @@ def _merge_globals(ctx: click.Context) -> None:
     if given["g_json"]:
         opts.as_json = True
     for attr, flag in (("python", "--python"), ("directory", "--target")):
-        value = given[f"g_{attr}"]
-        if value is None:
-            continue
-        current = getattr(opts, attr)
-        if current is not None and not _same(current, value):
-            raise BadSetting(f"{flag} given twice with different values ({current}, {value})")
-        if current is None:
-            setattr(opts, attr, value)
+        values = [v for v in (getattr(opts, attr), *(given[f"g_{attr}"] or ())) if v is not None]
+        setattr(opts, attr, _one(flag, values))
     patches = tuple(given["g_patches"] or ())
     if patches:
         if opts.patch_dirs and [os.path.abspath(p) for p in opts.patch_dirs] != [
@@ -253,8 +266,25 @@ class _Group(click.Group):
         try:
             return super().make_context(*args, **kwargs)
         except click.ClickException as exc:  # an unknown option before the command
+            _RUN.command = _RUN.command or self._command_in_argv()
             _usage_error(exc)
             raise
+
+    def _command_in_argv(self) -> str | None:
+        """The (sub)command the arguments name, for an error click raised before reaching it."""
+        names: list[str] = []
+        group: click.Group | None = self
+        for arg in _RUN.argv:
+            if arg == "--":
+                break
+            found = group.commands.get(arg) if group is not None else None
+            if found is None:
+                continue
+            names.append(arg)
+            group = found if isinstance(found, click.Group) else None
+            if group is None:
+                break
+        return " ".join(names) or None
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -287,6 +317,7 @@ def _waiting(opts: Options) -> Any:
     "--python",
     "python",
     metavar="PATH",
+    multiple=True,
     help="Interpreter or venv directory of the environment to patch "
     "(default: this interpreter if it has vLLM, else the active VIRTUAL_ENV).",
 )
@@ -294,6 +325,7 @@ def _waiting(opts: Options) -> Any:
     "--target",
     "directory",
     metavar="DIR",
+    multiple=True,
     help="site-packages directory to patch (no interpreter).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
@@ -309,8 +341,8 @@ def _waiting(opts: Options) -> Any:
 @click.pass_context
 def main(
     ctx: click.Context,
-    python: str | None,
-    directory: str | None,
+    python: tuple[str, ...],
+    directory: tuple[str, ...],
     as_json: bool,
     patch_dirs: tuple[Path, ...],
 ) -> None:
@@ -318,10 +350,10 @@ def main(
     for DeepSeek-V3, Kimi and MiniMax-M2 targets, and patches of your own.
 
     The options above may also follow the command (`vllm-patcher status --json`)."""
-    if python and directory:
-        raise click.UsageError("--python and --target are exclusive; pass one")
     _RUN.command = ctx.invoked_subcommand  # for an error before the command parses its options
-    ctx.obj = Options(python, directory, as_json, patch_dirs)
+    ctx.obj = Options(_one("--python", python), _one("--target", directory), as_json, patch_dirs)
+    if ctx.obj.python and ctx.obj.directory:
+        raise BadSetting("--python and --target are exclusive; pass one")
     from .journal import lock_timeout
 
     lock_timeout()  # a bad VLLM_PATCHER_LOCK_TIMEOUT is a usage error for every command
@@ -693,6 +725,8 @@ def list_(opts: Options) -> None:
     from .patchset import Verdict, layout, pinned_versions
 
     catalogue = opts.catalogue()
+    # The catalogue needs no vLLM; an environment named anyway must exist, and its row is marked.
+    installed = opts.target() if (opts.python or opts.directory) else None
     versions = pinned_versions(catalogue)
     rows: list[dict[str, Any]] = []
     for version in versions:
@@ -725,7 +759,17 @@ def list_(opts: Options) -> None:
         for p in catalogue.patches
     ]
     if opts.as_json:
-        _report(0, {"patches": patches, "releases": rows, "supported": catalog.SUPPORTED_RANGE})
+        data: dict[str, Any] = {
+            "patches": patches,
+            "releases": rows,
+            "supported": catalog.SUPPORTED_RANGE,
+        }
+        if installed is not None:
+            data["installed"] = {
+                "vllm_version": installed.version,
+                "site_packages": str(installed.site_packages),
+            }
+        _report(0, data)
         return
     for p in catalogue.patches:
         fixed = f", upstream from {p.fixed_in}" if p.fixed_in else ""
@@ -735,7 +779,11 @@ def list_(opts: Options) -> None:
     names = catalogue.names
     _echo(f"{'release':<10}" + "".join(f"{n[:22]:<24}" for n in names))
     for row in rows:
-        _echo(f"{row['version']:<10}" + "".join(f"{row['patches'][n]:<24}" for n in names))
+        mark = "*" if installed is not None and row["version"] == installed.version else ""
+        release = f"{row['version']}{mark}"
+        _echo(f"{release:<10}" + "".join(f"{row['patches'][n]:<24}" for n in names))
+    if installed is not None:
+        _echo(f"* installed at {installed.site_packages} ({_chosen_line(installed)})")
     _echo(f"{'<0.11.0':<10}refused (no EAGLE-3 allow-list to widen)")
     _echo("other releases in range: libcst transform for the built-ins (apply --strict refuses)")
 
