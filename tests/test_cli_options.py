@@ -344,3 +344,16 @@ def test_status_check_is_the_ci_gate(tree_copy) -> None:  # type: ignore[no-unty
     assert proc.returncode == 1
     states = {p["name"]: p["state"] for p in json.loads(proc.stdout)["patches"]}
     assert states["eagle3-whitelist"] == "drifted", states
+
+
+def test_revert_says_what_it_leaves_in_site_packages_and_removing_it_is_safe(tree_copy) -> None:  # type: ignore[no-untyped-def]
+    site = tree_copy("0.15.1")
+    assert run_cli("--target", str(site), "apply").returncode == 0
+    proc = run_cli("--target", str(site), "revert")
+    assert proc.returncode == 0, proc.stderr
+    state = site / ".vllm-patcher"
+    assert f"left in place: {state} (only the lock file now)" in proc.stdout
+    assert sorted(p.name for p in state.iterdir()) == ["lock"]
+    shutil.rmtree(state)  # what the line says to do
+    data = status_json(run_cli("--json", "--target", str(site), "status"))
+    assert {p["state"] for p in data["patches"]} <= {"pending", "not-applicable"}, data

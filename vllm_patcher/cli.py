@@ -549,6 +549,12 @@ def revert(opts: Options, force: bool) -> None:
         _echo(f"your edited {rel} was kept at {where}")
     for rel in result.already_pristine:
         _echo(f"{rel} was already pristine")
+    from .journal import state_dir
+
+    _echo(
+        f"left in place: {state_dir(target.site_packages)} (only the lock file now); "
+        "remove it with rm -r once no vllm-patcher run is active"
+    )
 
 
 @main.command()
