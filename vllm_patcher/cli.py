@@ -551,8 +551,9 @@ def revert(opts: Options, force: bool) -> None:
         _echo(f"{rel} was already pristine")
     from .journal import state_dir
 
+    kept = "the lock file and your saved copies" if result.saved_edits else "only the lock file now"
     _echo(
-        f"left in place: {state_dir(target.site_packages)} (only the lock file now); "
+        f"left in place: {state_dir(target.site_packages)} ({kept}); "
         "remove it with rm -r once no vllm-patcher run is active"
     )
 
