@@ -68,6 +68,8 @@ def test_the_first_code_block_patches_an_existing_venv_and_verifies_it(
     assert "/path/to/your-venv apply" in block and "verify" in block, block
     venv = tmp_path / "your-venv"
     subprocess.run(["cp", "-al", str(vllm_python.parent.parent), str(venv)], check=True)
+    # the one file the tool writes in place: the copy gets a lock of its own, not the shared inode
+    (venv_site(venv / "bin" / "python") / ".vllm-patcher" / "lock").unlink(missing_ok=True)
     repo = checkout_copy(tmp_path / "vllm-patcher")
     script = block.replace("/path/to/vllm-patcher", str(repo)).replace(
         "/path/to/your-venv", str(venv)
