@@ -23,6 +23,8 @@ from pathlib import Path
 import pytest
 
 from vllm_patcher import sources
+from vllm_patcher.target import locate
+from vllm_patcher.verify import probe_tiers
 
 from .conftest import CATALOGUE, MINIMAX_CHECKS, run_cli, touched_match_record, venv_site
 
@@ -171,7 +173,11 @@ def test_verify_before_apply_is_red_for_what_is_missing(venv: Venv) -> None:
     code, report = venv.verify()
     assert code == 1
     assert report["tiers"]["state"] == "failed"
-    failed = failed_checks(report, "behaviour")
+    assert report["fix"] == f"vllm-patcher --python {venv.python} apply"
+    assert report["tiers"]["import"] == report["tiers"]["behaviour"] == "not-run"
+    # verify stops there; the checks it spared, run anyway, fail on what is missing
+    spared = probe_tiers(locate(str(venv.python), None), CATALOGUE)
+    failed = {c.name: c.detail for c in spared if c.tier == "behaviour" and not c.ok}
     assert (
         "only supported" in failed["eagle3-whitelist: SpeculativeConfig eagle3 accepts deepseek_v3"]
     )

@@ -9,6 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from vllm_patcher.target import locate
+from vllm_patcher.verify import probe_tiers
+
 from .conftest import (
     CATALOGUE,
     MINIMAX_CHECKS,
@@ -69,7 +72,11 @@ def test_verify_fails_before_apply_and_names_the_cause(vllm_python: Path) -> Non
     assert proc.returncode == 1
     report = json.loads(proc.stdout)
     assert report["tiers"]["state"] == "failed"
-    failed = {c["name"]: c["detail"] for c in report["checks"] if not c["ok"]}
+    assert report["fix"] == f"vllm-patcher --python {vllm_python} apply"
+    assert report["tiers"]["import"] == report["tiers"]["behaviour"] == "not-run"
+    # verify stops there; the checks it spared, run anyway, fail on what is missing
+    target = locate(str(vllm_python), None)
+    failed = {c.name: c.detail for c in probe_tiers(target, CATALOGUE) if not c.ok}
     accept = "eagle3-whitelist: SpeculativeConfig eagle3 accepts deepseek_v3"
     assert accept in failed
     assert "only supported for" in failed[accept]

@@ -9,6 +9,7 @@ are not touched; only the tool's record and its pristine copies change.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -47,6 +48,7 @@ def capture(
     paths: tuple[str, ...] = (),
     releases: str | None = None,
     summary: str | None = None,
+    on_wait: Callable[[str], None] | None = None,
 ) -> CaptureResult:
     existing = catalogue.get(name)
     if existing is not None and existing.folder.resolve() != (folder / name).resolve():
@@ -56,7 +58,7 @@ def capture(
         )
     others = Catalogue(tuple(p for p in catalogue.patches if p.name != name))
     root = target.site_packages
-    with journal_mod.locked(root):
+    with journal_mod.locked(root, on_wait=on_wait):
         journal = journal_mod.load(root)
         if journal is not None and not journal.finished:
             raise StateError(

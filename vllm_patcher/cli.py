@@ -11,7 +11,7 @@ from typing import Any, NoReturn
 
 import click
 
-from . import catalog, fileops
+from . import catalog, fileops, progress
 from . import status as status_mod
 from . import target as target_mod
 from .errors import (
@@ -306,10 +306,9 @@ class _Group(click.Group):
             _fail(ctx.find_object(Options), FileSystemError(fileops.os_error_message(None, exc)))
 
 
-def _waiting(opts: Options) -> Any:
-    if opts.as_json or not sys.stderr.isatty():
-        return None
-    return lambda message: _echo(f"... {message}", err=True)
+def _waiting(opts: Options, command: str) -> progress.Progress | None:
+    """What a run waiting for another's lock says, once: a line on stderr, none under --json."""
+    return None if opts.as_json else progress.Progress.for_stderr(False, prefix=command)
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -441,7 +440,11 @@ def apply(opts: Options, dry_run: bool, strict: bool, names: tuple[str, ...]) ->
 
     target = opts.target()
     catalogue = opts.catalogue(names)
-    result = txn.apply(target, catalogue, dry_run=dry_run, strict=strict, on_wait=_waiting(opts))
+    if not (opts.as_json or dry_run):  # a dry run's stdout is the diff, and it changes nothing
+        _echo(_chosen_line(target))
+    result = txn.apply(
+        target, catalogue, dry_run=dry_run, strict=strict, on_wait=_waiting(opts, "apply")
+    )
     st = result.status
     assert st is not None
     methods = result.methods
@@ -479,20 +482,31 @@ def apply(opts: Options, dry_run: bool, strict: bool, names: tuple[str, ...]) ->
         _echo("nothing to do")
 
 
+# verify's progress names what runs: the probe runs both tiers in one interpreter.
+_TIER_STEPS = {"import": "import and behaviour tiers"}
+
+
 @main.command()
 @click.pass_obj
 def verify(opts: Options) -> None:
-    """Check every touched file compiles, imports and behaves, in the target's interpreter."""
+    """Check every touched file compiles, imports and behaves, in the target's interpreter.
+
+    Stops after the state tier when a patch is not applied, and names the command that fixes it.
+    """
     from .verify import TIERS
     from .verify import verify as run_verify
 
     target = opts.target()
-    show = (
-        (lambda tier: _echo(f"... {tier} tier", err=True))
-        if sys.stderr.isatty() and not opts.as_json
-        else None
-    )
-    report = run_verify(target, opts.catalogue(), on_tier=show)
+    catalogue = opts.catalogue()
+    if not opts.as_json:
+        _echo(_chosen_line(target))
+    steps = progress.Progress.for_stderr(opts.as_json, prefix="verify")
+
+    def on_tier(tier: str) -> None:
+        steps.step(_TIER_STEPS.get(tier, f"{tier} tier"))
+
+    with steps:
+        report = run_verify(target, catalogue, on_tier=on_tier)
     if opts.as_json:
         _report(0 if report.ok else EXIT_CHECK_FAILED, report.to_dict())
     else:
@@ -506,13 +520,20 @@ def verify(opts: Options) -> None:
             counts = f" ({passed}/{ran})" if ran else ""
             if skipped:
                 counts = f"{counts} ({skipped} not applicable)"
-            _echo(f"  {tier:<10} {result}{counts}")
+            why = f" ({report.not_run[tier]})" if tier in report.not_run else ""
+            _echo(f"  {tier:<10} {result}{counts}{why}")
             for c in checks:
                 if not c.ok:
                     _echo(f"      FAIL {c.name}: {c.detail}")
                 elif c.skipped:
                     _echo(f"      n/a  {c.name}: {c.detail}")
-        _echo("verify: OK" if report.ok else "verify: FAILED")
+        if report.ok:
+            _echo("verify: OK")
+        elif report.tiers.get("state") == "failed":
+            then = f"run `{report.fix}` first" if report.fix else "fix what the state tier names"
+            _echo(f"verify: FAILED: stopped after the state tier; {then}, then verify again")
+        else:
+            _echo("verify: FAILED")
     if not report.ok:
         sys.exit(EXIT_CHECK_FAILED)
 
@@ -527,7 +548,7 @@ def revert(opts: Options, force: bool) -> None:
     from . import txn
 
     target = opts.target()
-    result = txn.revert(target, force=force, on_wait=_waiting(opts))
+    result = txn.revert(target, force=force, on_wait=_waiting(opts, "revert"))
     if opts.as_json:
         _report(
             0,
@@ -580,7 +601,16 @@ def capture(
     folder = opts.first_user_folder("capture")
     folder.mkdir(parents=True, exist_ok=True)
     target = opts.target()
-    result = run_capture(target, opts.catalogue(), folder, name, paths, releases, summary)
+    result = run_capture(
+        target,
+        opts.catalogue(),
+        folder,
+        name,
+        paths,
+        releases,
+        summary,
+        on_wait=_waiting(opts, "capture"),
+    )
     if opts.as_json:
         _report(0, result.to_dict())
         return
@@ -812,10 +842,8 @@ def pin(opts: Options, versions: tuple[str, ...], out_dir: Path | None) -> None:
 
     root = out_dir or builtin_root()
     catalogue = load_catalogue()
-    progress = (
-        None if opts.as_json or not sys.stderr.isatty() else (lambda msg: _echo(msg, err=True))
-    )
-    results = [pin_release(v, catalogue, root, progress=progress) for v in versions]
+    fetching = None if opts.as_json else progress.Progress.for_stderr(False, prefix="pin")
+    results = [pin_release(v, catalogue, root, progress=fetching) for v in versions]
     if opts.as_json:
         _report(0, {"patches_dir": str(root), "releases": [r.__dict__ for r in results]})
         return

@@ -226,7 +226,10 @@ def locked(
                         "nothing was changed; wait for it to finish, or check for a stuck process"
                     ) from None
                 if on_wait is not None and not told:
-                    on_wait(f"waiting for another vllm-patcher run (lock {lock_path})")
+                    on_wait(
+                        f"waiting for the lock {lock_path}{_holder(fd, since=True)}; "
+                        f"giving up after {timeout:g} s"
+                    )
                     told = True
                 time.sleep(0.02)
         # the holder's identity, for a person looking at a stuck lock
@@ -238,13 +241,21 @@ def locked(
         os.close(fd)
 
 
-def _holder(fd: int) -> str:
-    """ " (pid N)" from the lock file, where the holder wrote it."""
+def _holder(fd: int, since: bool = False) -> str:
+    """ " (last taken by pid N)" from the lock file, where the holder wrote it; with ``since``,
+    also when: the file's modification time, which only a run taking the lock changes.
+
+    "Last taken by", because a reader (status) holds the lock without writing its pid.
+    """
     try:
         pid = os.pread(fd, 32, 0).decode("ascii").strip()
+        taken = os.fstat(fd).st_mtime
     except (OSError, UnicodeDecodeError):
         return ""
-    return f" (last taken by pid {pid})" if pid.isdigit() else ""
+    if not pid.isdigit():
+        return ""
+    at = time.strftime(" at %H:%M:%S", time.localtime(taken)) if since else ""
+    return f" (last taken by pid {pid}{at})"
 
 
 @contextmanager

@@ -2,10 +2,14 @@
 
 1. compile: every touched file compiles; a failure names file and line and stops verify there,
    well under a second and without importing vLLM.
-2. state: every patch that applies to this release is applied (or upstream).
+2. state: every patch that applies to this release is applied (or upstream). A failure stops
+   verify here too and names the command that fixes it (``fix``): importing vLLM takes seconds
+   and would only test files that are not patched yet.
 3. import and 4. behaviour: one fresh interpreter of the target environment imports every touched
    module and runs the patches' behaviour checks, ``patches/<patch>/checks/*.py`` (``probe.py``
    loads them and states their API). Skipped for a bare ``--target``.
+
+Every tier that did not run has its reason in ``not_run``.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from . import catalog
 from . import status as status_mod
 from .patchset import Catalogue, Layout, Verdict, layout
 from .target import Target
@@ -40,6 +45,8 @@ class VerifyReport:
     location: str
     checks: list[Check] = field(default_factory=list)
     tiers: dict[str, str] = field(default_factory=dict)  # passed | failed | skipped | not-run
+    not_run: dict[str, str] = field(default_factory=dict)  # tier -> why it did not run
+    fix: str | None = None  # the command that fixes a failed state tier, when one does
 
     @property
     def ok(self) -> bool:
@@ -51,6 +58,8 @@ class VerifyReport:
             "location": self.location,
             "ok": self.ok,
             "tiers": self.tiers,
+            "not_run": self.not_run,
+            "fix": self.fix,
             "checks": [asdict(c) for c in self.checks],
         }
 
@@ -165,11 +174,57 @@ def run_probe(
         ]
 
 
+def _touched_modules(target: Target, catalogue: Catalogue) -> list[str]:
+    return [
+        module_name(rel)
+        for rel in catalogue.paths_for(target.version)
+        if rel in target.record and rel.endswith(".py")
+    ]
+
+
+def probe_tiers(target: Target, catalogue: Catalogue) -> list[Check]:
+    """The import and behaviour tiers' checks, whatever the state tier says (verify runs them
+    only once it passes; on an unpatched release they show what is missing)."""
+    assert target.python is not None, "the probe runs in the target's interpreter"
+    lay = layout(catalogue, target.version, target.record)
+    return run_probe(
+        target.python, _touched_modules(target, catalogue), check_files(lay), target.version
+    )
+
+
+def state_fix(target: Target, catalogue: Catalogue, st: status_mod.Status) -> str | None:
+    """The one command that makes a failed state tier pass, or None when there is no single one
+    (local edits, a run in progress, a patch without a diff for this release: their details say).
+
+    It names the environment the way every other hint does (``Target.command``), and the folders
+    of the user's patches it needs (``--patches``)."""
+    if st.in_progress:
+        return None
+    todo = (status_mod.PatchState.PENDING, status_mod.PatchState.UNRECORDED)
+    failing = [p for p in st.patches if p.state not in status_mod.READY]
+    if not failing or not (st.interrupted or all(p.state in todo for p in failing)):
+        return None
+    folders = dict.fromkeys(
+        patch.origin
+        for p in failing
+        if (patch := catalogue.get(p.name)) is not None and not patch.builtin
+    )
+    return target.command(" ".join([*(f"--patches {f}" for f in folders), "apply"]))
+
+
+def _not_run(report: VerifyReport, tiers: tuple[str, ...], why: str) -> None:
+    for tier in tiers:
+        report.tiers[tier] = "not-run"
+        report.not_run[tier] = why
+
+
 def verify(
     target: Target, catalogue: Catalogue, on_tier: Callable[[str], None] | None = None
 ) -> VerifyReport:
+    """Run the tiers in order; ``on_tier(tier)`` is called as each one starts (``import`` runs
+    the behaviour checks in the same interpreter, so ``behaviour`` never starts on its own)."""
+    catalog.classify(target.version)  # a refusal is one error line, before any tier's progress
     report = VerifyReport(target.version, str(target.site_packages))
-    lay = layout(catalogue, target.version, target.record)
     rels = [
         r for r in catalogue.paths_for(target.version) if r in target.record and r.endswith(".py")
     ]
@@ -178,28 +233,31 @@ def verify(
         on_tier("compile")
     report.checks.extend(compile_tier(target, rels))
     if not _conclude(report, "compile"):
-        report.tiers.update({"state": "not-run", "import": "not-run", "behaviour": "not-run"})
+        _not_run(report, ("state", "import", "behaviour"), "the compile tier failed")
         return report
 
     if on_tier:
         on_tier("state")
     st = status_mod.read_status(target, catalogue)
+    report.fix = state_fix(target, catalogue, st)
     for p in st.patches:
-        ok = p.state in ("applied", "upstream", "not-applicable")
-        hint = " (run `vllm-patcher apply`)" if p.state in ("pending", "unrecorded") else ""
-        report.checks.append(Check("state", p.name, ok, f"{p.state}{hint}. {p.detail}".strip(". ")))
-    _conclude(report, "state")
+        ok = p.state in status_mod.READY
+        report.checks.append(Check("state", p.name, ok, f"{p.state}. {p.detail}".strip(". ")))
+    if not _conclude(report, "state"):
+        # Importing would test files that are not (all) patched: seconds spent on a known answer.
+        _not_run(report, ("import", "behaviour"), "the state tier failed")
+        return report
 
     if target.python is None:
         report.tiers.update({"import": "skipped", "behaviour": "skipped"})
+        report.not_run.update(dict.fromkeys(("import", "behaviour"), "no interpreter (--target)"))
         return report
     if on_tier:
         on_tier("import")
-    modules = [module_name(rel) for rel in rels]
-    report.checks.extend(run_probe(target.python, modules, check_files(lay), target.version))
+    report.checks.extend(probe_tiers(target, catalogue))
     _conclude(report, "import")
     if any(c.tier == "behaviour" for c in report.checks):
         _conclude(report, "behaviour")
     else:
-        report.tiers["behaviour"] = "not-run"
+        _not_run(report, ("behaviour",), "the probe ran no behaviour check")
     return report
