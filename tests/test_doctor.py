@@ -1128,7 +1128,9 @@ def test_fix_labels_a_guessed_value_as_a_guess_and_keeps_warning(tmp_path: Path)
         "the config names the layers the drafter was trained on)"
     )
     (warning,) = [line for line in lines if line.split()[:2] == ["warning", "fix"]]
-    assert "--fix wrote a GUESS" in warning
+    assert (
+        "--fix wrote eagle_aux_hidden_state_layer_ids: [2, 30, 58] as a GUESS, based on" in warning
+    )
     assert json.loads((drafter / "config.json").read_text())[KEY] == [2, 30, 58]
 
     # JSON says the same about the value on disk
@@ -1191,6 +1193,7 @@ def test_a_drafter_given_as_the_model_is_named_even_when_both_are_drafters(
     assert level == PROBLEM
     assert f"--model {drafter} (architectures" in message
     assert "looks like an EAGLE-3 drafter, not a target model" in message
+    assert "model_type llama, 1 layer)" in message
 
 
 # --- releases: read from the patch folders ------------------------------------------------------

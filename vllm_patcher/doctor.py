@@ -1021,10 +1021,8 @@ def _seen(config: dict[str, Any]) -> str:
     if layers is None and isinstance(text, dict):
         layers = text.get("num_hidden_layers")
     types = "/".join(sorted(_model_types(config))) or "none"
-    return (
-        f"architectures {json.dumps(config.get('architectures'))}, model_type {types}, "
-        f"{json.dumps(layers)} layers"
-    )
+    count = f"{layers} layer{'s' * (layers != 1)}" if isinstance(layers, int) else "no layer count"
+    return f"architectures {json.dumps(config.get('architectures'))}, model_type {types}, {count}"
 
 
 def check_roles(
@@ -1197,7 +1195,8 @@ def run(
             Finding(
                 "fix",
                 WARNING,
-                f"--fix wrote a GUESS: {written.describe()}",
+                f"--fix wrote {written.key}: {json.dumps(written.value)} as a GUESS, based on "
+                f"{written.based_on}",
                 f"check it against the drafter's training setup, or restore {backup}",
             )
         )
