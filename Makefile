@@ -72,10 +72,15 @@ cluster-pre-deploy: $(VENV)/.vllm-$(VLLM_VERSION)
 	$(VENV)/bin/vllm-patcher cluster verify --address $(RAY_ADDRESS)
 	@$(VENV)/bin/vllm-patcher cluster status --address $(RAY_ADDRESS)
 
+# MODEL and DRAFTER: directories or Hugging Face repo ids already in the local cache. serve-args
+# runs doctor's checks itself and prints nothing on a problem; its exit code stops the recipe
+# before vllm serve (a failing $(...) inside the vllm serve line would not).
 serve: pre-deploy
 	$(VENV)/bin/vllm-patcher doctor --model $(MODEL) --drafter $(DRAFTER)
+	spec="$$($(VENV)/bin/vllm-patcher serve-args --model $(MODEL) --drafter $(DRAFTER) \
+	  --num-speculative-tokens $(NUM_SPEC))" && \
 	$(VENV)/bin/vllm serve $(MODEL) --port $(PORT) --tensor-parallel-size $(TP) \
-	  --speculative-config "$$($(VENV)/bin/vllm-patcher serve-args --drafter $(DRAFTER) --num-speculative-tokens $(NUM_SPEC))"
+	  --speculative-config "$$spec"
 
 # --- development ---------------------------------------------------------------------------------
 $(DEV_VENV)/.ready: pyproject.toml

@@ -40,6 +40,9 @@ NOT_UNIT = {  # "file.py" (the whole module) or "file.py::test_name" (every para
     "test_crash_safety.py::test_concurrent_applies_and_reverts_on_busy_cpus_never_refuse_or_mix": (
         "the busy-CPU stress loop"
     ),
+    "test_doctor.py::test_a_repo_id_resolves_through_the_vllm_venvs_own_huggingface_hub": (
+        "reads the shared vLLM 0.15.1 venv (its release and its huggingface_hub; never writes it)"
+    ),
     "test_install_shapes.py": (
         "builds venvs with pip (cached under names without the Python version) and its verify test"
         " links the shared venv-0.15.1's site-packages"

@@ -148,8 +148,12 @@ def test_doctor_serve_args_and_cluster_take_the_options_on_either_side(
     # without --vllm-version the release comes from --target (the dev venv has no vLLM: 3)
     assert_refused(run_cli(*placed(position, doctor, ["--target", str(site)])), 11, "model")
 
-    proc = run_cli(*placed(position, ["serve-args", "--drafter", nowhere], ["--json"]))
+    serve = ["serve-args", "--model", nowhere, "--drafter", nowhere]
+    proc = run_cli(*placed(position, [*serve, "--vllm-version", "0.15.1"], ["--json"]))
     assert proc.returncode == 11, proc.stderr
+    assert json.loads(proc.stdout)["exit_code"] == 11
+    # serve-args runs doctor's checks, for the release --target has like doctor
+    assert_refused(run_cli(*placed(position, serve, ["--target", str(site)])), 11, "model")
 
     cluster = ["cluster", "status", "--address", "bogus:1", "--timeout", "5"]
     proc = run_cli(*placed(position, cluster, ["--python", sys.executable, "--json"]))

@@ -6,6 +6,9 @@ import json
 import math
 import os
 import struct
+import subprocess
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +30,7 @@ from vllm_patcher.doctor import (
 )
 from vllm_patcher.errors import BadSetting
 
-from .conftest import assert_refused, run_cli, snapshot
+from .conftest import assert_refused, copy_builtins, run_cli, snapshot, test_venv_python
 
 HIDDEN = 7168
 LAYERS = 61
@@ -287,6 +290,9 @@ def test_kimi_k25_specforge_drafter_on_0_15_1_needs_the_shifted_top_level_key(
         "nested": [2, 30, 58],
         "trained_vllm_ids": [3, 31, 59],
         "fix_top_level": [3, 31, 59],
+        "fix_basis": "known",
+        "fix_based_on": "the drafter's eagle_config.eagle_aux_hidden_state_layer_ids [2, 30, 58], "
+        "SpecForge layer outputs, +1 into vLLM's convention",
     }
 
 
@@ -317,12 +323,14 @@ def test_on_0_11_0_the_drafter_gets_the_default_whatever_it_declares(tmp_path: P
 
 
 def test_on_0_22_the_nested_key_is_read_one_layer_early(tmp_path: Path) -> None:
+    # the same effect as on 0.15.1 (vLLM feeds the drafter the layers one earlier than it was
+    # trained on), reached another way: the same severity, a problem
     drafter = specforge_drafter(tmp_path, nested=[2, 30, 58], weights=drafter_weights())
     report = check(kimi_target(tmp_path), drafter, "0.22.0")
-    assert report.ok
+    assert not report.ok
     assert (report.aux.vllm_ids, report.aux.source) == ((2, 30, 58), "nested")
     ((level, message),) = by_check(report, "aux-layers")
-    assert level == WARNING
+    assert level == PROBLEM
     assert "unshifted" in message and "one layer earlier" in message
     assert report.aux.write_ids == (3, 31, 59)
 
@@ -342,8 +350,9 @@ def test_top_level_key_copied_unshifted_from_the_nested_one_is_flagged(tmp_path:
         tmp_path, nested=[2, 30, 58], weights=drafter_weights(), **{KEY: [2, 30, 58]}
     )
     report = check(kimi_target(tmp_path), drafter, "0.15.1")
-    ((level, message),) = by_check(report, "aux-layers")
-    assert level == WARNING and "means vLLM [3, 31, 59]" in message
+    (warning, used) = by_check(report, "aux-layers")
+    assert warning[0] == WARNING and "means vLLM [3, 31, 59]" in warning[1]
+    assert used[0] == "ok" and "uses the top-level" in used[1]
     # an explicit top-level key is the author's word: --fix leaves it alone
     assert report.aux.write_ids is None
 
@@ -555,7 +564,7 @@ def test_json_findings_carry_level_message_and_fix(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("version", "code", "source"), [("0.11.0", 1, "default"), ("0.22.0", 0, "nested")]
+    ("version", "code", "source"), [("0.11.0", 1, "default"), ("0.22.0", 1, "nested")]
 )
 def test_same_kimi_drafter_on_other_releases(
     tmp_path: Path, version: str, code: int, source: str
@@ -578,7 +587,13 @@ def test_fix_writes_the_key_keeps_a_backup_and_the_next_run_passes(tmp_path: Pat
 
     proc = run_cli("doctor", *args, "--fix")
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "wrote eagle_aux_hidden_state_layer_ids: [3, 31, 59]" in proc.stdout
+    assert f"--fix wrote to {config}" in proc.stdout
+    assert (
+        "  eagle_aux_hidden_state_layer_ids: [3, 31, 59] (known, from the drafter's "
+        "eagle_config.eagle_aux_hidden_state_layer_ids [2, 30, 58], SpecForge layer outputs, "
+        "+1 into vLLM's convention)"
+    ) in proc.stdout.splitlines()
+    assert "GUESS" not in proc.stdout
     assert (drafter / "config.json.bak").read_bytes() == original
     before, after = json.loads(original), json.loads(config.read_bytes())
     assert list(after) == [*before, KEY]
@@ -758,7 +773,10 @@ def test_a_release_before_0_11_0_is_a_problem_in_json(tmp_path: Path) -> None:
     assert code == 1 and data["ok"] is False and data["problems"] == 1
     (problem,) = [f for f in data["findings"] if f["level"] == PROBLEM]
     assert problem["check"] == "vllm-release"
-    assert "cannot patch" in problem["message"] and "0.11.0 to 0.19.x" in problem["message"]
+    assert "cannot patch" in problem["message"]
+    # read from the patch folders: both DeepSeek patches start at 0.11.0 and are upstream at 0.18.0
+    assert "it patches 0.11.0 up to (not including) 0.18.0" in problem["message"]
+    assert "eagle3-whitelist >=0.11.0" in problem["message"]
     assert problem["fix"].startswith("upgrade vLLM to 0.11.0 or newer")
 
 
@@ -794,15 +812,28 @@ def test_without_vllm_or_vllm_version_it_refuses_like_other_commands(tmp_path: P
 # --- serve-args -------------------------------------------------------------------------------------
 
 
+def ready_kimi_pair(root: Path) -> tuple[Path, Path]:
+    """A Kimi-K2.5 target and a drafter doctor passes on 0.15.1 (top-level key already set)."""
+    drafter = specforge_drafter(
+        root, nested=[2, 30, 58], weights=drafter_weights(), **{KEY: [3, 31, 59]}
+    )
+    return kimi_target(root), drafter
+
+
 def test_serve_args_prints_exactly_the_speculative_config(tmp_path: Path) -> None:
-    drafter = specforge_drafter(tmp_path)
+    target, drafter = ready_kimi_pair(tmp_path)
     relative = os.path.relpath(drafter)  # the child runs in this process's directory
-    proc = run_cli("serve-args", "--drafter", relative)
+    args = ("--model", str(target), "--vllm-version", "0.15.1")
+    proc = run_cli("serve-args", *args, "--drafter", relative)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == (
         f'{{"method": "eagle3", "model": "{drafter}", "num_speculative_tokens": 3}}\n'
     )
-    proc = run_cli("serve-args", "--drafter", str(drafter), "--num-speculative-tokens", "5")
+    assert proc.stderr == ""
+    # not a report: --json (before or after the command) changes not one byte of stdout
+    assert run_cli("--json", "serve-args", *args, "--drafter", relative).stdout == proc.stdout
+    assert run_cli("serve-args", *args, "--drafter", relative, "--json").stdout == proc.stdout
+    proc = run_cli("serve-args", *args, "--drafter", str(drafter), "--num-speculative-tokens", "5")
     assert json.loads(proc.stdout) == {
         "method": "eagle3",
         "model": str(drafter),
@@ -811,14 +842,107 @@ def test_serve_args_prints_exactly_the_speculative_config(tmp_path: Path) -> Non
 
 
 def test_serve_args_needs_a_drafter_config(tmp_path: Path) -> None:
-    assert_refused(run_cli("serve-args", "--drafter", str(tmp_path)), 11, "has no config.json")
-
-
-def test_serve_args_refuses_zero_tokens(tmp_path: Path) -> None:
     proc = run_cli(
-        "serve-args", "--drafter", str(specforge_drafter(tmp_path)), "--num-speculative-tokens", "0"
-    )
+        "serve-args", "--model", str(kimi_target(tmp_path)), "--drafter", str(tmp_path),
+        "--vllm-version", "0.15.1",
+    )  # fmt: skip
+    assert_refused(proc, 11, "has no config.json")
+
+
+def test_serve_args_needs_the_model_to_run_doctors_checks(tmp_path: Path) -> None:
+    proc = run_cli("serve-args", "--drafter", str(specforge_drafter(tmp_path)))
     assert proc.returncode == 2 and proc.stdout == ""
+    assert "Missing option '--model'" in proc.stderr
+
+
+def serve_args_refusal(proc: subprocess.CompletedProcess[str], *fragments: str) -> str:
+    """Refused with exit 1: nothing on stdout for $(...) to pass to vllm serve, the problems on
+    stderr, no traceback."""
+    assert proc.returncode == 1, (proc.stdout, proc.stderr)
+    assert proc.stdout == ""
+    assert "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines()[-1].startswith("vllm-patcher: error: serve-args: ")
+    for fragment in fragments:
+        assert fragment in proc.stderr, proc.stderr
+    return proc.stderr
+
+
+def test_serve_args_refuses_a_directory_that_is_not_an_eagle3_drafter(tmp_path: Path) -> None:
+    plain = specforge_drafter(
+        tmp_path, weights=drafter_weights(), architectures=["LlamaForCausalLM"]
+    )
+    serve_args_refusal(
+        run_cli(
+            "serve-args",
+            "--model",
+            str(kimi_target(tmp_path)),
+            "--drafter",
+            str(plain),
+            "--vllm-version",
+            "0.15.1",
+        ),  # fmt: skip
+        'problem: architecture: drafter architectures ["LlamaForCausalLM"] name no EAGLE-3 head',
+        "doctor found 1 problem",
+    )
+
+
+def test_serve_args_refuses_a_target_given_as_the_drafter(tmp_path: Path) -> None:
+    target = kimi_target(tmp_path)
+    serve_args_refusal(
+        run_cli(
+            "serve-args",
+            "--model",
+            str(target),
+            "--drafter",
+            str(target),
+            "--vllm-version",
+            "0.15.1",
+        ),  # fmt: skip
+        f"problem: roles: --drafter {target}",
+        "looks like a target model, not an EAGLE-3 drafter",
+    )
+
+
+def test_serve_args_refuses_what_doctor_calls_a_problem(tmp_path: Path) -> None:
+    drafter = specforge_drafter(tmp_path, nested=[2, 30, 58], weights=drafter_weights())
+    stderr = serve_args_refusal(
+        run_cli(
+            "serve-args",
+            "--model",
+            str(kimi_target(tmp_path)),
+            "--drafter",
+            str(drafter),
+            "--vllm-version",
+            "0.15.1",
+        ),  # fmt: skip
+        "problem: aux-layers: vLLM 0.15.1 ignores",
+        'fix: add "eagle_aux_hidden_state_layer_ids": [3, 31, 59]',
+    )
+    # the same pair passes once the key is there; a warning does not refuse
+    assert run_cli("doctor", "--model", str(kimi_target(tmp_path)), "--drafter", str(drafter),
+                   "--vllm-version", "0.15.1", "--fix").returncode == 0  # fmt: skip
+    proc = run_cli(
+        "serve-args", "--model", str(kimi_target(tmp_path)), "--drafter", str(drafter),
+        "--vllm-version", "0.15.1",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["model"] == str(drafter) and stderr
+
+
+def test_serve_args_refuses_a_release_apply_cannot_patch(tmp_path: Path) -> None:
+    target, drafter = ready_kimi_pair(tmp_path)
+    serve_args_refusal(
+        run_cli(
+            "serve-args",
+            "--model",
+            str(target),
+            "--drafter",
+            str(drafter),
+            "--vllm-version",
+            "0.9.0",
+        ),  # fmt: skip
+        "problem: vllm-release: vLLM 0.9.0 is older than 0.11.0",
+    )
 
 
 @pytest.mark.parametrize(("version", "loads"), [("0.14.1", False), ("0.15.0", True)])
@@ -894,7 +1018,8 @@ def test_minimax_m2_on_a_release_before_0_11_0_names_its_own_range(tmp_path: Pat
     release, target = [f for f in data["findings"] if f["level"] == PROBLEM]
     assert release["check"] == "vllm-release" and target["check"] == "target"
     assert "on a MiniMax-M2 target" in release["message"]
-    assert "0.11.1 to 0.19.x for MiniMax-M2" in release["message"]
+    assert "it patches 0.11.1 up to (not including) 0.20.0" in release["message"]
+    assert "eagle3-minimax-m2 >=0.11.1" in release["message"]
     assert release["fix"].startswith("upgrade vLLM to 0.11.1 or newer (0.20.0 and newer need no")
 
 
@@ -906,3 +1031,417 @@ def test_an_unknown_target_family_is_a_warning_naming_both_families(tmp_path: Pa
     drafter = specforge_drafter(tmp_path, vocab=1024, weights=drafter_weights())
     ((level, message),) = by_check(check(target, drafter, "0.15.1"), "target")
     assert level == WARNING and "deepseek_v3" in message and "minimax_m2" in message
+
+
+# --- one severity per effect, whatever the release ----------------------------------------------
+
+
+def aux_levels(report: doctor.DoctorReport, fragment: str) -> list[str]:
+    return [level for level, message in by_check(report, "aux-layers") if fragment in message]
+
+
+@pytest.mark.parametrize("version", ["0.11.0", "0.15.1", "0.21.0", "0.22.0"])
+def test_layers_one_earlier_than_trained_is_a_problem_on_every_release(
+    tmp_path: Path, version: str
+) -> None:
+    # 0.11.0 reads no key, 0.15.1/0.21.0 ignore the nested one, 0.22.0 reads it unshifted: three
+    # ways to the same effect, the same severity
+    drafter = specforge_drafter(tmp_path, nested=[2, 30, 58], weights=drafter_weights())
+    report = check(kimi_target(tmp_path), drafter, version)
+    assert report.aux.vllm_ids == (2, 30, 58)
+    assert aux_levels(report, "one layer earlier than the drafter was trained on") == [PROBLEM]
+
+
+@pytest.mark.parametrize("version", ["0.11.0", "0.15.1", "0.21.0"])
+@pytest.mark.parametrize("declared", ["nested", "top-level"])
+def test_a_default_that_happens_to_match_is_a_warning_on_every_release(
+    tmp_path: Path, version: str, declared: str
+) -> None:
+    extra: dict[str, Any] = {KEY: [2, 30, 58]} if declared == "top-level" else {}
+    drafter = specforge_drafter(
+        tmp_path,
+        vocab=DEEPSEEK_VOCAB,
+        nested=[1, 29, 57] if declared == "nested" else None,
+        weights=drafter_weights(),
+        **extra,
+    )
+    report = check(deepseek_target(tmp_path), drafter, version)
+    if declared == "top-level" and version != "0.11.0":
+        # read as declared: nothing ignored, nothing to warn about
+        assert aux_levels(report, "uses the top-level") == ["ok"]
+    else:
+        assert aux_levels(report, "happens to be the layers the drafter was trained on") == [
+            WARNING
+        ]
+    assert report.ok
+
+
+@pytest.mark.parametrize("version", ["0.11.0", "0.15.1", "0.22.0"])
+def test_disagreeing_top_level_and_nested_ids_are_a_warning_on_every_release(
+    tmp_path: Path, version: str
+) -> None:
+    drafter = specforge_drafter(
+        tmp_path, nested=[2, 30, 58], weights=drafter_weights(), **{KEY: [2, 30, 58]}
+    )
+    report = check(kimi_target(tmp_path), drafter, version)
+    assert aux_levels(report, "disagrees with eagle_config") == [WARNING]
+
+
+@pytest.mark.parametrize("version", ["0.11.0", "0.15.1", "0.22.0"])
+def test_a_malformed_top_level_key_is_a_warning_on_every_release(
+    tmp_path: Path, version: str
+) -> None:
+    drafter = specforge_drafter(tmp_path, weights=drafter_weights(), **{KEY: "3,31,59"})
+    report = check(kimi_target(tmp_path), drafter, version)
+    assert aux_levels(report, "not a non-empty list of layer numbers; vLLM ignores it") == [WARNING]
+
+
+@pytest.mark.parametrize("version", ["0.15.1", "0.22.0"])
+def test_capturing_a_layer_the_target_lacks_is_a_problem_on_every_release_that_reads_the_key(
+    tmp_path: Path, version: str
+) -> None:
+    drafter = specforge_drafter(tmp_path, weights=drafter_weights(), **{KEY: [2, 30, 61]})
+    report = check(kimi_target(tmp_path), drafter, version)
+    assert aux_levels(report, "outside the target's [0, 61)") == [PROBLEM]
+
+
+# --- --fix says what it knows and what it guesses -----------------------------------------------
+
+
+def test_fix_labels_a_guessed_value_as_a_guess_and_keeps_warning(tmp_path: Path) -> None:
+    # ids past the target's last layer and no nested key: nothing says which layers the drafter
+    # was trained on, so the default --fix writes is a guess
+    drafter = specforge_drafter(tmp_path, weights=drafter_weights(), **{KEY: [2, 30, 61]})
+    args = ("--model", str(kimi_target(tmp_path)), "--drafter", str(drafter))
+    before = doctor_json(*args, "--vllm-version", "0.15.1")[1]
+    (problem,) = [f for f in before["findings"] if f["level"] == PROBLEM]
+    assert "a GUESS, based on vLLM's default (2, n // 2, n - 3)" in problem["fix"]
+    assert before["aux_layers"]["fix_basis"] == "guessed"
+
+    proc = run_cli("doctor", *args, "--vllm-version", "0.15.1", "--fix")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[1] == (
+        "  eagle_aux_hidden_state_layer_ids: [2, 30, 58] (a GUESS, based on vLLM's default "
+        "(2, n // 2, n - 3) for the target's 61 layers: the top-level "
+        "eagle_aux_hidden_state_layer_ids [2, 30, 61] lies outside [0, 61) and nothing else in "
+        "the config names the layers the drafter was trained on)"
+    )
+    (warning,) = [line for line in lines if line.split()[:2] == ["warning", "fix"]]
+    assert (
+        "--fix wrote eagle_aux_hidden_state_layer_ids: [2, 30, 58] as a GUESS, based on" in warning
+    )
+    assert json.loads((drafter / "config.json").read_text())[KEY] == [2, 30, 58]
+
+    # JSON says the same about the value on disk
+    (drafter / "config.json").write_bytes((drafter / "config.json.bak").read_bytes())
+    code, data = doctor_json(*args, "--vllm-version", "0.15.1", "--fix")
+    assert code == 0 and data["warnings"] == 1
+    (written,) = data["fix"]["written"]
+    assert written["key"] == KEY and written["value"] == [2, 30, 58]
+    assert written["basis"] == "guessed" and "outside [0, 61)" in written["based_on"]
+
+
+def test_fix_labels_a_value_read_from_the_drafter_as_known(tmp_path: Path) -> None:
+    drafter = specforge_drafter(tmp_path, nested=[2, 30, 58], weights=drafter_weights())
+    code, data = doctor_json(
+        "--model", str(kimi_target(tmp_path)), "--drafter", str(drafter),
+        "--vllm-version", "0.15.1", "--fix",
+    )  # fmt: skip
+    assert code == 0 and data["warnings"] == 0
+    (written,) = data["fix"]["written"]
+    assert (written["value"], written["basis"]) == ([3, 31, 59], "known")
+    assert "eagle_config.eagle_aux_hidden_state_layer_ids [2, 30, 58]" in written["based_on"]
+
+
+# --- swapped --model and --drafter --------------------------------------------------------------
+
+
+def test_swapped_model_and_drafter_are_named(tmp_path: Path) -> None:
+    target = deepseek_target(tmp_path)
+    drafter = specforge_drafter(tmp_path, vocab=DEEPSEEK_VOCAB, weights=drafter_weights())
+    args = ("--model", str(drafter), "--drafter", str(target), "--vllm-version", "0.15.1")
+    proc = run_cli("doctor", *args)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[1].split()[:2] == ["problem", "roles"]
+    assert "--model and --drafter look swapped" in lines[1]
+    assert f'--model {drafter} (architectures ["LlamaForCausalLMEagle3"]' in lines[1]
+    assert f'--drafter {target} (architectures ["DeepseekV3ForCausalLM"], ' in lines[1]
+    assert "model_type deepseek_v3, 61 layers) like a target model" in lines[1]
+    assert lines[2].split("fix: ")[1] == f"swap them: --model {target} --drafter {drafter}"
+    assert lines[-1] == "doctor: 1 problem, 0 warnings"
+    assert "[2, 0, -2]" not in proc.stdout and "aux layers" not in proc.stdout
+
+    code, data = doctor_json(*args)
+    assert code == 1 and [f["check"] for f in data["findings"]] == ["roles"]
+    assert data["target"] is None and data["aux_layers"] is None
+    # swapped back, the same pair is fine
+    assert run_cli("doctor", "--model", str(target), "--drafter", str(drafter),
+                   "--vllm-version", "0.15.1").returncode == 0  # fmt: skip
+
+
+def test_a_drafter_given_as_the_model_is_named_even_when_both_are_drafters(
+    tmp_path: Path,
+) -> None:
+    drafter = specforge_drafter(tmp_path, weights=drafter_weights(), **{KEY: [3, 31, 59]})
+    code, data = doctor_json(
+        "--model", str(drafter), "--drafter", str(drafter), "--vllm-version", "0.15.1"
+    )
+    assert code == 1
+    ((level, message),) = by_check(data, "roles")
+    assert level == PROBLEM
+    assert f"--model {drafter} (architectures" in message
+    assert "looks like an EAGLE-3 drafter, not a target model" in message
+    assert "model_type llama, 1 layer)" in message
+
+
+# --- releases: read from the patch folders ------------------------------------------------------
+
+
+@pytest.mark.parametrize("version", ["0.20.0", "0.25.0", "1.0.0"])
+def test_minimax_m2_at_or_past_fixed_in_is_upstream_not_a_release_problem(
+    tmp_path: Path, version: str
+) -> None:
+    report = check(minimax_target(tmp_path), minimax_drafter(tmp_path), version)
+    assert report.ok and by_check(report, "vllm-release") == []
+
+
+def test_minimax_m2_on_0_11_0_is_outside_what_apply_patches(tmp_path: Path) -> None:
+    report = check(minimax_target(tmp_path), minimax_drafter(tmp_path), "0.11.0")
+    ((level, message),) = by_check(report, "vllm-release")
+    assert level == PROBLEM and "vLLM 0.11.0 is older than 0.11.1" in message
+
+
+def test_the_supported_range_comes_from_the_patch_folders(tmp_path: Path) -> None:
+    pins, env = copy_builtins(tmp_path / "copy")
+    toml = pins / "supports-eagle3" / "patch.toml"
+    toml.write_text(toml.read_text().replace('releases = ">=0.11.0"', 'releases = ">=0.12.0"'))
+    args = (*consistent_deepseek_pair(tmp_path), "--vllm-version", "0.11.0")
+    assert run_cli("doctor", *args).returncode == 0
+    proc = run_cli("doctor", *args, env=env)
+    assert proc.returncode == 1, proc.stdout
+    assert "vLLM 0.11.0 is older than 0.12.0" in proc.stdout
+    assert "supports-eagle3 >=0.12.0" in proc.stdout
+
+
+# --- Hugging Face repo ids, from the local cache ------------------------------------------------
+
+
+class StandInHub:
+    """A local stand-in for the Hugging Face Hub, serving the requests hf_hub_download makes:
+    ``HEAD`` and ``GET {endpoint}/{repo}/resolve/{revision}/{file}``, answered with the headers it
+    reads (``X-Repo-Commit``, ``ETag``, ``Content-Length``). Every request is logged."""
+
+    def __init__(self, repos: dict[str, dict[str, bytes]]) -> None:
+        import hashlib
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        self.requests: list[str] = []
+        hub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def answer(self, body: bool) -> None:
+                hub.requests.append(f"{self.command} {self.path}")
+                parts = self.path.split("?")[0].strip("/").split("/")
+                if len(parts) >= 5 and parts[2] == "resolve":
+                    repo, name = "/".join(parts[:2]), "/".join(parts[4:])
+                    data = repos.get(repo, {}).get(name)
+                    if data is not None:
+                        self.send_response(200)
+                        commit = hashlib.sha1(repo.encode()).hexdigest()
+                        self.send_header("X-Repo-Commit", commit)
+                        self.send_header("ETag", f'"{hashlib.sha256(data).hexdigest()}"')
+                        self.send_header("Content-Length", str(len(data)))
+                        self.end_headers()
+                        if body:
+                            self.wfile.write(data)
+                        return
+                self.send_response(404)
+                self.send_header("X-Error-Code", "EntryNotFound")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def do_HEAD(self) -> None:  # noqa: N802 (http.server's naming)
+                self.answer(body=False)
+
+            def do_GET(self) -> None:  # noqa: N802
+                self.answer(body=True)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.endpoint = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def hub_download(hf_home: Path, endpoint: str, repo: str, *files: str) -> None:
+    """Put ``files`` of ``repo`` into the cache at ``hf_home`` with huggingface_hub's own
+    hf_hub_download (this interpreter's), from the stand-in endpoint."""
+    script = (
+        "import sys\nfrom huggingface_hub import hf_hub_download\n"
+        "for name in sys.argv[2:]:\n    hf_hub_download(sys.argv[1], name)\n"
+    )
+    env = {**os.environ, "HF_HOME": str(hf_home), "HF_ENDPOINT": endpoint}
+    env.pop("HF_HUB_OFFLINE", None)
+    env.pop("HF_HUB_CACHE", None)
+    subprocess.run([sys.executable, "-c", script, repo, *files], env=env, check=True, timeout=300)
+
+
+def hub_files(config_path: Path, weights: Path | None = None) -> dict[str, bytes]:
+    files = {"config.json": config_path.read_bytes()}
+    if weights is not None:
+        files["model.safetensors"] = weights.read_bytes()
+    return files
+
+
+@pytest.fixture
+def hf_cache(tmp_path: Path) -> Iterator[tuple[Path, StandInHub, dict[str, str]]]:
+    """A Hugging Face cache (HF_HOME) holding moonshotai/Kimi-K2.5's config.json and a drafter's
+    config and weights, put there by huggingface_hub's own downloads from a local stand-in hub.
+
+    No test may reach the real Hugging Face Hub; the stand-in answers the same requests, so the
+    cache layout is huggingface_hub's own, not one written by hand.
+    """
+    source = tmp_path / "source"
+    target, drafter = ready_kimi_pair(source)
+    hub = StandInHub(
+        {
+            "moonshotai/Kimi-K2.5": hub_files(target / "config.json"),
+            "lab/Kimi-K2.5-eagle3": hub_files(
+                drafter / "config.json", drafter / "model.safetensors"
+            ),
+        }
+    )
+    hf_home = tmp_path / "hf-home"
+    hub_download(hf_home, hub.endpoint, "moonshotai/Kimi-K2.5", "config.json")
+    hub_download(hf_home, hub.endpoint, "lab/Kimi-K2.5-eagle3", "config.json", "model.safetensors")
+    hub.requests.clear()
+    # the endpoint stays set and reachable: a request from doctor would show in hub.requests
+    env = {"HF_HOME": str(hf_home), "HF_ENDPOINT": hub.endpoint, "HF_HUB_OFFLINE": ""}
+    try:
+        yield hf_home, hub, env
+    finally:
+        hub.close()
+
+
+def test_repo_ids_resolve_from_the_local_cache_offline(
+    hf_cache: tuple[Path, StandInHub, dict[str, str]], tmp_path: Path
+) -> None:
+    """doctor and serve-args find both repo ids in the cache the stand-in hub filled, through
+    huggingface_hub, without a single request to the hub."""
+    hf_home, hub, env = hf_cache
+    args = ("--model", "moonshotai/Kimi-K2.5", "--drafter", "lab/Kimi-K2.5-eagle3")
+    proc = run_cli("--json", "doctor", *args, "--vllm-version", "0.15.1", env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    data = json.loads(proc.stdout)
+    snapshots = hf_home / "hub" / "models--moonshotai--Kimi-K2.5" / "snapshots"
+    assert data["target"]["source"]["repo_id"] == "moonshotai/Kimi-K2.5"
+    assert Path(data["target"]["path"]).parent == snapshots
+    assert data["target"]["num_layers"] == LAYERS and data["target"]["model_type"] == "kimi_k25"
+    assert data["drafter"]["source"]["repo_id"] == "lab/Kimi-K2.5-eagle3"
+    assert data["drafter"]["weight_files"] == ["model.safetensors"]
+    assert data["drafter"]["tensors"] == len(drafter_weights())
+    assert data["aux_layers"]["source"] == "top-level"
+
+    # serve-args hands vLLM the repo id, which vllm serve resolves the same way
+    proc = run_cli("serve-args", *args, "--vllm-version", "0.15.1", env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == (
+        '{"method": "eagle3", "model": "lab/Kimi-K2.5-eagle3", "num_speculative_tokens": 3}\n'
+    )
+    # through another interpreter's huggingface_hub (--python), the same answer
+    proc = run_cli("--python", sys.executable, "doctor", *args, "--vllm-version", "0.15.1", env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"target moonshotai/Kimi-K2.5 ({snapshots}/" in proc.stdout
+    assert hub.requests == []
+
+    # HF_HUB_CACHE, as huggingface_hub reads it, wins over HF_HOME: an empty one has nothing
+    proc = run_cli(
+        "doctor", *args, "--vllm-version", "0.15.1",
+        env={**env, "HF_HUB_CACHE": str(tmp_path / "empty-cache")},
+    )  # fmt: skip
+    assert_refused(proc, 11, f"not in the local cache {tmp_path / 'empty-cache'}")
+
+
+def test_a_repo_id_not_in_the_cache_says_how_to_download_it(
+    hf_cache: tuple[Path, StandInHub, dict[str, str]],
+) -> None:
+    hf_home, hub, env = hf_cache
+    proc = run_cli(
+        "doctor", "--model", "moonshotai/Kimi-K2-Instruct", "--drafter", "lab/Kimi-K2.5-eagle3",
+        "--vllm-version", "0.15.1", env=env,
+    )  # fmt: skip
+    assert_refused(
+        proc,
+        11,
+        "model moonshotai/Kimi-K2-Instruct is not a directory, and the Hugging Face repo "
+        f"moonshotai/Kimi-K2-Instruct is not in the local cache {hf_home / 'hub'}",
+        "download it with: hf download moonshotai/Kimi-K2-Instruct --include config.json",
+    )
+    proc = run_cli(
+        "serve-args", "--model", "moonshotai/Kimi-K2.5", "--drafter", "lab/other-eagle3",
+        "--vllm-version", "0.15.1", env=env,
+    )  # fmt: skip
+    assert_refused(proc, 11, "download it with: hf download lab/other-eagle3")
+    assert proc.stdout == ""
+    assert hub.requests == []  # offline: not even a look at the (reachable) hub
+
+
+def test_an_existing_directory_wins_over_a_repo_id(
+    hf_cache: tuple[Path, StandInHub, dict[str, str]], tmp_path: Path
+) -> None:
+    # a relative directory named like a repo id is the directory, as for vLLM and transformers
+    work = tmp_path / "work"
+    target, drafter = ready_kimi_pair(work / "moonshotai")
+    _, hub, env = hf_cache
+    proc = subprocess.run(
+        [sys.executable, "-m", "vllm_patcher", "--json", "doctor",
+         "--model", "moonshotai/Kimi-K2.5", "--drafter", "moonshotai/drafter",
+         "--vllm-version", "0.15.1"],
+        capture_output=True, text=True, cwd=work, check=False, timeout=300,
+        env={**os.environ, **env, "PYTHONPATH": str(Path(doctor.__file__).parent.parent)},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["target"]["source"] == {
+        "given": "moonshotai/Kimi-K2.5",
+        "path": "moonshotai/Kimi-K2.5",
+        "repo_id": None,
+    }
+    assert (work / data["drafter"]["path"]).resolve() == drafter.resolve()
+    assert target.is_dir() and hub.requests == []
+
+
+def test_a_path_that_is_not_a_repo_id_is_still_a_missing_directory(tmp_path: Path) -> None:
+    proc = run_cli(
+        "doctor", "--model", "./no/such/dir", "--drafter", str(specforge_drafter(tmp_path)),
+        "--vllm-version", "0.15.1",
+    )  # fmt: skip
+    assert_refused(proc, 11, "model directory no/such/dir does not exist")
+
+
+def test_a_repo_id_resolves_through_the_vllm_venvs_own_huggingface_hub(
+    hf_cache: tuple[Path, StandInHub, dict[str, str]],
+) -> None:
+    """The real vLLM 0.15.1 venv, only read (its release, its huggingface_hub): what
+    ``vllm-patcher --python VENV doctor`` does on a serving host, with no --vllm-version."""
+    python = test_venv_python()
+    hf_home, hub, env = hf_cache
+    proc = run_cli(
+        "--python", str(python), "--json", "doctor",
+        "--model", "moonshotai/Kimi-K2.5", "--drafter", "lab/Kimi-K2.5-eagle3", env=env,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["vllm_version"] == "0.15.1"
+    assert data["target"]["source"]["repo_id"] == "moonshotai/Kimi-K2.5"
+    assert data["target"]["path"].startswith(str(hf_home / "hub" / "models--moonshotai--Kimi-K2.5"))
+    assert hub.requests == []

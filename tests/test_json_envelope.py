@@ -107,7 +107,11 @@ def test_writing_commands_refuse_with_the_envelope(tree_copy, tmp_path: Path) ->
     error(run_cli(*target, "port", "eagle3-whitelist"), "port", 2, "port needs --to VERSION")
     error(run_cli(*target, "port", "nope", "--to", "0.15.1"), "port", 2, "no patch named 'nope'")
     error(run_cli("--json", "pin"), "pin", 2, "VERSIONS")
-    error(run_cli("serve-args", "--json", "--drafter", str(tmp_path)), "serve-args", 11, "config")
+    model = str(kimi_target(tmp_path / "k"))
+    serve = ["serve-args", "--json", "--model", model, "--vllm-version", "0.15.1"]
+    error(run_cli(*serve, "--drafter", str(tmp_path)), "serve-args", 11, "config")
+    # a problem doctor found refuses with exit 1, and --json gives the envelope, not a config
+    error(run_cli(*serve, "--drafter", model), "serve-args", 1, "doctor found 1 problem")
 
 
 def test_capture_with_nothing_edited(tree_copy, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -126,6 +130,27 @@ def test_doctor(tmp_path: Path) -> None:
     data = answer(proc, "doctor", proc.returncode)
     assert data["vllm_version"] == "0.15.1" and "findings" in data
     error(run_cli(*doctor, "--vllm-version", "banana"), "doctor", 2, "'banana'")
+
+
+def test_doctor_reports_that_judge_nothing_or_write_a_guess(tmp_path: Path) -> None:
+    model, drafter = kimi_target(tmp_path), specforge_drafter(tmp_path)
+    # swapped: target, drafter and aux layers are null, one roles finding
+    swapped = ["--json", "doctor", "--model", str(drafter), "--drafter", str(model)]
+    data = answer(run_cli(*swapped, "--vllm-version", "0.15.1"), "doctor", 1)
+    assert data["target"] is None and [f["check"] for f in data["findings"]] == ["roles"]
+    # --fix wrote a guess: its basis is in the report
+    config = drafter / "config.json"
+    config.write_text(
+        config.read_text().replace(
+            '"vocab_size"', '"eagle_aux_hidden_state_layer_ids": [1, 2, 99], "vocab_size"'
+        )
+    )
+    fixed = ["--json", "doctor", "--model", str(model), "--drafter", str(drafter), "--fix"]
+    data = answer(run_cli(*fixed, "--vllm-version", "0.15.1"), "doctor", 0)
+    assert [w["basis"] for w in data["fix"]["written"]] == ["guessed"]
+    # and the schema holds the report to it
+    broken = {**data, "fix": {**data["fix"], "written": [{"key": "x", "value": 1}]}}
+    assert not VALIDATOR.is_valid(broken)
 
 
 def test_cluster_status_with_no_cluster(tmp_path: Path) -> None:

@@ -16,18 +16,24 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import struct
+import subprocess
+import sys
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TypeGuard
 
 from packaging.version import InvalidVersion, Version
 
-from .catalog import FIRST_PATCHABLE, SUPPORTED_RANGE
 from .errors import BadSetting, ModelFilesError, NotWritable
 from .fileops import atomic_write
 
 OK, WARNING, PROBLEM = "ok", "warning", "problem"
+# What --fix writes is either read from the drafter's own config (known) or vLLM's default put
+# there because nothing in the config says which layers the drafter was trained on (guessed).
+KNOWN, GUESSED = "known", "guessed"
 
 AUX_KEY = "eagle_aux_hidden_state_layer_ids"
 NESTED_KEY = f"eagle_config.{AUX_KEY}"
@@ -43,7 +49,17 @@ KIMI_K25_FROM = Version("0.15.0")
 # minimax_m2.py ships from 0.11.1; upstream EAGLE-3 support for it (allow-list entry and
 # SupportsEagle3 with the aux capture) is complete from 0.20.0.
 MINIMAX_M2_FROM = Version("0.11.1")
-MINIMAX_M2_UPSTREAM = Version("0.20.0")
+
+# The built-in patches a target family needs; their patch.toml says which releases apply can
+# patch (``releases``) and from which one upstream has the change (``fixed_in``).
+DEEPSEEK_PATCHES = ("eagle3-whitelist", "supports-eagle3")
+KIMI_K25_PATCHES = ("kimi-k25-image-token",)
+MINIMAX_M2_PATCHES = ("eagle3-minimax-m2",)
+
+# huggingface_hub's own rule for a repo id (``validate_repo_id``): ``name`` or ``org/name``.
+REPO_ID = re.compile(r"(?!.*(--|\.\.))[\w\-.]{1,96}(/[\w\-.]{1,96})?")
+# ``hf download`` arrived in huggingface_hub 0.34; older ones have ``huggingface-cli download``.
+HF_CLI_FROM = Version("0.34.0")
 
 # safetensors refuses headers above 100 MB; a bigger length means a corrupt or foreign file.
 MAX_HEADER_BYTES = 100_000_000
@@ -107,6 +123,8 @@ class AuxLayerPlan:
     nested: tuple[int, ...] | None  # as declared, SpecForge's convention (layer outputs)
     trained_ids: tuple[int, ...] | None  # what the drafter expects, in vLLM's convention
     write_ids: tuple[int, ...] | None  # the top-level value ``--fix`` writes, if any
+    write_basis: str | None = None  # KNOWN or GUESSED, with write_ids
+    write_based_on: str | None = None  # where the value comes from, or what the guess rests on
 
     @property
     def output_ids(self) -> tuple[int, ...]:
@@ -126,6 +144,8 @@ class AuxLayerPlan:
             "nested": listed(self.nested),
             "trained_vllm_ids": listed(self.trained_ids),
             "fix_top_level": listed(self.write_ids),
+            "fix_basis": self.write_basis,
+            "fix_based_on": self.write_based_on,
         }
 
 
@@ -138,23 +158,64 @@ class Finding:
 
 
 @dataclass(frozen=True)
+class WrittenValue:
+    """One value ``--fix`` wrote, and whether it was known or guessed (and from what)."""
+
+    key: str
+    value: object
+    basis: str  # KNOWN | GUESSED
+    based_on: str
+
+    def describe(self) -> str:
+        how = "known, from" if self.basis == KNOWN else "a GUESS, based on"
+        return f"{self.key}: {json.dumps(self.value)} ({how} {self.based_on})"
+
+
+@dataclass(frozen=True)
 class AppliedFix:
     config: str
     backup: str
     ids: tuple[int, ...]
+    values: tuple[WrittenValue, ...] = ()
+
+    @property
+    def guessed(self) -> bool:
+        return any(v.basis == GUESSED for v in self.values)
 
     def to_dict(self) -> dict[str, object]:
-        return {"config": self.config, "backup": self.backup, AUX_KEY: list(self.ids)}
+        return {
+            "config": self.config,
+            "backup": self.backup,
+            AUX_KEY: list(self.ids),
+            "written": [asdict(v) for v in self.values],
+        }
+
+
+@dataclass(frozen=True)
+class ModelSource:
+    """Where a --model or --drafter argument was found: a directory, or a Hugging Face repo id
+    resolved in the local cache (``path`` is then its snapshot folder)."""
+
+    given: str
+    path: str
+    repo_id: str | None = None
+
+    def to_dict(self) -> dict[str, object]:
+        return {"given": self.given, "path": self.path, "repo_id": self.repo_id}
 
 
 @dataclass
 class DoctorReport:
     vllm_version: str
-    target: TargetModel
-    drafter: DrafterModel
-    aux: AuxLayerPlan
+    # None when the two arguments do not play their roles (swapped, or a drafter given as the
+    # model): nothing else is judged then, because every other check would be about the wrong file.
+    target: TargetModel | None
+    drafter: DrafterModel | None
+    aux: AuxLayerPlan | None
     findings: list[Finding] = field(default_factory=list)
     fix: AppliedFix | None = None  # what --fix wrote before these findings were taken
+    model_source: ModelSource | None = None
+    drafter_source: ModelSource | None = None
 
     @property
     def problems(self) -> list[Finding]:
@@ -169,17 +230,25 @@ class DoctorReport:
         return not self.problems
 
     def to_dict(self) -> dict[str, object]:
-        return {
-            "ok": self.ok,
-            "vllm_version": self.vllm_version,
-            "target": asdict(self.target),
-            "drafter": {
+        target: dict[str, object] | None = None
+        if self.target is not None:
+            target = asdict(self.target)
+            target["source"] = self.model_source.to_dict() if self.model_source else None
+        drafter: dict[str, object] | None = None
+        if self.drafter is not None:
+            drafter = {
                 "path": self.drafter.path,
+                "source": self.drafter_source.to_dict() if self.drafter_source else None,
                 "architectures": self.drafter.config.get("architectures"),
                 "weight_files": list(self.drafter.weight_files),
                 "tensors": len(self.drafter.tensors),
-            },
-            "aux_layers": self.aux.to_dict(),
+            }
+        return {
+            "ok": self.ok,
+            "vllm_version": self.vllm_version,
+            "target": target,
+            "drafter": drafter,
+            "aux_layers": self.aux.to_dict() if self.aux is not None else None,
             "findings": [asdict(f) for f in self.findings],
             "problems": len(self.problems),
             "warnings": len(self.warnings),
@@ -220,7 +289,10 @@ def _positive_int(config: dict[str, Any], key: str) -> int | None:
 def read_target(directory: str | Path) -> TargetModel:
     """The target's hidden size, layer count and vocabulary, from ``text_config`` when it has one."""
     root = Path(directory)
-    config = _read_config(root, "model")
+    return target_from_config(root, _read_config(root, "model"))
+
+
+def target_from_config(root: Path, config: dict[str, Any]) -> TargetModel:
     text = config.get("text_config")
     text_config = text if isinstance(text, dict) else config
     path = root / "config.json"
@@ -303,10 +375,11 @@ def _int_list(value: object, minimum: int | None = None) -> TypeGuard[list[int]]
     )
 
 
-def read_drafter(directory: str | Path) -> DrafterModel:
+def read_drafter(directory: str | Path, config: dict[str, Any] | None = None) -> DrafterModel:
     """The drafter's config and, when it ships safetensors, the tensors they declare."""
     root = Path(directory)
-    config = _read_config(root, "drafter")
+    if config is None:
+        config = _read_config(root, "drafter")
     files = sorted(root.glob("*.safetensors"))
     tensors: dict[str, Tensor] = {}
     for file in files:
@@ -317,6 +390,95 @@ def read_drafter(directory: str | Path) -> DrafterModel:
         weight_files=tuple(f.name for f in files),
         tensors=tensors,
     )
+
+
+# --- where a model is: a directory or a Hugging Face repo id ------------------------------------
+
+# Run inside the chosen interpreter (the vLLM venv's, which has huggingface_hub because vLLM
+# needs it): the cache is found and read by huggingface_hub itself, as ``vllm serve`` does
+# (HF_HOME, HF_HUB_CACHE and the rest of its settings included), offline.
+_RESOLVE_SCRIPT = """
+import json, sys
+try:
+    import huggingface_hub
+    from huggingface_hub import constants, snapshot_download
+except ImportError as exc:
+    print(json.dumps({"missing": str(exc)}))
+    raise SystemExit(0)
+out = {"version": huggingface_hub.__version__, "cache": str(constants.HF_HUB_CACHE)}
+try:
+    out["path"] = snapshot_download(sys.argv[1], local_files_only=True)
+except Exception as exc:
+    out["error"] = type(exc).__name__ + ": " + str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+print(json.dumps(out))
+"""
+
+
+def is_repo_id(name: str) -> bool:
+    """Whether ``name`` can be a Hugging Face repo id (``org/name`` or ``name``).
+
+    Only asked when ``name`` is not an existing directory: an existing directory wins, as it does
+    for vLLM and transformers (``from_pretrained`` looks on disk first).
+    """
+    return REPO_ID.fullmatch(name) is not None and not name.startswith((".", "-"))
+
+
+def download_command(repo_id: str, role: str, hub_version: str | None) -> str:
+    """The command that puts what doctor reads into the cache (the target's config.json only:
+    doctor needs nothing else from a checkpoint that may weigh hundreds of GB)."""
+    try:
+        new_cli = hub_version is None or Version(hub_version) >= HF_CLI_FROM
+    except InvalidVersion:
+        new_cli = True
+    cli = "hf download" if new_cli else "huggingface-cli download"
+    if role == "model":
+        return f"{cli} {repo_id} --include config.json"
+    return f"{cli} {repo_id}"
+
+
+def locate_model(given: str | Path, role: str, python: Callable[[], str] | None) -> ModelSource:
+    """The directory to read for a --model or --drafter argument.
+
+    An existing directory is taken as it is; otherwise a name shaped like a repo id is looked up
+    in the local Hugging Face cache through ``python``'s huggingface_hub, offline (exit 11 with
+    the download command when it is not there).
+    """
+    name = str(given)
+    if Path(name).is_dir() or not is_repo_id(name):
+        return ModelSource(given=name, path=name)
+    exe = python() if python is not None else sys.executable
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    try:
+        proc = subprocess.run(
+            [exe, "-c", _RESOLVE_SCRIPT, name],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise ModelFilesError(f"cannot ask {exe} where {name} is cached: {exc}") from None
+    try:
+        answer = json.loads(proc.stdout.strip().splitlines()[-1])
+    except (IndexError, ValueError):
+        answer = None
+    if not isinstance(answer, dict):
+        tail = (proc.stderr.strip().splitlines() or ["no answer"])[-1]
+        raise ModelFilesError(f"cannot ask {exe} where {name} is cached: {tail}")
+    if "missing" in answer:
+        raise ModelFilesError(
+            f"{role} {name} is not a directory, and {exe} has no huggingface_hub to look it up as "
+            "a Hugging Face repo id: pass --python with the vLLM venv (it has huggingface_hub) "
+            "or install vllm-patcher[hf]"
+        )
+    if "path" not in answer:
+        raise ModelFilesError(
+            f"{role} {name} is not a directory, and the Hugging Face repo {name} is not in the "
+            f"local cache {answer.get('cache')} (doctor reads it offline); download it with: "
+            f"{download_command(name, role, answer.get('version'))}"
+        )
+    return ModelSource(given=name, path=str(answer["path"]), repo_id=name)
 
 
 # --- the release's aux-layer rules ----------------------------------------------------------------
@@ -380,7 +542,8 @@ def aux_layer_plan(config: dict[str, Any], num_layers: int, vllm_version: str) -
         trained = None
     invalid_top = config.get(AUX_KEY) not in (None, []) and top is None
     write = _ids_to_write(top, invalid_top, nested, num_layers, vllm_version)
-    return AuxLayerPlan(used, source, default, top, nested, trained, write)
+    ids, basis, based_on = write if write is not None else (None, None, None)
+    return AuxLayerPlan(used, source, default, top, nested, trained, ids, basis, based_on)
 
 
 def _in_range(ids: tuple[int, ...], num_layers: int) -> bool:
@@ -393,7 +556,8 @@ def _ids_to_write(
     nested: tuple[int, ...] | None,
     num_layers: int,
     vllm_version: str,
-) -> tuple[int, ...] | None:
+) -> tuple[tuple[int, ...], str, str] | None:
+    """The top-level value ``--fix`` writes, KNOWN or GUESSED, and what it rests on."""
     # Only worth writing where the release reads it; an explicit, in-range top-level key is the
     # author's word and stays, even if it disagrees with the nested one.
     if not reads_top_level_key(vllm_version):
@@ -402,9 +566,26 @@ def _ids_to_write(
         return None
     if nested is not None:
         shifted = tuple(i + 1 for i in nested)
-        return shifted if _in_range(shifted, num_layers) else None
+        if not _in_range(shifted, num_layers):
+            return None
+        return (
+            shifted,
+            KNOWN,
+            f"the drafter's {NESTED_KEY} {_ids(nested)}, SpecForge layer outputs, "
+            "+1 into vLLM's convention",
+        )
     if top is not None or invalid_top:
-        return default_aux_layers(num_layers)
+        # Nothing in the config says which layers the drafter was trained on: vLLM's default is
+        # the likeliest (the layers EAGLE-3 recipes take), never a fact.
+        default = default_aux_layers(num_layers)
+        what = f"{_ids(top)} lies outside [0, {num_layers})" if top is not None else "is unusable"
+        return (
+            default,
+            GUESSED,
+            f"vLLM's default (2, n // 2, n - 3) for the target's {num_layers} layers: the top-level "
+            f"{AUX_KEY} {what} and nothing else in the config names the layers the drafter "
+            "was trained on",
+        )
     return None
 
 
@@ -428,11 +609,32 @@ def _shift(used: tuple[int, ...], trained: tuple[int, ...]) -> str:
     return f"{layers} {'earlier' if d < 0 else 'later'} than the drafter was trained on"
 
 
-def _key_fix(config_path: Path, ids: tuple[int, ...], by_fix: bool = True) -> str:
-    fix = f'add "{AUX_KEY}": {_ids(ids)} at the top level of {config_path}'
+def _key_fix(
+    config_path: Path, plan_or_ids: AuxLayerPlan | tuple[int, ...], by_fix: bool = True
+) -> str:
+    if isinstance(plan_or_ids, AuxLayerPlan):
+        ids = plan_or_ids.write_ids or ()
+        guess = (
+            f"; a GUESS, based on {plan_or_ids.write_based_on}"
+            if plan_or_ids.write_basis == GUESSED
+            else ""
+        )
+    else:
+        ids, guess = plan_or_ids, ""
+    fix = f'add "{AUX_KEY}": {_ids(ids)} at the top level of {config_path}{guess}'
     return f"{fix} (vllm-patcher doctor --fix writes it)" if by_fix else fix
 
 
+# One severity per effect, whatever the release (the release decides only which effect occurs):
+# - vLLM would capture a layer the target does not have: problem (the load or the forward fails).
+# - vLLM captures other layers than those the drafter was trained on (through its default, or a
+#   key read unshifted): problem. It does not crash, it silently costs acceptance rate, and that
+#   is exactly what a 25-minute load would not reveal; doctor exists to stop it before the load.
+# - vLLM ignores the drafter's declared layers but its default happens to be them: warning. What
+#   runs is right; the config only says it in a way this release does not read.
+# - the config declares two layer sets that disagree (top-level vs SpecForge's nested one), or a
+#   key that is not a list of layer numbers (vLLM ignores it): warning. What vLLM really captures
+#   is judged on its own by the rules above.
 def check_aux_layers(
     drafter: DrafterModel, target: TargetModel, vllm_version: str
 ) -> tuple[AuxLayerPlan, list[Finding]]:
@@ -449,24 +651,33 @@ def check_aux_layers(
 
     raw_top, raw_nested = drafter.config.get(AUX_KEY), _nested_value(drafter.config)
     if raw_top is not None and top is None:
-        message = f"top-level {AUX_KEY} is {json.dumps(raw_top)}, not a list of layer numbers; vLLM ignores it"
-        if reads_top and raw_top != [] and plan.write_ids is not None:
-            add(PROBLEM, message, _key_fix(cfg, plan.write_ids))
-        else:
-            add(WARNING, message)
+        add(
+            WARNING,
+            f"top-level {AUX_KEY} is {json.dumps(raw_top)}, not a non-empty list of layer "
+            "numbers; vLLM ignores it",
+            _key_fix(cfg, plan) if plan.write_ids is not None else None,
+        )
     if raw_nested is not None and nested is None:
         add(WARNING, f"{NESTED_KEY} is {json.dumps(raw_nested)}, not a list of layer numbers")
+    if top is not None and nested is not None:
+        shifted = tuple(i + 1 for i in nested)
+        if shifted != top:
+            add(
+                WARNING,
+                f"the top-level {AUX_KEY} {_ids(top)} = {_outputs(top)} disagrees with "
+                f"{NESTED_KEY} {_ids(nested)} (SpecForge layer outputs), which means vLLM "
+                f"{_ids(shifted)}",
+                f"if the drafter was trained with SpecForge/SGLang, set the top-level "
+                f"{AUX_KEY} in {cfg} to {_ids(shifted)}",
+            )
 
     if not _in_range(used, n):
-        fix = (
-            _key_fix(cfg, plan.write_ids)
-            if plan.write_ids is not None
-            else f"set {AUX_KEY} to layers inside [0, {n}) (vLLM's default is {_ids(plan.default)})"
-        )
         add(
             PROBLEM,
             f"{release} would capture layers {_ids(used)} ({plan.source}), outside the target's [0, {n})",
-            fix,
+            _key_fix(cfg, plan)
+            if plan.write_ids is not None
+            else f"set {AUX_KEY} to layers inside [0, {n}) (vLLM's default is {_ids(plan.default)})",
         )
         return plan, findings
     if trained is not None and not _in_range(trained, n):
@@ -478,67 +689,56 @@ def check_aux_layers(
         )
         return plan, findings
 
+    if top is not None:
+        declared = f"the top-level {AUX_KEY} {_ids(top)}"
+    elif nested is not None:
+        declared = f"{NESTED_KEY} {_ids(nested)} (SpecForge layer outputs = vLLM {_ids(trained)})"
     if trained is None:
         add(
             OK,
             f"no aux layers declared; {release} uses its default {_ids(used)} = {_outputs(used)}",
         )
-    elif not reads_top:
-        if trained == used:
-            add(
-                OK,
-                f"{release} reads no aux-layer key; its default {_ids(used)} = {_outputs(used)} "
-                "are the layers the drafter was trained on",
-            )
-        else:
-            upgrade = f"upgrade to vLLM {READS_TOP_LEVEL_FROM} or newer, which reads the top-level {AUX_KEY}"
-            if top is not None:
-                declared, fix = f"top-level {AUX_KEY} {_ids(top)}", upgrade
-            else:
-                declared = (
-                    f"{NESTED_KEY} {_ids(nested)} (SpecForge layer outputs = vLLM {_ids(trained)})"
-                )
-                fix = f"{upgrade}, and {_key_fix(cfg, trained, by_fix=False)}"
-            add(
-                PROBLEM,
-                f"{release} reads no aux-layer key: it ignores the {declared} and uses its default "
-                f"{_ids(used)} = {_outputs(used)}, {_shift(used, trained)}",
-                fix,
-            )
-    elif top is not None:
-        shifted = tuple(i + 1 for i in nested) if nested is not None else None
-        if shifted is not None and shifted != top:
-            add(
-                WARNING,
-                f"{release} uses the top-level {AUX_KEY} {_ids(top)} = {_outputs(top)}, but "
-                f"{NESTED_KEY} {_ids(nested)} (SpecForge layer outputs) means vLLM {_ids(shifted)}",
-                f"if the drafter was trained with SpecForge/SGLang, set the top-level "
-                f"{AUX_KEY} in {cfg} to {_ids(shifted)}",
-            )
-        else:
-            add(OK, f"{release} uses the top-level {AUX_KEY} {_ids(top)} = {_outputs(top)}")
-    elif plan.source == "nested":
-        add(
-            WARNING,
-            f"{release} reads {NESTED_KEY} {_ids(nested)} unshifted: it captures {_ids(used)} = "
-            f"{_outputs(used)}, {_shift(used, trained)} "
-            f"(SpecForge layer outputs {_ids(nested)} = vLLM {_ids(trained)})",
-            _key_fix(cfg, trained),
-        )
+    elif plan.source == "top-level":
+        add(OK, f"{release} uses the top-level {AUX_KEY} {_ids(top)} = {_outputs(top or ())}")
     elif trained == used:
+        how = "reads no aux-layer key" if not reads_top else f"ignores {declared}"
+        hint: str | None = None
+        if plan.write_ids is not None:
+            hint = _key_fix(cfg, plan)
+        elif top is None:
+            hint = (
+                f"{_key_fix(cfg, trained, by_fix=False)}, so that releases which read it "
+                f"({READS_TOP_LEVEL_FROM} and newer) keep these layers"
+            )
         add(
             WARNING,
-            f"{release} ignores {NESTED_KEY} {_ids(nested)}; its default {_ids(used)} = "
-            f"{_outputs(used)} happens to be the layers the drafter was trained on",
-            _key_fix(cfg, trained),
+            f"{release} {how}; its default {_ids(used)} = {_outputs(used)} happens to be the "
+            "layers the drafter was trained on",
+            hint,
         )
     else:
+        if plan.source == "nested":
+            how = f"reads {declared} unshifted: it captures"
+        elif reads_top:
+            how = f"ignores {declared} and uses its default"
+        else:
+            how = f"reads no aux-layer key: it ignores {declared} and uses its default"
+        if reads_top:
+            fix = _key_fix(cfg, plan if plan.write_ids is not None else trained)
+        else:
+            upgrade = (
+                f"upgrade to vLLM {READS_TOP_LEVEL_FROM} or newer, which reads the top-level "
+                f"{AUX_KEY}"
+            )
+            fix = (
+                upgrade
+                if top is not None
+                else f"{upgrade}, and {_key_fix(cfg, trained, by_fix=False)}"
+            )
         add(
             PROBLEM,
-            f"{release} ignores {NESTED_KEY} {_ids(nested)} (SpecForge layer outputs = vLLM "
-            f"{_ids(trained)}) and uses its default {_ids(used)} = {_outputs(used)}, "
-            f"{_shift(used, trained)}",
-            _key_fix(cfg, trained),
+            f"{release} {how} {_ids(used)} = {_outputs(used)}, {_shift(used, trained)}",
+            fix,
         )
     return plan, findings
 
@@ -735,14 +935,165 @@ def _check_weight_names(drafter: DrafterModel) -> list[Finding]:
     ]
 
 
-def check(model_dir: str | Path, drafter_dir: str | Path, vllm_version: str) -> DoctorReport:
-    """Every check, reading only; nothing is written."""
-    release_version(vllm_version)
-    target = read_target(model_dir)
-    drafter = read_drafter(drafter_dir)
+def _family_patches(model_type: str, family_minimax: bool) -> tuple[str, ...]:
+    if family_minimax:
+        return MINIMAX_M2_PATCHES
+    return DEEPSEEK_PATCHES + (KIMI_K25_PATCHES if model_type == "kimi_k25" else ())
+
+
+def check_release(vllm_version: str, target: TargetModel) -> list[Finding]:
+    """A problem when apply can neither patch this release for this target nor finds it upstream.
+
+    Read from the built-in patch folders (``releases`` and ``fixed_in`` in each patch.toml), the
+    same facts apply goes by: at or after ``fixed_in`` the change is upstream, which is fine.
+    """
+    from .patchset import load_catalogue
+
+    minimax = _is_minimax_m2(target)
+    family = "MiniMax-M2" if minimax else "DeepSeek-V3-family"
+    catalogue = load_catalogue()
+    needed = [p for p in catalogue.patches if p.name in _family_patches(target.model_type, minimax)]
+    missing = [p for p in needed if not p.is_upstream(vllm_version) and not p.covers(vllm_version)]
+    if not missing:
+        return []
+    release = release_version(vllm_version)
+    firsts = [
+        Version(spec.version)
+        for p in needed
+        for spec in p.releases
+        if spec.operator in (">=", "==", "~=")
+    ]
+    first = max(firsts) if firsts else None
+    upstream = max((p.fixed_in for p in needed if p.fixed_in is not None), default=None)
+    span = (
+        f"{first} up to (not including) {upstream}"
+        if first is not None and upstream is not None
+        else "the releases in their patch.toml"
+    )
+    names = ", ".join(f"{p.name} {p.releases}" for p in missing)
+    where = f"older than {first}" if first is not None and release < first else "outside that range"
+    return [
+        Finding(
+            "vllm-release",
+            PROBLEM,
+            f"vLLM {vllm_version} is {where}: it refuses an EAGLE-3 drafter on a {family} "
+            f"target, and vllm-patcher cannot patch it: for that target it patches {span} "
+            f"({names} in its patch folders)",
+            f"upgrade vLLM to {first} or newer ({upstream} and newer need no patch), e.g. "
+            "make pre-deploy VLLM_VERSION=0.15.1, then run doctor again"
+            if first is not None
+            else "use a release the patches cover (vllm-patcher list shows them)",
+        )
+    ]
+
+
+def _architectures(config: dict[str, Any]) -> list[str]:
+    archs = config.get("architectures")
+    return [a for a in archs if isinstance(a, str)] if isinstance(archs, list) else []
+
+
+def _looks_like_drafter(config: dict[str, Any]) -> bool:
+    """An EAGLE head: its architecture says so, or it carries EAGLE-3's aux-layer key."""
+    return (
+        any("eagle" in a.lower() for a in _architectures(config))
+        or AUX_KEY in config
+        or isinstance(config.get("eagle_config"), dict)
+    )
+
+
+def _model_types(config: dict[str, Any]) -> set[str]:
+    text = config.get("text_config")
+    types = {config.get("model_type")}
+    if isinstance(text, dict):
+        types.add(text.get("model_type"))
+    return {t for t in types if isinstance(t, str)}
+
+
+def _looks_like_target(config: dict[str, Any]) -> bool:
+    """A model of a family doctor serves (never an EAGLE head)."""
+    known = {*DEEPSEEK_V3_FAMILY, MINIMAX_M2}
+    return not _looks_like_drafter(config) and bool(_model_types(config) & known)
+
+
+def _seen(config: dict[str, Any]) -> str:
+    layers = config.get("num_hidden_layers")
+    text = config.get("text_config")
+    if layers is None and isinstance(text, dict):
+        layers = text.get("num_hidden_layers")
+    types = "/".join(sorted(_model_types(config))) or "none"
+    count = f"{layers} layer{'s' * (layers != 1)}" if isinstance(layers, int) else "no layer count"
+    return f"architectures {json.dumps(config.get('architectures'))}, model_type {types}, {count}"
+
+
+def check_roles(
+    model: ModelSource,
+    model_config: dict[str, Any],
+    drafter: ModelSource,
+    drafter_config: dict[str, Any],
+) -> list[Finding]:
+    """A problem when --model is a drafter or --drafter a target: every other check would then
+    judge the wrong file (a swapped pair used to show aux layers [2, 0, -2])."""
+    model_is_drafter = _looks_like_drafter(model_config)
+    drafter_is_target = _looks_like_target(drafter_config)
+    m = f"--model {model.given} ({_seen(model_config)})"
+    d = f"--drafter {drafter.given} ({_seen(drafter_config)})"
+    if model_is_drafter and (drafter_is_target or not _looks_like_drafter(drafter_config)):
+        return [
+            Finding(
+                "roles",
+                PROBLEM,
+                f"--model and --drafter look swapped: {m} looks like an EAGLE-3 drafter, "
+                f"{d} like a target model",
+                f"swap them: --model {drafter.given} --drafter {model.given}",
+            )
+        ]
+    if model_is_drafter:
+        return [
+            Finding(
+                "roles",
+                PROBLEM,
+                f"{m} looks like an EAGLE-3 drafter, not a target model (and so does {d})",
+                "pass the target checkpoint (DeepSeek-V3, Kimi-K2/K2.5, MiniMax-M2) as --model",
+            )
+        ]
+    if drafter_is_target:
+        return [
+            Finding(
+                "roles",
+                PROBLEM,
+                f"{d} looks like a target model, not an EAGLE-3 drafter (and so does {m})",
+                "pass the EAGLE-3 drafter (a LlamaForCausalLMEagle3 head) as --drafter",
+            )
+        ]
+    return []
+
+
+def check(
+    model_dir: str | Path,
+    drafter_dir: str | Path,
+    vllm_version: str,
+    python: Callable[[], str] | None = None,
+) -> DoctorReport:
+    """Every check, reading only; nothing is written.
+
+    ``model_dir`` and ``drafter_dir`` may be Hugging Face repo ids, looked up in the local cache
+    through ``python()``'s huggingface_hub (this interpreter's when None).
+    """
+    release = release_version(vllm_version)
+    model_source = locate_model(model_dir, "model", python)
+    drafter_source = locate_model(drafter_dir, "drafter", python)
+    model_config = _read_config(Path(model_source.path), "model")
+    drafter_config = _read_config(Path(drafter_source.path), "drafter")
+    roles = check_roles(model_source, model_config, drafter_source, drafter_config)
+    if roles:
+        return DoctorReport(
+            vllm_version, None, None, None, roles, None, model_source, drafter_source
+        )
+    target = target_from_config(Path(model_source.path), model_config)
+    drafter = read_drafter(drafter_source.path, drafter_config)
     plan, aux_findings = check_aux_layers(drafter, target, vllm_version)
     findings = check_drafter(drafter, target) + aux_findings
-    release = release_version(vllm_version)
+    # The release cannot load the target at all: a problem on every release that lacks its model.
     if target.model_type == "kimi_k25" and release < KIMI_K25_FROM:
         findings.insert(
             0,
@@ -762,30 +1113,12 @@ def check(model_dir: str | Path, drafter_dir: str | Path, vllm_version: str) -> 
                 PROBLEM,
                 f"vLLM {vllm_version} cannot load a MiniMax-M2 target: its model (minimax_m2.py) "
                 f"arrived in vLLM {MINIMAX_M2_FROM}",
-                f"serve it with vLLM {MINIMAX_M2_FROM} or newer (vllm-patcher adds EAGLE-3 support "
-                f"before {MINIMAX_M2_UPSTREAM}; {MINIMAX_M2_UPSTREAM} and newer have it)",
+                f"serve it with vLLM {MINIMAX_M2_FROM} or newer",
             ),
         )
-    if release < FIRST_PATCHABLE:
-        findings.insert(0, _unpatchable_release(vllm_version, target))
-    return DoctorReport(vllm_version, target, drafter, plan, findings)
-
-
-def _unpatchable_release(vllm_version: str, target: TargetModel) -> Finding:
-    # apply refuses these releases (exit 4), so no drafter can pass here, whatever its config.
-    if _is_minimax_m2(target):
-        family, first, upstream = "MiniMax-M2", MINIMAX_M2_FROM, MINIMAX_M2_UPSTREAM
-        patches = f"{MINIMAX_M2_FROM} to 0.19.x for MiniMax-M2"
-    else:
-        family, first, upstream = "DeepSeek-V3-family", FIRST_PATCHABLE, Version("0.18.0")
-        patches = SUPPORTED_RANGE
-    return Finding(
-        "vllm-release",
-        PROBLEM,
-        f"vLLM {vllm_version} is older than {FIRST_PATCHABLE}: it refuses an EAGLE-3 drafter on a "
-        f"{family} target, and vllm-patcher cannot patch it: it patches {patches}",
-        f"upgrade vLLM to {first} or newer ({upstream} and newer need no patch), e.g. "
-        "make pre-deploy VLLM_VERSION=0.15.1, then run doctor again",
+    findings[:0] = check_release(vllm_version, target)
+    return DoctorReport(
+        vllm_version, target, drafter, plan, findings, None, model_source, drafter_source
     )
 
 
@@ -838,16 +1171,35 @@ def write_aux_layer_ids(drafter_dir: str | Path, ids: tuple[int, ...]) -> Path:
 
 
 def run(
-    model_dir: str | Path, drafter_dir: str | Path, vllm_version: str, fix: bool = False
+    model_dir: str | Path,
+    drafter_dir: str | Path,
+    vllm_version: str,
+    fix: bool = False,
+    python: Callable[[], str] | None = None,
 ) -> DoctorReport:
     """check(); with ``fix``, write the top-level key it calls for, then check again."""
-    report = check(model_dir, drafter_dir, vllm_version)
-    ids = report.aux.write_ids
-    if not fix or ids is None:
+    report = check(model_dir, drafter_dir, vllm_version, python)
+    plan = report.aux
+    if not fix or plan is None or plan.write_ids is None or report.drafter is None:
         return report
-    backup = write_aux_layer_ids(drafter_dir, ids)
-    after = check(model_dir, drafter_dir, vllm_version)
-    after.fix = AppliedFix(str(report.drafter.config_path), str(backup), ids)
+    ids = plan.write_ids
+    written = WrittenValue(
+        AUX_KEY, list(ids), plan.write_basis or GUESSED, plan.write_based_on or ""
+    )
+    backup = write_aux_layer_ids(report.drafter.path, ids)
+    after = check(model_dir, drafter_dir, vllm_version, python)
+    after.fix = AppliedFix(str(report.drafter.config_path), str(backup), ids, (written,))
+    if written.basis == GUESSED:
+        # the config now states a value nobody knew: keep saying so until a person confirms it
+        after.findings.append(
+            Finding(
+                "fix",
+                WARNING,
+                f"--fix wrote {written.key}: {json.dumps(written.value)} as a GUESS, based on "
+                f"{written.based_on}",
+                f"check it against the drafter's training setup, or restore {backup}",
+            )
+        )
     return after
 
 
@@ -855,15 +1207,20 @@ def run(
 
 
 def speculative_config(
-    drafter_dir: str | Path, num_speculative_tokens: int = 3
+    drafter: str | Path | ModelSource, num_speculative_tokens: int = 3
 ) -> dict[str, object]:
-    """vLLM's ``--speculative-config`` for this drafter; needs no vLLM."""
-    root = Path(drafter_dir)
+    """vLLM's ``--speculative-config`` for this drafter (a directory, or a cached repo id, which
+    is passed on as its id so vLLM resolves it the same way)."""
+    if isinstance(drafter, ModelSource):
+        source = drafter
+    else:
+        source = ModelSource(given=str(drafter), path=str(drafter))
+    root = Path(source.path)
     if not (root / "config.json").is_file():
         raise ModelFilesError(f"drafter directory {root} has no config.json")
     return {
         "method": "eagle3",
         # not resolve(): keep the operator's symlinked model paths as they named them
-        "model": os.path.abspath(root),
+        "model": source.repo_id or os.path.abspath(root),
         "num_speculative_tokens": num_speculative_tokens,
     }

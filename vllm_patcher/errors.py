@@ -82,6 +82,12 @@ class PatchShapeError(PatcherError):
     exit_code = 10
 
 
+class ServeRefused(PatcherError):
+    """serve-args: doctor found a problem, so there is no --speculative-config to print."""
+
+    exit_code = EXIT_CHECK_FAILED
+
+
 class ModelFilesError(PatcherError):
     """doctor / serve-args: a model or drafter folder, config.json or weights header is unreadable."""
 
