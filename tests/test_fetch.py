@@ -284,7 +284,9 @@ def test_a_release_the_index_lacks_is_a_fetch_error(
 # --- which index -----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("how", ["PIP_INDEX_URL", "pip.conf", "UV_INDEX_URL", "UV_DEFAULT_INDEX"])
+@pytest.mark.parametrize(
+    "how", ["PIP_INDEX_URL", "pip.conf", "UV_INDEX_URL", "UV_DEFAULT_INDEX", "extra-after-dead"]
+)
 def test_the_configured_index_is_the_one_asked(
     tmp_path: Path, index_env: pytest.MonkeyPatch, serve, how: str
 ) -> None:  # type: ignore[no-untyped-def]
@@ -294,6 +296,9 @@ def test_the_configured_index_is_the_one_asked(
         conf = tmp_path / "pip.conf"
         conf.write_text(f"[global]\nindex-url = {DEAD_INDEX}\n[download]\nindex-url = {url}\n")
         index_env.setenv("PIP_CONFIG_FILE", str(conf))
+    elif how == "extra-after-dead":  # like pip, an index that does not answer is passed over
+        index_env.setenv("PIP_INDEX_URL", DEAD_INDEX)
+        index_env.setenv("PIP_EXTRA_INDEX_URL", url)
     else:
         index_env.setenv(how, url)
     tree = sources.fetch_release("0.15.1", [SPEC], cache=tmp_path / "cache")

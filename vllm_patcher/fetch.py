@@ -290,10 +290,15 @@ def find_wheel(
         wanted = Version(version)
     except InvalidVersion:
         raise FetchError(f"{version!r} is not a version") from None
+    unreachable: list[FetchError] = []
     for index in config.indexes:
         if progress:
             progress(f"looking up vllm=={version} on {_host(index)}")
-        files = _project_files(index, config, session, stats)
+        try:
+            files = _project_files(index, config, session, stats)
+        except FetchError as exc:  # like pip: an index that fails is passed over, not fatal
+            unreachable.append(exc)
+            continue
         wheels = [
             f
             for f in files
@@ -303,6 +308,8 @@ def find_wheel(
         ]
         if wheels:
             return min(wheels, key=lambda w: (w.yanked, _platform_rank(w.filename), w.filename))
+    if unreachable:
+        raise unreachable[0]
     where = ", ".join(_host(i) for i in config.indexes)
     raise FetchError(
         f"no wheel of vllm=={version} on {where} (index from {config.primary_from}; "
@@ -317,12 +324,20 @@ def available_versions(config: IndexConfig | None = None) -> list[str]:
     config = config or index_config()
     stats = FetchStats()
     found: set[str] = set()
+    unreachable: list[FetchError] = []
     with _session() as session:
         for index in config.indexes:
-            for f in _project_files(index, config, session, stats):
+            try:
+                files = _project_files(index, config, session, stats)
+            except FetchError as exc:
+                unreachable.append(exc)
+                continue
+            for f in files:
                 v = _version_of(f.filename)
                 if v is not None and not f.yanked:
                     found.add(v)
+    if not found and unreachable:
+        raise unreachable[0]
     if not found:
         raise FetchError(
             f"the package index ({', '.join(_host(i) for i in config.indexes)}) lists no vLLM "
