@@ -79,6 +79,7 @@ def _pip_config_files(env: Mapping[str, str]) -> list[Path]:
     files.append(Path("/etc/pip.conf"))
     files.append(home / ".pip" / "pip.conf")
     files.append(Path(env.get("XDG_CONFIG_HOME") or home / ".config") / "pip" / "pip.conf")
+    files.append(Path(sys.prefix) / "pip.conf")  # the running venv's own, as pip reads it
     if given:
         files.append(Path(given))
     return files
