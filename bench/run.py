@@ -625,11 +625,66 @@ def run(
             )
     shutil.rmtree(work, ignore_errors=True)
     print(f"tool venv: {tool_dir} ({tool_how})")
-    report(figures, repeat, heavy, real_venv)
+    report(figures, repeat, heavy, real_venv, fetch_rows())
     growth_report(growth_rows, repeat)
 
 
-def report(f: dict[str, Figure], repeat: int, heavy: int, real_venv: str) -> None:
+FETCH_RUNS = 3  # range fetches from the real index: few, to be polite to it
+FETCH_MAX_BYTES = 2_000_000
+FETCH_MAX_SECONDS = 1.0
+
+
+def fetch_rows(runs: int = FETCH_RUNS) -> list[tuple[str, str, str, str, str, str]]:
+    """Range fetch of VERSION's touched files from PyPI (proxy and cert settings as configured),
+    each run into a fresh folder: bytes and seconds per release against their targets. No
+    network: one row that says so."""
+    from vllm_patcher import fetch
+
+    name = f"range fetch of {VERSION}'s touched files (PyPI)"
+    members = load_catalogue().all_paths()
+    config = fetch.index_config()
+    config = fetch.IndexConfig((fetch.PYPI_SIMPLE,), "bench", config.cert, config.trusted_hosts)
+    runs_stats = []
+    for _ in range(runs):
+        with tempfile.TemporaryDirectory(prefix="bench-fetch-") as tmp:
+            try:
+                stats = fetch.fetch_members(
+                    VERSION, members, Path(tmp) / "tree", Path(tmp) / "wheels", config=config
+                )
+            except fetch.FetchError as exc:
+                return [(name, "skipped: no network", "-", exc.message[:80], "-", "-")]
+        runs_stats.append(stats)
+    seconds = [st.seconds for st in runs_stats]
+    most = max(st.bytes for st in runs_stats)
+    median = statistics.median(seconds)
+    how = f"{runs_stats[0].requests} requests, {len(members)} files ({runs_stats[0].method})"
+    return [
+        (
+            name + ": bytes",
+            f"{most / 1e6:.2f} MB",
+            "-",
+            how,
+            f"<= {FETCH_MAX_BYTES / 1e6:g} MB",
+            "met" if most <= FETCH_MAX_BYTES else "NOT MET",
+        ),
+        (
+            name + ": time",
+            fmt(median),
+            f"{fmt(min(seconds))}-{fmt(max(seconds))}",
+            "-",
+            f"<= {FETCH_MAX_SECONDS:g} s",
+            "met" if median <= FETCH_MAX_SECONDS else "NOT MET",
+        ),
+    ]
+
+
+def report(
+    f: dict[str, Figure],
+    repeat: int,
+    heavy: int,
+    real_venv: str,
+    fetched: list[tuple[str, str, str, str, str, str]] | None = None,
+) -> None:
     rows: list[tuple[str, str, str, str, str, str]] = []
 
     def row(key: str, ratio: float | None, against: str, target: float | None) -> None:
@@ -687,6 +742,7 @@ def report(f: dict[str, Figure], repeat: int, heavy: int, real_venv: str) -> Non
             )
         )
 
+    rows.extend(fetched or [])
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     print(
         f"vllm-patcher bench, vLLM {VERSION}, {time.strftime('%Y-%m-%d')}, "

@@ -9,7 +9,7 @@ are not touched; only the tool's record and its pristine copies change.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -49,6 +49,7 @@ def capture(
     releases: str | None = None,
     summary: str | None = None,
     on_wait: Callable[[str], None] | None = None,
+    wheels: Mapping[str, Path] | None = None,
 ) -> CaptureResult:
     existing = catalogue.get(name)
     if existing is not None and existing.folder.resolve() != (folder / name).resolve():
@@ -94,7 +95,7 @@ def capture(
                 + "; edit the installed files first, then capture"
             )
         pristine = _pristine_bytes(
-            target, journal, [e[0] for e in edited if e[0] in pristine_needed]
+            target, journal, [e[0] for e in edited if e[0] in pristine_needed], wheels
         )
         files: list[tuple[str, str, str]] = []
         records: dict[str, FileRecord] = {}
@@ -154,11 +155,16 @@ def _candidates(target: Target, paths: tuple[str, ...]) -> list[str]:
     return rels
 
 
-def _pristine_bytes(target: Target, journal: Journal | None, rels: list[str]) -> dict[str, bytes]:
+def _pristine_bytes(
+    target: Target,
+    journal: Journal | None,
+    rels: list[str],
+    wheels: Mapping[str, Path] | None = None,
+) -> dict[str, bytes]:
     """The release's own bytes of files the tool holds no copy of, checked against RECORD."""
     if not rels:
         return {}
-    tree = sources.fetch_release(target.version.split("+", 1)[0], rels)
+    tree = sources.fetch_release(target.version.split("+", 1)[0], rels, wheels=wheels)
     out = {}
     for rel in rels:
         data = fileops.read_or_none(tree / rel)

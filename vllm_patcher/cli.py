@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
@@ -19,6 +20,7 @@ from .errors import (
     EXIT_CHECK_FAILED,
     EXIT_INTERRUPTED,
     BadSetting,
+    FetchError,
     FileSystemError,
     PatcherError,
     PortConflict,
@@ -581,6 +583,61 @@ def revert(opts: Options, force: bool) -> None:
     )
 
 
+@contextlib.contextmanager
+def _folder_for_this_run(folder: Path) -> Iterator[None]:
+    """Create the patches folder; a fetch that fails or a wheel refused (exit 9) removes it again
+    when this run made it and left it empty. (Other refusals keep the empty folder, as before:
+    later commands given the same --patches expect it.)"""
+    made = not folder.exists()
+    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        yield
+    except FetchError:
+        if made and not any(folder.iterdir()):
+            folder.rmdir()
+        raise
+
+
+def _wheel_option(func: Any) -> Any:
+    return click.option(
+        "--wheel",
+        "wheel_files",
+        multiple=True,
+        metavar="FILE",
+        type=click.Path(path_type=Path),
+        help="A vLLM release wheel on disk, read instead of fetching that release (repeatable).",
+    )(func)
+
+
+def _wheels(files: tuple[Path, ...]) -> dict[str, Path]:
+    """``--wheel FILE...`` by the release each holds (its METADATA), every one checked up front."""
+    if not files:
+        return {}
+    from .fetch import local_wheel
+
+    found: dict[str, Path] = {}
+    for path in files:
+        version = local_wheel(path).version
+        if version in found and found[version].resolve() != path.resolve():
+            raise BadSetting(f"two --wheel files for vLLM {version}: {found[version]} and {path}")
+        found[version] = path
+    return found
+
+
+def _installed_release_wheels(
+    files: tuple[Path, ...], target: target_mod.Target
+) -> dict[str, Path]:
+    """capture and import read the installed release only: a wheel of another one is a mistake."""
+    wheels = _wheels(files)
+    release = target.version.split("+", 1)[0]
+    for version, path in wheels.items():
+        if version != release:
+            raise BadSetting(
+                f"--wheel {path} holds vLLM {version}, but the installed release is {release}"
+            )
+    return wheels
+
+
 @main.command()
 @click.argument("name")
 @click.argument("paths", nargs=-1)
@@ -588,9 +645,15 @@ def revert(opts: Options, force: bool) -> None:
     "--releases", metavar="SPEC", help='PEP 440 specifier for patch.toml (default "==VERSION").'
 )
 @click.option("--summary", metavar="TEXT", help="One line for patch.toml and `list`.")
+@_wheel_option
 @click.pass_obj
 def capture(
-    opts: Options, name: str, paths: tuple[str, ...], releases: str | None, summary: str | None
+    opts: Options,
+    name: str,
+    paths: tuple[str, ...],
+    releases: str | None,
+    summary: str | None,
+    wheel_files: tuple[Path, ...],
 ) -> None:
     """Turn your edits of the installed vLLM into patch NAME in your patches folder.
 
@@ -601,18 +664,20 @@ def capture(
 
     _check_releases(releases)
     folder = opts.first_user_folder("capture")
-    folder.mkdir(parents=True, exist_ok=True)
     target = opts.target()
-    result = run_capture(
-        target,
-        opts.catalogue(),
-        folder,
-        name,
-        paths,
-        releases,
-        summary,
-        on_wait=_waiting(opts, "capture"),
-    )
+    wheels = _installed_release_wheels(wheel_files, target)
+    with _folder_for_this_run(folder):
+        result = run_capture(
+            target,
+            opts.catalogue(),
+            folder,
+            name,
+            paths,
+            releases,
+            summary,
+            on_wait=_waiting(opts, "capture"),
+            wheels=wheels,
+        )
     if opts.as_json:
         _report(0, result.to_dict())
         return
@@ -637,9 +702,15 @@ def capture(
     is_flag=True,
     help="Turn resolved conflict files into the release's diff.",
 )
+@_wheel_option
 @click.pass_obj
 def port(
-    opts: Options, name: str, versions: tuple[str, ...], all_releases: bool, resume: bool
+    opts: Options,
+    name: str,
+    versions: tuple[str, ...],
+    all_releases: bool,
+    resume: bool,
+    wheel_files: tuple[Path, ...],
 ) -> None:
     """Carry patch NAME to other vLLM releases by a three-way merge per file.
 
@@ -648,16 +719,30 @@ def port(
     """
     from . import porting
 
-    if bool(versions) == all_releases:
-        raise BadSetting("port needs --to VERSION (repeatable) or --all, not both and not neither")
+    if versions and all_releases:
+        raise BadSetting("port needs --to VERSION (repeatable) or --all, not both")
     if resume and all_releases:
         raise BadSetting("--continue works on the releases named with --to, not --all")
+    if not (versions or all_releases or wheel_files):
+        raise BadSetting("port needs --to VERSION (repeatable), --all, or --wheel FILE")
     catalogue = opts.catalogue()
     patch = catalogue.get(name)
     if patch is None:
         raise BadSetting(f"no patch named {name!r}; known: {', '.join(catalogue.names)}")
-    targets = list(versions) if versions else porting.all_releases(patch)
-    result = porting.port(catalogue, name, targets, resume=resume)
+    wheels = _wheels(wheel_files)
+    if all_releases:
+        targets = porting.all_releases(patch)
+    else:
+        # a wheel's release is a release to port to, unless NAME is pinned there (its source)
+        targets = list(versions) + [
+            v for v in wheels if v not in versions and v not in patch.pinned_versions
+        ]
+        if not targets:
+            raise BadSetting(
+                f"{name} is already pinned for the release of every --wheel given; name a "
+                "release to port to with --to VERSION"
+            )
+    result = porting.port(catalogue, name, targets, resume=resume, wheels=wheels)
     if opts.as_json:
         _report(0 if result.ok else PortConflict.exit_code, result.to_dict())
     else:
@@ -692,6 +777,7 @@ def port(
     "--releases", metavar="SPEC", help='PEP 440 specifier for patch.toml (default "==VERSION").'
 )
 @click.option("--summary", metavar="TEXT", help="One line for patch.toml and `list`.")
+@_wheel_option
 @click.pass_obj
 def import_(
     opts: Options,
@@ -700,6 +786,7 @@ def import_(
     resume: bool,
     releases: str | None,
     summary: str | None,
+    wheel_files: tuple[Path, ...],
 ) -> None:
     """Start patch NAME from an upstream diff, fitted to the installed release's pristine files.
 
@@ -712,20 +799,29 @@ def import_(
         raise BadSetting("import needs --diff FILE, or --continue after fixing the conflicts")
     _check_releases(releases)
     folder = opts.first_user_folder("import")
-    folder.mkdir(parents=True, exist_ok=True)
     target = opts.target()
-    catalogue = opts.catalogue()
-    if resume:
-        result = importing.continue_import(target, catalogue, folder, name)
-    else:
-        assert diff_file is not None
-        try:
-            text = diff_file.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise BadSetting(f"cannot read {diff_file}: {exc}") from None
-        result = importing.import_diff(
-            target, catalogue, folder, name, text, diff_file.name, releases, summary
-        )
+    wheels = _installed_release_wheels(wheel_files, target)
+    with _folder_for_this_run(folder):
+        catalogue = opts.catalogue()
+        if resume:
+            result = importing.continue_import(target, catalogue, folder, name, wheels)
+        else:
+            assert diff_file is not None
+            try:
+                text = diff_file.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as exc:
+                raise BadSetting(f"cannot read {diff_file}: {exc}") from None
+            result = importing.import_diff(
+                target,
+                catalogue,
+                folder,
+                name,
+                text,
+                diff_file.name,
+                releases,
+                summary,
+                wheels=wheels,
+            )
     if opts.as_json:
         _report(0 if result.written else PortConflict.exit_code, result.to_dict())
     else:
@@ -828,7 +924,7 @@ def list_(opts: Options) -> None:
 
 
 @main.command()
-@click.argument("versions", nargs=-1, required=True)
+@click.argument("versions", nargs=-1)
 @click.option(
     "--out",
     "out_dir",
@@ -836,16 +932,26 @@ def list_(opts: Options) -> None:
     default=None,
     help="patches folder to write (default: the built-ins this tool ships).",
 )
+@_wheel_option
 @click.pass_obj
-def pin(opts: Options, versions: tuple[str, ...], out_dir: Path | None) -> None:
-    """Maintainer: fetch each release's wheel, run the built-ins' codemods, write their diffs."""
+def pin(
+    opts: Options, versions: tuple[str, ...], out_dir: Path | None, wheel_files: tuple[Path, ...]
+) -> None:
+    """Maintainer: fetch each release's wheel, run the built-ins' codemods, write their diffs.
+
+    With --wheel FILE the release is read from that wheel (no VERSION needed, no network).
+    """
     from .patchset import builtin_root
     from .pin_generator import pin_release
 
+    if not versions and not wheel_files:
+        raise BadSetting("pin needs VERSIONS (releases to pin) or --wheel FILE (repeatable)")
+    wheels = _wheels(wheel_files)
     root = out_dir or builtin_root()
     catalogue = load_catalogue()
     fetching = None if opts.as_json else progress.Progress.for_stderr(False, prefix="pin")
-    results = [pin_release(v, catalogue, root, progress=fetching) for v in versions]
+    releases = list(dict.fromkeys([*versions, *wheels]))
+    results = [pin_release(v, catalogue, root, progress=fetching, wheels=wheels) for v in releases]
     if opts.as_json:
         _report(0, {"patches_dir": str(root), "releases": [r.__dict__ for r in results]})
         return

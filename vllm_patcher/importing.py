@@ -12,6 +12,7 @@ Nothing in site-packages is touched: ``apply`` does that.
 from __future__ import annotations
 
 import shutil
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -67,6 +68,7 @@ def import_diff(
     releases: str | None = None,
     summary: str | None = None,
     max_fuzz: int = 2,
+    wheels: Mapping[str, Path] | None = None,
 ) -> ImportResult:
     _refuse_clash(catalogue, folder, name)
     version = target.version
@@ -76,7 +78,7 @@ def import_diff(
         raise PatchFolderError(f"{source} changes no file under vllm/; nothing to import")
     # NAME goes after every patch the catalogue has, so its base is what they all leave
     ordered = Catalogue(tuple(p for p in catalogue.patches if p.name != name))
-    tree = _tree_target(version.split("+", 1)[0], sorted(per_file))
+    tree = _tree_target(version.split("+", 1)[0], sorted(per_file), wheels)
     outcomes: dict[str, tuple[str, str, str, str]] = {}  # rel -> (base, text, conflict, rejects)
     for rel, file_diff in per_file.items():
         if rel not in tree.record:
@@ -119,7 +121,13 @@ def import_diff(
     return result
 
 
-def continue_import(target: Target, catalogue: Catalogue, folder: Path, name: str) -> ImportResult:
+def continue_import(
+    target: Target,
+    catalogue: Catalogue,
+    folder: Path,
+    name: str,
+    wheels: Mapping[str, Path] | None = None,
+) -> ImportResult:
     version = target.version
     pending = _pending(folder, name, version)
     if not pending.is_dir():
@@ -129,7 +137,7 @@ def continue_import(target: Target, catalogue: Catalogue, folder: Path, name: st
         )
     fixed = resolved_files(pending, f"vllm-patcher --patches {folder} import {name} --continue")
     ordered = Catalogue(tuple(p for p in catalogue.patches if p.name != name))
-    tree = _tree_target(version.split("+", 1)[0], sorted(fixed))
+    tree = _tree_target(version.split("+", 1)[0], sorted(fixed), wheels)
     files = []
     result = ImportResult(name, version, folder / name, True)
     for rel, path in fixed.items():

@@ -4,7 +4,7 @@ Patches without a codemod (made by capture, import or port) are left as they are
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,8 +26,9 @@ def pin_release(
     catalogue: Catalogue,
     root: Path,
     progress: Callable[[str], None] | None = None,
+    wheels: Mapping[str, Path] | None = None,
 ) -> PinResult:
-    tree = sources.fetch_release(version, catalogue.all_paths(), progress=progress)
+    tree = sources.fetch_release(version, catalogue.all_paths(), progress=progress, wheels=wheels)
     target = locate_in_directory(str(tree))
     catalog.classify(target.version)
     coded = [p for p in catalogue.patches if p.transforms]

@@ -11,6 +11,7 @@ port only writes the patch folder, never site-packages.
 from __future__ import annotations
 
 import shutil
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -122,11 +123,19 @@ def _base_bytes(catalogue: Catalogue, name: str, target: Target, rel: str, start
     return after
 
 
-def _tree_target(version: str, paths: list[str]) -> Target:
-    return locate_in_directory(str(sources.fetch_release(version, paths)))
+def _tree_target(
+    version: str, paths: list[str], wheels: Mapping[str, Path] | None = None
+) -> Target:
+    return locate_in_directory(str(sources.fetch_release(version, paths, wheels=wheels)))
 
 
-def port(catalogue: Catalogue, name: str, versions: list[str], resume: bool = False) -> PortResult:
+def port(
+    catalogue: Catalogue,
+    name: str,
+    versions: list[str],
+    resume: bool = False,
+    wheels: Mapping[str, Path] | None = None,
+) -> PortResult:
     patch = catalogue.get(name)
     if patch is None:
         raise BadSetting(f"no patch named {name!r}; known: {', '.join(catalogue.names)}")
@@ -143,14 +152,14 @@ def port(catalogue: Catalogue, name: str, versions: list[str], resume: bool = Fa
                 f"releases in {patch.folder / 'patch.toml'} for apply to use it"
             )
         if resume:
-            result.releases.append(_continue(catalogue, patch, version, needed))
+            result.releases.append(_continue(catalogue, patch, version, needed, wheels))
             continue
         if version in patch.pinned_versions:
             result.releases.append(ReleaseOutcome(version, PINNED_ALREADY))
             continue
         source = _nearest(patch.pinned_versions, version)
         result.source = result.source or source
-        result.releases.append(_port_one(catalogue, patch, source, version, needed))
+        result.releases.append(_port_one(catalogue, patch, source, version, needed, wheels))
     return result
 
 
@@ -171,12 +180,17 @@ def _nearest(pinned_versions: tuple[str, ...], version: str) -> str:
 
 
 def _port_one(
-    catalogue: Catalogue, patch: Patch, source: str, version: str, needed: list[str]
+    catalogue: Catalogue,
+    patch: Patch,
+    source: str,
+    version: str,
+    needed: list[str],
+    wheels: Mapping[str, Path] | None = None,
 ) -> ReleaseOutcome:
     pin = patch.pin(source)
     assert pin is not None
-    src = _tree_target(source, needed)
-    dst = _tree_target(version, needed)
+    src = _tree_target(source, needed, wheels)
+    dst = _tree_target(version, needed, wheels)
     merged: dict[str, tuple[str, str, int]] = {}  # rel -> (ours, merged text, conflicts)
     absent = []
     for rel in sorted(pin.files):
@@ -220,7 +234,11 @@ def _port_one(
 
 
 def _continue(
-    catalogue: Catalogue, patch: Patch, version: str, needed: list[str]
+    catalogue: Catalogue,
+    patch: Patch,
+    version: str,
+    needed: list[str],
+    wheels: Mapping[str, Path] | None = None,
 ) -> ReleaseOutcome:
     pending = patch.folder / CONFLICTS / f"vllm-{version}"
     if not pending.is_dir():
@@ -230,7 +248,7 @@ def _continue(
         )
     again = f"vllm-patcher {patch.args(f'port {patch.name} --to {version} --continue')}"
     fixed = resolved_files(pending, again)
-    dst = _tree_target(version, needed)
+    dst = _tree_target(version, needed, wheels)
     files = []
     for rel, path in fixed.items():
         ours = _base_bytes(catalogue, patch.name, dst, rel, dst.path(rel).read_bytes()).decode(

@@ -1,4 +1,4 @@
-"""Pristine release trees: fetch a vLLM wheel with pip and extract the files the patches touch.
+"""Pristine release trees: the files the patches touch, taken from a vLLM release wheel.
 
 The extracted tree is a miniature site-packages (the touched ``vllm/`` files plus the wheel's
 ``dist-info`` with its RECORD and METADATA), so every other part of the tool can treat it exactly
@@ -7,19 +7,20 @@ like an installed vLLM through ``--target``.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import shutil
-import subprocess
-import sys
 import tempfile
 import zipfile
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .errors import FetchError
 
-_DIST_INFO_FILES = ("RECORD", "METADATA")
+if TYPE_CHECKING:
+    from .fetch import FetchStats
 
 
 def cache_root() -> Path:
@@ -43,16 +44,29 @@ def fetch_release(
     cache: Path | None = None,
     *,
     progress: Callable[[str], None] | None = None,
-    keep_wheel: bool = False,
+    wheels: Mapping[str, Path] | None = None,
+    stats: FetchStats | None = None,
 ) -> Path:
     """Return the pristine tree of ``version`` holding at least ``paths`` (default: every file
-    a built-in patch names), downloading and extracting it when the cached tree lacks any.
+    a built-in patch names), fetching the members the cached tree lacks.
+
+    The members come from ``wheels[version]`` when the user gave that release's wheel
+    (``--wheel FILE``: its own tree, keyed by its RECORD, never mixed with the index's), else from
+    a wheel already in ``<cache>/wheels``, else from the package index by range requests
+    (``fetch.py``). ``stats`` (optional) is filled in with what the fetch cost.
 
     The tree's ``.complete`` lists the members it was extracted for, so a tree made for fewer
     files is fetched again rather than making a file look absent from the release.
     """
+    from . import fetch
+
     cache = cache or cache_root()
-    tree = release_tree(version, cache)
+    given = (wheels or {}).get(version)
+    if given is not None:
+        digest = fetch.local_wheel(given).record_digest
+        tree = cache / "src" / f"{version}-wheel-{digest[:16]}" / "site-packages"
+    else:
+        tree = release_tree(version, cache)
     if paths is None:
         from .patchset import load_catalogue
 
@@ -68,7 +82,28 @@ def fetch_release(
         if _covers(tree, wanted):
             return tree
         wanted = sorted(set(wanted) | set(_extracted_for(tree)))
-        return _fetch_locked(version, cache, tree, wanted, progress, keep_wheel)
+        stats = stats if stats is not None else fetch.FetchStats()
+        local = given or _find_wheel(cache / "wheels", version)
+        with _staging(tree) as staging:
+            if local is not None:
+                if progress:
+                    progress(f"extracting {len(wanted)} files of vllm-{version} from {local}")
+                stats.method = "local"
+                try:
+                    with zipfile.ZipFile(local) as zf:
+                        fetch.extract_checked(zf, version, wanted, staging, str(local), stats)
+                except (zipfile.BadZipFile, OSError) as exc:
+                    raise FetchError(f"cannot read the wheel {local}: {exc}") from None
+            else:
+                fetch.fetch_members(
+                    version, wanted, staging, cache / "wheels", progress=progress, stats=stats
+                )
+            # first line the version, then every member asked for (present in the wheel or not)
+            (staging / ".complete").write_text("\n".join([version, *wanted]) + "\n")
+            if tree.exists():
+                shutil.rmtree(tree)
+            staging.rename(tree)
+        return tree
 
 
 def _extracted_for(tree: Path) -> list[str]:
@@ -83,112 +118,34 @@ def _covers(tree: Path, wanted: list[str]) -> bool:
     return (tree / ".complete").exists() and set(wanted) <= set(_extracted_for(tree))
 
 
-def _fetch_locked(
-    version: str,
-    cache: Path,
-    tree: Path,
-    wanted: list[str],
-    progress: Callable[[str], None] | None,
-    keep_wheel: bool,
-) -> Path:
-    wheel_dir = cache / "wheels"
-    wheel_dir.mkdir(parents=True, exist_ok=True)
-    wheel = _find_wheel(wheel_dir, version)
-    if wheel is None:
-        # pip writes into a folder of this run's own, so a concurrent fetch never sees a partial
-        # wheel; the finished one is moved into place in one step.
-        download_dir = Path(tempfile.mkdtemp(prefix=".download-", dir=wheel_dir))
-        if progress:
-            progress(f"downloading vllm=={version} wheel with pip")
-        cmd = [
-            sys.executable,
-            "-m",
-            "pip",
-            "download",
-            f"vllm=={version}",
-            "--no-deps",
-            "--only-binary",
-            ":all:",
-            "-d",
-            str(download_dir),
-        ]
-        if progress is None:
-            cmd.append("-q")
-        result = subprocess.run(
-            cmd,
-            stdout=None if progress else subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-            check=False,
-        )
-        fetched = _find_wheel(download_dir, version)
-        if fetched is not None:
-            os.replace(fetched, wheel_dir / fetched.name)
-        shutil.rmtree(download_dir, ignore_errors=True)
-        wheel = _find_wheel(wheel_dir, version)
-        if result.returncode != 0 or wheel is None:
-            last = (result.stderr or "").strip().splitlines()[-1:] or ["no wheel"]
-            raise FetchError(f"could not download vllm=={version}: {last[0]}")
-    if progress:
-        progress(f"extracting {wheel.name}")
-    _extract(wheel, tree, version, wanted)
-    if not keep_wheel:
-        wheel.unlink(missing_ok=True)
-    return tree
-
-
-def available_versions() -> list[str]:
-    """Every vLLM release on the package index, as pip sees it."""
-    proc = subprocess.run(
-        [sys.executable, "-m", "pip", "index", "versions", "vllm"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    for line in proc.stdout.splitlines():
-        if line.startswith("Available versions:"):
-            return [v.strip() for v in line.split(":", 1)[1].split(",") if v.strip()]
-    raise FetchError("could not ask the package index for vLLM's releases")
-
-
-def latest_version() -> str:
-    """The newest vLLM release on the package index, as pip sees it."""
-    proc = subprocess.run(
-        [sys.executable, "-m", "pip", "index", "versions", "vllm"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    for line in proc.stdout.splitlines():
-        if line.startswith("vllm (") and line.endswith(")"):
-            return line[len("vllm (") : -1]
-    raise FetchError("could not ask the package index for vLLM's newest release")
-
-
-def _find_wheel(wheel_dir: Path, version: str) -> Path | None:
-    found = sorted(wheel_dir.glob(f"vllm-{version}-*.whl"))
-    return found[0] if found else None
-
-
-def _extract(wheel: Path, tree: Path, version: str, members: list[str]) -> None:
-    parent = tree.parent
-    parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=".extract-", dir=parent))
+@contextlib.contextmanager
+def _staging(tree: Path) -> Iterator[Path]:
+    """A folder beside ``tree`` to build the new tree in; removed unless renamed into place, so a
+    failed or refused fetch leaves the cache as it was."""
+    tree.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".extract-", dir=tree.parent))
     try:
-        with zipfile.ZipFile(wheel) as zf:
-            names = set(zf.namelist())
-            wanted = [name for name in members if name in names]
-            dist_info = f"vllm-{version}.dist-info"
-            wanted += [f"{dist_info}/{n}" for n in _DIST_INFO_FILES if f"{dist_info}/{n}" in names]
-            if not any(name.endswith("/RECORD") for name in wanted):
-                raise FetchError(f"{wheel.name} has no {dist_info}/RECORD")
-            for name in wanted:
-                zf.extract(name, staging)
-        # first line the version, then every member asked for (present in the wheel or not)
-        (staging / ".complete").write_text("\n".join([version, *members]) + "\n")
-        if tree.exists():
-            shutil.rmtree(tree)
-        staging.rename(tree)
+        yield staging
     finally:
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
+
+
+def available_versions() -> list[str]:
+    """Every vLLM release on the configured package indexes (pip's or uv's configuration)."""
+    from . import fetch
+
+    return fetch.available_versions()
+
+
+def latest_version() -> str:
+    """The newest final vLLM release on the configured package indexes."""
+    from . import fetch
+
+    return fetch.latest_version()
+
+
+def _find_wheel(wheel_dir: Path, version: str) -> Path | None:
+    """A whole wheel already in the cache (put there by hand, or by an older version of the tool)."""
+    found = sorted(wheel_dir.glob(f"vllm-{version}-*.whl"))
+    return found[0] if found else None

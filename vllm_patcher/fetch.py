@@ -1,0 +1,663 @@
+"""Get the few members of a vLLM release wheel the tool needs, not the whole 500 MB wheel.
+
+Order of work: read the index configuration (pip's files and variables, uv's variables), ask each
+index's simple API (PEP 691 JSON, else PEP 503 HTML) for the wheel of that exact version, then read
+the wheel's central directory and the wanted members by HTTP range requests (``remotezip``). A
+server that refuses ranges gets one plain streamed download instead. Every member is checked
+against the wheel's own RECORD, and the wheel's METADATA must name the version asked for, before
+anything is written; the caller stages and renames, so a failed check leaves the cache as it was.
+
+Only the standard library is imported here at module level: ``requests`` and ``remotezip`` are
+imported by the functions that go to the network, so commands that never fetch never pay for them.
+"""
+
+from __future__ import annotations
+
+import base64
+import configparser
+import csv
+import hashlib
+import io
+import os
+import platform
+import sys
+import tempfile
+import time
+import zipfile
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from email.parser import HeaderParser
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote, urljoin, urlsplit
+
+from .errors import FetchError
+
+if TYPE_CHECKING:
+    import requests
+
+PROJECT = "vllm"
+PYPI_SIMPLE = "https://pypi.org/simple"
+JSON_ACCEPT = "application/vnd.pypi.simple.v1+json"
+# JSON first; HTML (PEP 503) from an index that does not speak PEP 691.
+ACCEPT = f"{JSON_ACCEPT}, application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.01"
+TIMEOUT = (15.0, 60.0)  # connect, read (seconds)
+# The first range request reads the wheel's last bytes: enough for the central directory and the
+# dist-info members stored just before it (vLLM 0.15.1: 1,829 members, the last 285 kB), so
+# METADATA and RECORD come with it and each wanted file is then one more request.
+TAIL_BYTES = 384 * 1024
+
+
+# --- index configuration -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class IndexConfig:
+    """Where to look for vLLM's wheels, and how to trust the connection."""
+
+    indexes: tuple[str, ...]  # the primary index first, then the extra ones
+    primary_from: str  # where the primary came from, for messages
+    cert: str | None = None
+    trusted_hosts: frozenset[str] = frozenset()
+
+    def verify_for(self, url: str) -> bool | str:
+        parts = urlsplit(url)
+        if parts.hostname in self.trusted_hosts or parts.netloc in self.trusted_hosts:
+            return False
+        return self.cert or True
+
+
+def _pip_config_files(env: Mapping[str, str]) -> list[Path]:
+    """pip's configuration files, in the order pip reads them (a later file wins)."""
+    given = env.get("PIP_CONFIG_FILE")
+    if given == os.devnull:
+        return []  # pip: PIP_CONFIG_FILE=/dev/null turns every configuration file off
+    home = Path(env.get("HOME") or Path.home())
+    xdg_dirs = env.get("XDG_CONFIG_DIRS") or "/etc/xdg"
+    files = [Path(d) / "pip" / "pip.conf" for d in reversed(xdg_dirs.split(":")) if d]
+    files.append(Path("/etc/pip.conf"))
+    files.append(home / ".pip" / "pip.conf")
+    files.append(Path(env.get("XDG_CONFIG_HOME") or home / ".config") / "pip" / "pip.conf")
+    files.append(Path(sys.prefix) / "pip.conf")  # the running venv's own, as pip reads it
+    if given:
+        files.append(Path(given))
+    return files
+
+
+def _pip_config(env: Mapping[str, str]) -> dict[str, str]:
+    """The ``global`` then ``download`` sections of pip's files, later files winning."""
+    parser = configparser.RawConfigParser()
+    values: dict[str, str] = {}
+    for path in _pip_config_files(env):
+        try:
+            parser.read(path, encoding="utf-8")
+        except (OSError, configparser.Error, UnicodeDecodeError):
+            continue  # pip would refuse to run; we just do without that file
+        for section in ("global", "download"):
+            if parser.has_section(section):
+                for key, value in parser.items(section):
+                    values[key.replace("_", "-")] = value
+    return values
+
+
+def index_config(environ: Mapping[str, str] | None = None) -> IndexConfig:
+    """The index to ask, as pip (or uv, when its variables are set) would.
+
+    Primary index: ``PIP_INDEX_URL``, else ``UV_DEFAULT_INDEX``, else ``UV_INDEX_URL``, else
+    ``index-url`` from pip's files, else PyPI. Extra indexes: ``PIP_EXTRA_INDEX_URL``, else
+    ``extra-index-url`` from pip's files. ``PIP_CERT`` / ``cert`` and ``PIP_TRUSTED_HOST`` /
+    ``trusted-host`` likewise. Proxies come from the usual variables through requests.
+    """
+    env = os.environ if environ is None else environ
+    conf = _pip_config(env)
+    primary, source = PYPI_SIMPLE, "PyPI, the default"
+    for name, value in (
+        ("PIP_INDEX_URL", env.get("PIP_INDEX_URL")),
+        ("UV_DEFAULT_INDEX", env.get("UV_DEFAULT_INDEX")),
+        ("UV_INDEX_URL", env.get("UV_INDEX_URL")),
+        ("index-url in pip.conf", conf.get("index-url")),
+    ):
+        if value and value.strip():
+            primary, source = value.strip(), name
+            break
+    extra = env.get("PIP_EXTRA_INDEX_URL") or conf.get("extra-index-url") or ""
+    trusted = env.get("PIP_TRUSTED_HOST") or conf.get("trusted-host") or ""
+    indexes = [primary] + [u for u in extra.split() if u != primary]
+    return IndexConfig(
+        indexes=tuple(dict.fromkeys(indexes)),
+        primary_from=source,
+        cert=env.get("PIP_CERT") or conf.get("cert") or None,
+        trusted_hosts=frozenset(trusted.split()),
+    )
+
+
+# --- the simple API ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class WheelLink:
+    filename: str
+    url: str
+    sha256: str | None = None
+    yanked: bool = False
+    size: int | None = None
+
+
+@dataclass
+class FetchStats:
+    """What one fetch cost: filled in as it goes, so a failure still shows what was spent."""
+
+    requests: int = 0
+    bytes: int = 0  # response bodies: index pages, ranges, or the whole wheel
+    seconds: float = 0.0
+    method: str = ""  # "range", "full", "local" (a wheel on disk or a file:// index)
+    members: int = 0
+    url: str = ""
+
+
+class _Anchors(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.links: list[tuple[str, dict[str, str | None]]] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "a":
+            found = dict(attrs)
+            if found.get("href"):
+                self.links.append((found["href"] or "", found))
+
+
+def _parse_html(text: str, base: str) -> list[WheelLink]:
+    parser = _Anchors()
+    parser.feed(text)
+    out = []
+    for href, attrs in parser.links:
+        url = urljoin(base, href)
+        path, _, fragment = url.partition("#")
+        sha = fragment[len("sha256=") :] if fragment.startswith("sha256=") else None
+        name = unquote(path.rsplit("/", 1)[-1])
+        out.append(WheelLink(name, path, sha, "data-yanked" in attrs))
+    return out
+
+
+def _parse_json(data: dict[str, Any], base: str) -> list[WheelLink]:
+    out = []
+    for f in data.get("files", []):
+        if not isinstance(f, dict) or "filename" not in f or "url" not in f:
+            continue
+        hashes = f.get("hashes") or {}
+        out.append(
+            WheelLink(
+                str(f["filename"]),
+                urljoin(base, str(f["url"])),
+                hashes.get("sha256") if isinstance(hashes, dict) else None,
+                bool(f.get("yanked")),
+                f.get("size") if isinstance(f.get("size"), int) else None,
+            )
+        )
+    return out
+
+
+def _session() -> requests.Session:
+    import requests
+
+    from . import __version__
+
+    session = requests.Session()
+    session.headers["User-Agent"] = f"vllm-patcher/{__version__}"
+    return session
+
+
+def _project_files(
+    index: str, config: IndexConfig, session: requests.Session, stats: FetchStats
+) -> list[WheelLink]:
+    """Every file of the vllm project one index lists (empty when it has no such project)."""
+    page = index.rstrip("/") + f"/{PROJECT}/"
+    if page.startswith("file:"):
+        return _local_project_files(Path(unquote(urlsplit(page).path)))
+    import requests
+
+    try:
+        resp = session.get(
+            page, headers={"Accept": ACCEPT}, timeout=TIMEOUT, verify=config.verify_for(page)
+        )
+    except requests.RequestException as exc:
+        raise FetchError(
+            f"could not reach the package index {_host(page)}: {_short(exc)}"
+        ) from None
+    stats.requests += 1
+    stats.bytes += len(resp.content)
+    if resp.status_code == 404:
+        return []
+    if resp.status_code >= 400:
+        raise FetchError(f"the package index {_host(page)} answered {resp.status_code} for {page}")
+    if resp.headers.get("Content-Type", "").split(";")[0].strip() == JSON_ACCEPT:
+        try:
+            return _parse_json(resp.json(), resp.url)
+        except ValueError:
+            raise FetchError(f"the package index {_host(page)} sent malformed JSON") from None
+    return _parse_html(resp.text, resp.url)
+
+
+def _local_project_files(folder: Path) -> list[WheelLink]:
+    """A file:// index: its project folder's index.html, or else the files in that folder."""
+    if (folder / "index.html").is_file():
+        return _parse_html((folder / "index.html").read_text("utf-8"), folder.as_uri() + "/")
+    if not folder.is_dir():
+        return []  # pip too passes over a local index without the project
+    return [WheelLink(p.name, p.as_uri()) for p in sorted(folder.iterdir()) if p.is_file()]
+
+
+def _version_of(filename: str) -> str | None:
+    from packaging.utils import (
+        InvalidSdistFilename,
+        InvalidWheelFilename,
+        parse_sdist_filename,
+        parse_wheel_filename,
+    )
+
+    try:
+        if filename.endswith(".whl"):
+            return str(parse_wheel_filename(filename)[1])
+        if filename.endswith((".tar.gz", ".zip")):
+            return str(parse_sdist_filename(filename)[1])
+    except (InvalidWheelFilename, InvalidSdistFilename):
+        return None
+    return None
+
+
+def _platform_rank(filename: str) -> int:
+    """0 for a wheel built for this machine, 1 for a pure one, 2 for any other (same .py files)."""
+    tag = filename[: -len(".whl")].rsplit("-", 1)[-1]
+    machine = platform.machine().lower()
+    system = "linux" if sys.platform.startswith("linux") else sys.platform
+    if tag == "any":
+        return 1
+    return 0 if machine in tag and system in tag else 2
+
+
+def find_wheel(
+    version: str,
+    config: IndexConfig,
+    session: requests.Session,
+    stats: FetchStats,
+    progress: Callable[[str], None] | None = None,
+) -> WheelLink:
+    """The wheel of exactly ``version`` from the first index that has one."""
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        wanted = Version(version)
+    except InvalidVersion:
+        raise FetchError(f"{version!r} is not a version") from None
+    unreachable: list[FetchError] = []
+    for index in config.indexes:
+        if progress:
+            progress(f"looking up vllm=={version} on {_host(index)}")
+        try:
+            files = _project_files(index, config, session, stats)
+        except FetchError as exc:  # like pip: an index that fails is passed over, not fatal
+            unreachable.append(exc)
+            continue
+        wheels = [
+            f
+            for f in files
+            if f.filename.endswith(".whl")
+            and (v := _version_of(f.filename)) is not None
+            and Version(v) == wanted
+        ]
+        if wheels:
+            return min(wheels, key=lambda w: (w.yanked, _platform_rank(w.filename), w.filename))
+    if unreachable:
+        raise unreachable[0]
+    where = ", ".join(_host(i) for i in config.indexes)
+    raise FetchError(
+        f"no wheel of vllm=={version} on {where} (index from {config.primary_from}; "
+        f"set PIP_INDEX_URL or index-url in pip.conf to use another)"
+    )
+
+
+def available_versions(config: IndexConfig | None = None) -> list[str]:
+    """Every vLLM release the configured indexes list (not yanked), oldest first."""
+    from packaging.version import Version
+
+    config = config or index_config()
+    stats = FetchStats()
+    found: set[str] = set()
+    unreachable: list[FetchError] = []
+    with _session() as session:
+        for index in config.indexes:
+            try:
+                files = _project_files(index, config, session, stats)
+            except FetchError as exc:
+                unreachable.append(exc)
+                continue
+            for f in files:
+                v = _version_of(f.filename)
+                if v is not None and not f.yanked:
+                    found.add(v)
+    if not found and unreachable:
+        raise unreachable[0]
+    if not found:
+        raise FetchError(
+            f"the package index ({', '.join(_host(i) for i in config.indexes)}) lists no vLLM "
+            "release"
+        )
+    return sorted(found, key=Version)
+
+
+def latest_version(config: IndexConfig | None = None) -> str:
+    """The newest final vLLM release on the configured indexes."""
+    from packaging.version import Version
+
+    finals = [v for v in available_versions(config) if not Version(v).is_prerelease]
+    if not finals:
+        raise FetchError("the package index lists no final vLLM release")
+    return finals[-1]
+
+
+# --- reading members, checked against RECORD ----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class WheelInfo:
+    """A vLLM wheel's identity, from its own dist-info."""
+
+    version: str
+    dist_info: str  # "vllm-0.15.1.dist-info"
+    record: bytes
+
+    @property
+    def record_digest(self) -> str:
+        return hashlib.sha256(self.record).hexdigest()
+
+
+def _record_hash(data: bytes) -> str:
+    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+
+
+def wheel_info(zf: zipfile.ZipFile, where: str) -> WheelInfo:
+    """The dist-info of the vLLM wheel ``zf``; FetchError when it is not one."""
+    metas = [n for n in zf.namelist() if n.count("/") == 1 and n.endswith(".dist-info/METADATA")]
+    if len(metas) != 1:
+        raise FetchError(f"{where} is not a vLLM wheel (no single *.dist-info/METADATA in it)")
+    dist_info = metas[0].split("/", 1)[0]
+    try:
+        meta = HeaderParser().parsestr(zf.read(metas[0]).decode("utf-8"))
+        record = zf.read(f"{dist_info}/RECORD")
+    except KeyError:
+        raise FetchError(f"{where} has no {dist_info}/RECORD") from None
+    except (UnicodeDecodeError, zipfile.BadZipFile, OSError) as exc:
+        raise FetchError(f"cannot read the dist-info of {where}: {_short(exc)}") from None
+    name = (meta.get("Name") or "").strip().lower().replace("_", "-")
+    version = (meta.get("Version") or "").strip()
+    if name != PROJECT or not version:
+        raise FetchError(
+            f"{where} is not a vLLM wheel (its METADATA names {name or 'nothing'!r}, not 'vllm')"
+        )
+    return WheelInfo(version, dist_info, record)
+
+
+def _parse_record(info: WheelInfo, where: str) -> dict[str, str]:
+    try:
+        rows = list(csv.reader(io.StringIO(info.record.decode("utf-8"))))
+    except (UnicodeDecodeError, csv.Error) as exc:
+        raise FetchError(f"the RECORD of {where} is unreadable: {_short(exc)}") from None
+    return {row[0]: row[1] for row in rows if len(row) >= 2 and row[1]}
+
+
+def extract_checked(
+    zf: zipfile.ZipFile,
+    version: str,
+    members: Iterable[str],
+    dest: Path,
+    where: str,
+    stats: FetchStats | None = None,
+) -> WheelInfo:
+    """Write the wheel's ``members`` (those it has) plus its METADATA and RECORD under ``dest``,
+    each checked against the wheel's RECORD first; METADATA must say ``version``.
+
+    Everything is read and checked before the first write, so a FetchError leaves ``dest`` empty.
+    """
+    from packaging.version import InvalidVersion, Version
+
+    info = wheel_info(zf, where)
+    try:
+        same = Version(info.version) == Version(version)
+    except InvalidVersion:
+        same = info.version == version
+    if not same:
+        raise FetchError(f"{where} holds vLLM {info.version}, not {version} (its METADATA says so)")
+    record = _parse_record(info, where)
+    names = set(zf.namelist())
+    wanted = sorted({m for m in members if m in names} | {f"{info.dist_info}/METADATA"})
+    data: dict[str, bytes] = {f"{info.dist_info}/RECORD": info.record}
+    for name in wanted:
+        expected = record.get(name)
+        if expected is None:
+            raise FetchError(f"{where}: {name} has no sha256 in the wheel's RECORD")
+        try:
+            body = zf.read(name)
+        except (zipfile.BadZipFile, OSError, RuntimeError) as exc:
+            raise FetchError(f"{where}: cannot read {name}: {_short(exc)}") from None
+        if _record_hash(body) != expected:
+            raise FetchError(
+                f"{where}: {name} does not match the wheel's RECORD (sha256 {expected[7:]} "
+                "expected); nothing was written"
+            )
+        data[name] = body
+    for name, body in data.items():
+        out = dest / name
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_bytes(body)
+    if stats is not None:
+        stats.members = len(data)
+    return info
+
+
+def local_wheel(path: Path) -> WheelInfo:
+    """The release a wheel on disk holds (``--wheel FILE``); FetchError for a bad file."""
+    if not path.is_file():
+        raise FetchError(f"--wheel {path}: no such file")
+    try:
+        with zipfile.ZipFile(path) as zf:
+            info = wheel_info(zf, str(path))
+    except (zipfile.BadZipFile, OSError) as exc:
+        raise FetchError(f"--wheel {path} is not a wheel (not a zip file: {_short(exc)})") from None
+    from_name = _version_of(path.name) if path.name.startswith(("vllm-", "vllm_")) else None
+    if from_name is not None and from_name != info.version:
+        raise FetchError(
+            f"--wheel {path}: the file name says vLLM {from_name} but its METADATA says "
+            f"{info.version}"
+        )
+    return info
+
+
+# --- fetching ------------------------------------------------------------------------------------
+
+
+def fetch_members(
+    version: str,
+    members: Iterable[str],
+    dest: Path,
+    scratch: Path,
+    *,
+    progress: Callable[[str], None] | None = None,
+    stats: FetchStats | None = None,
+    config: IndexConfig | None = None,
+) -> FetchStats:
+    """Write ``members`` of the vllm==``version`` wheel under ``dest`` (see extract_checked):
+    by range requests, or one whole download into ``scratch`` when the server refuses ranges."""
+    stats = stats if stats is not None else FetchStats()
+    start = time.monotonic()
+    members = sorted(set(members))
+    config = config or index_config()
+    try:
+        with _session() as session:
+            link = find_wheel(version, config, session, stats, progress)
+            stats.url = link.url
+            where = link.filename
+            if link.url.startswith("file:"):
+                stats.method = "local"
+                path = Path(unquote(urlsplit(link.url).path))
+                try:
+                    with zipfile.ZipFile(path) as zf:
+                        extract_checked(zf, version, members, dest, where, stats)
+                except (zipfile.BadZipFile, OSError) as exc:
+                    raise FetchError(f"cannot read {path}: {_short(exc)}") from None
+                return stats
+            if not _fetch_by_ranges(link, version, members, dest, config, session, stats, progress):
+                _fetch_whole(
+                    link, version, members, dest, scratch, config, session, stats, progress
+                )
+    finally:
+        stats.seconds = time.monotonic() - start
+    if progress:
+        progress(
+            f"fetched {len(members)} files of vllm-{version}: {_size(stats.bytes)} in "
+            f"{stats.requests} requests, {stats.seconds:.1f} s ({stats.method})"
+        )
+    return stats
+
+
+def _fetch_by_ranges(
+    link: WheelLink,
+    version: str,
+    members: list[str],
+    dest: Path,
+    config: IndexConfig,
+    session: requests.Session,
+    stats: FetchStats,
+    progress: Callable[[str], None] | None,
+) -> bool:
+    """False when the server does not do range requests (nothing was written then)."""
+    import requests
+    from remotezip import RangeNotSupported, RemoteFetcher, RemoteZip, RemoteZipError
+
+    class CountingFetcher(RemoteFetcher):  # type: ignore[misc]
+        """remotezip's fetcher, counting requests and bytes, and closing a refused response
+        at once instead of letting the whole wheel stream in."""
+
+        def _request(self, kwargs: dict[str, Any]) -> tuple[Any, str]:
+            res = session.get(self._url, stream=True, **kwargs)
+            stats.requests += 1
+            if res.status_code == 200 or "Content-Range" not in res.headers:
+                res.close()
+                res.raise_for_status()
+                raise RangeNotSupported("the server does not answer range requests")
+            res.raise_for_status()
+            stats.bytes += int(res.headers.get("Content-Length") or 0)
+            return res.raw, res.headers["Content-Range"]
+
+    host = _host(link.url)
+    try:
+        with RemoteZip(
+            link.url,
+            initial_buffer_size=TAIL_BYTES,
+            session=session,
+            fetcher=CountingFetcher,
+            timeout=TIMEOUT,
+            verify=config.verify_for(link.url),
+        ) as zf:
+            names = set(zf.namelist())
+            asked = [m for m in members if m in names]
+            dist = [
+                n
+                for n in names
+                if n.count("/") == 1 and n.endswith((".dist-info/RECORD", ".dist-info/METADATA"))
+            ]
+            size = sum(zf.getinfo(n).compress_size for n in asked + dist)
+            if progress:
+                progress(
+                    f"fetching {len(asked)} files of vllm-{version} ({_size(size)}) from {host} "
+                    "by range requests"
+                )
+            stats.method = "range"
+            extract_checked(zf, version, members, dest, link.filename, stats)
+    except RangeNotSupported:
+        if progress:
+            total = f" ({_size(link.size)})" if link.size else ""
+            progress(
+                f"{host} does not answer range requests; downloading the whole wheel{total} instead"
+            )
+        return False
+    except zipfile.BadZipFile as exc:
+        raise FetchError(
+            f"{link.filename} from {host} is not a readable wheel: {_short(exc)}"
+        ) from None
+    except (RemoteZipError, requests.RequestException, OSError) as exc:
+        raise FetchError(f"could not fetch {link.filename} from {host}: {_short(exc)}") from None
+    return True
+
+
+def _fetch_whole(
+    link: WheelLink,
+    version: str,
+    members: list[str],
+    dest: Path,
+    scratch: Path,
+    config: IndexConfig,
+    session: requests.Session,
+    stats: FetchStats,
+    progress: Callable[[str], None] | None,
+) -> None:
+    """One plain GET of the whole wheel into ``scratch`` (no pip needed), checked against the
+    index's sha256 when it gives one, then read like a wheel on disk and deleted."""
+    import requests
+
+    stats.method = "full"
+    host = _host(link.url)
+    scratch.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(prefix=".download-", suffix=".whl", dir=scratch)
+    path = Path(name)
+    digest = hashlib.sha256()
+    try:
+        try:
+            with (
+                os.fdopen(fd, "wb") as out,
+                session.get(
+                    link.url, stream=True, timeout=TIMEOUT, verify=config.verify_for(link.url)
+                ) as resp,
+            ):
+                stats.requests += 1
+                resp.raise_for_status()
+                for chunk in resp.iter_content(1 << 20):
+                    out.write(chunk)
+                    digest.update(chunk)
+                    stats.bytes += len(chunk)
+        except requests.RequestException as exc:
+            raise FetchError(
+                f"could not download {link.filename} from {host}: {_short(exc)}"
+            ) from None
+        if link.sha256 and digest.hexdigest() != link.sha256.lower():
+            raise FetchError(
+                f"{link.filename} from {host} does not match the index's sha256; nothing was written"
+            )
+        try:
+            with zipfile.ZipFile(path) as zf:
+                extract_checked(zf, version, members, dest, link.filename, stats)
+        except zipfile.BadZipFile as exc:
+            raise FetchError(f"{link.filename} from {host} is not a wheel: {_short(exc)}") from None
+    finally:
+        path.unlink(missing_ok=True)
+
+
+def _host(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.scheme == "file":
+        return parts.path
+    return parts.hostname or url  # never the user:password part of an index URL
+
+
+def _short(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[-1] if text else type(exc).__name__
+
+
+def _size(n: int) -> str:
+    if n >= 1_000_000:
+        return f"{n / 1_000_000:.1f} MB"
+    if n >= 1000:
+        return f"{n / 1000:.0f} kB"
+    return f"{n} B"
