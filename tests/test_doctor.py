@@ -1445,3 +1445,39 @@ def test_a_repo_id_resolves_through_the_vllm_venvs_own_huggingface_hub(
     assert data["target"]["source"]["repo_id"] == "moonshotai/Kimi-K2.5"
     assert data["target"]["path"].startswith(str(hf_home / "hub" / "models--moonshotai--Kimi-K2.5"))
     assert hub.requests == []
+
+
+def test_fix_never_edits_a_hugging_face_cache_entry(tmp_path: Path) -> None:
+    """--fix on a drafter that is a cached repo id: refused with the way out, the cache unchanged
+    (its config.json is huggingface_hub's link into the blob store)."""
+    source = tmp_path / "source"
+    target = kimi_target(source)
+    drafter = specforge_drafter(source, nested=[2, 30, 58], weights=drafter_weights())
+    hub = StandInHub(
+        {
+            "moonshotai/Kimi-K2.5": hub_files(target / "config.json"),
+            "lab/needs-fix-eagle3": hub_files(
+                drafter / "config.json", drafter / "model.safetensors"
+            ),
+        }
+    )
+    hf_home = tmp_path / "hf-home"
+    try:
+        hub_download(hf_home, hub.endpoint, "moonshotai/Kimi-K2.5", "config.json")
+        hub_download(
+            hf_home, hub.endpoint, "lab/needs-fix-eagle3", "config.json", "model.safetensors"
+        )
+        env = {"HF_HOME": str(hf_home), "HF_ENDPOINT": hub.endpoint, "HF_HUB_OFFLINE": ""}
+        args = ("--model", "moonshotai/Kimi-K2.5", "--drafter", "lab/needs-fix-eagle3")
+        before = snapshot(hf_home)
+        # without --fix, doctor names what --fix would write (there is something to fix)
+        proc = run_cli("doctor", *args, "--vllm-version", "0.15.1", env=env)
+        assert proc.returncode == 1, proc.stdout + proc.stderr
+        proc = run_cli("doctor", *args, "--vllm-version", "0.15.1", "--fix", env=env)
+        assert_refused(
+            proc, 2, "lab/needs-fix-eagle3 is a Hugging Face cache entry",
+            "hf download lab/needs-fix-eagle3 --local-dir DIR",
+        )  # fmt: skip
+        assert snapshot(hf_home) == before
+    finally:
+        hub.close()

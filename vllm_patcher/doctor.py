@@ -1182,6 +1182,14 @@ def run(
     plan = report.aux
     if not fix or plan is None or plan.write_ids is None or report.drafter is None:
         return report
+    source = report.drafter_source
+    if source is not None and source.repo_id is not None:
+        # the snapshot's config.json links into huggingface_hub's blob store: never edit the cache
+        raise BadSetting(
+            f"--fix writes the drafter's config.json, and {source.repo_id} is a Hugging Face "
+            f"cache entry; copy it to a directory (hf download {source.repo_id} --local-dir DIR) "
+            "and pass --drafter DIR"
+        )
     ids = plan.write_ids
     written = WrittenValue(
         AUX_KEY, list(ids), plan.write_basis or GUESSED, plan.write_based_on or ""
