@@ -358,6 +358,12 @@ def test_revert_says_what_it_leaves_in_site_packages_and_removing_it_is_safe(tre
     state = site / ".vllm-patcher"
     assert f"left in place: {state} (only the lock file now)" in proc.stdout
     assert sorted(p.name for p in state.iterdir()) == ["lock"]
-    shutil.rmtree(state)  # what the line says to do
+    # saved copies from an earlier revert --force are named, so the line never says "only the lock"
+    (state / "saved" / "20261130T000000").mkdir(parents=True)
+    assert run_cli("--target", str(site), "apply").returncode == 0
+    proc = run_cli("--target", str(site), "revert")
+    assert "in saved/ the copies of your edits" in proc.stdout, proc.stdout
+    assert "only the lock file" not in proc.stdout
+    shutil.rmtree(state)  # what the line says to do (once the copies are moved out)
     data = status_json(run_cli("--json", "--target", str(site), "status"))
     assert {p["state"] for p in data["patches"]} <= {"pending", "not-applicable"}, data

@@ -574,12 +574,27 @@ def revert(opts: Options, force: bool) -> None:
         _echo(f"your edited {rel} was kept at {where}")
     for rel in result.already_pristine:
         _echo(f"{rel} was already pristine")
+    _echo(_left_in_place(target.site_packages))
+
+
+def _left_in_place(root: Path) -> str:
+    """What revert leaves in the state folder, read from the folder (saved copies of your edits
+    may be there from any earlier ``revert --force``), and whether removing it loses anything."""
     from .journal import state_dir
 
-    kept = "the lock file and your saved copies" if result.saved_edits else "only the lock file now"
-    _echo(
-        f"left in place: {state_dir(target.site_packages)} ({kept}); "
-        "remove it with rm -r once no vllm-patcher run is active"
+    folder = state_dir(root)
+    try:
+        names = sorted(p.name for p in folder.iterdir())
+    except OSError:
+        names = []
+    if "saved" in names:
+        return (
+            f"left in place: {folder} (the lock file, and in saved/ the copies of your edits that "
+            "revert --force kept; move them out before removing the folder)"
+        )
+    return (
+        f"left in place: {folder} (only the lock file now); remove it with rm -r once no "
+        "vllm-patcher run is active"
     )
 
 
