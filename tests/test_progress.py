@@ -21,7 +21,7 @@ from vllm_patcher import progress
 from vllm_patcher.target import locate
 from vllm_patcher.verify import probe_tiers
 
-from .conftest import CATALOGUE, MINIMAX_CHECKS
+from .conftest import CATALOGUE, MINIMAX_CHECKS, run_cli
 
 ELAPSED = r"(\d+\.\d s|< 0\.1 s)"
 ESCAPE = "\x1b"
@@ -140,7 +140,7 @@ def test_verify_on_a_terminal_shows_each_tier_with_its_time_and_stops_after_stat
         f"verify: FAILED: stopped after the state tier; run "
         f"`vllm-patcher --target {site} apply` first, then verify again"
     )
-    assert "  import     not-run (the state tier failed)" in out
+    assert "  import     not-run (a patch is not in the files yet)" in out
 
 
 def test_verify_piped_prints_plain_finished_lines_only(tree_copy) -> None:  # type: ignore[no-untyped-def]
@@ -167,7 +167,9 @@ def test_verify_json_on_a_terminal_prints_no_progress_and_says_what_did_not_run(
         "import": "not-run",
         "behaviour": "not-run",
     }
-    assert report["not_run"] == dict.fromkeys(("import", "behaviour"), "the state tier failed")
+    assert report["not_run"] == dict.fromkeys(
+        ("import", "behaviour"), "a patch is not in the files yet"
+    )
     assert report["fix"] == f"vllm-patcher --target {site} apply"
     assert {c["tier"] for c in report["checks"]} == {"compile", "state"}
 
@@ -298,9 +300,27 @@ def test_verify_stops_before_importing_a_pending_venv_and_names_its_fix(
     assert "import and behaviour" not in proc.stderr
     report = json.loads(_piped("verify", "--json", VIRTUAL_ENV=str(venv)).stdout)
     assert report["fix"] == fix
-    assert report["not_run"] == dict.fromkeys(("import", "behaviour"), "the state tier failed")
+    assert report["not_run"] == dict.fromkeys(
+        ("import", "behaviour"), "a patch is not in the files yet"
+    )
     assert {c["tier"] for c in report["checks"]} == {"compile", "state"}
     # what the stop spares: the probe, run anyway, fails on the unpatched release
     target = locate(str(vllm_python), None)
     failed = {c.name for c in probe_tiers(target, CATALOGUE) if not c.ok}
     assert set(MINIMAX_CHECKS) <= failed, failed
+
+
+def test_verify_on_drifted_files_fails_state_but_goes_on_to_the_next_tiers(tree_copy) -> None:  # type: ignore[no-untyped-def]
+    """Only a patch missing from the files stops verify early; edited bytes still get judged."""
+    site = tree_copy("0.15.1")
+    assert run_cli("--target", str(site), "apply").returncode == 0
+    spec = site / "vllm" / "config" / "speculative.py"
+    spec.write_text(spec.read_text(encoding="utf-8") + "\n# a local edit\n", encoding="utf-8")
+    proc = _piped("--target", str(site), "--json", "verify")
+    assert proc.returncode == 1
+    report = json.loads(proc.stdout)
+    assert report["tiers"]["state"] == "failed"
+    # past the state tier: the bare tree has no interpreter, so the slow tiers are skipped, not cut
+    assert report["tiers"]["import"] == "skipped", report["tiers"]
+    assert report["not_run"]["import"] == "no interpreter (--target)"
+    assert report["fix"] is None

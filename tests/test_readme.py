@@ -66,6 +66,7 @@ def test_the_first_code_block_patches_an_existing_venv_and_verifies_it(
 ) -> None:
     block = code_blocks("bash")[0]
     assert "/path/to/your-venv apply" in block and "verify" in block, block
+    _make_pristine(vllm_python)  # the copy starts as pip left it, whatever ran before
     venv = tmp_path / "your-venv"
     subprocess.run(["cp", "-al", str(vllm_python.parent.parent), str(venv)], check=True)
     # the one file the tool writes in place: the copy gets a lock of its own, not the shared inode

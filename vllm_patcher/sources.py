@@ -86,14 +86,17 @@ def fetch_release(
         local = given or _find_wheel(cache / "wheels", version)
         with _staging(tree) as staging:
             if local is not None:
-                if progress:
-                    progress(f"extracting {len(wanted)} files of vllm-{version} from {local}")
                 stats.method = "local"
                 try:
                     with zipfile.ZipFile(local) as zf:
                         fetch.extract_checked(zf, version, wanted, staging, str(local), stats)
                 except (zipfile.BadZipFile, OSError) as exc:
                     raise FetchError(f"cannot read the wheel {local}: {exc}") from None
+                if progress:  # after the checks: a refused wheel is one error line, nothing more
+                    progress(
+                        f"extracted {len(wanted)} files of vllm-{version} from {local}, "
+                        "each checked against its RECORD"
+                    )
             else:
                 fetch.fetch_members(
                     version, wanted, staging, cache / "wheels", progress=progress, stats=stats
