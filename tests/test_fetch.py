@@ -11,6 +11,8 @@ import json
 import os
 import random
 import re
+import subprocess
+import sys
 import threading
 import zipfile
 from collections.abc import Iterator
@@ -466,3 +468,31 @@ def test_port_reads_both_releases_from_wheels(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert re.search(r"vllm 0\.15\.0\s+clean", proc.stdout), proc.stdout
     assert "+# my-fix" in (folder / "vllm-0.15.0" / "patch.diff").read_text()
+
+
+def test_pin_fetches_from_the_index_with_no_pip_in_the_interpreter(tmp_path: Path) -> None:
+    """The uv-made venv: no pip anywhere. pip is made unimportable for the tool's interpreter and
+    every child it starts (a `pip` package that raises, first on PYTHONPATH); pin still fetches
+    0.15.1 from the real PyPI by ranges and writes the committed pins."""
+    blocker = tmp_path / "no-pip" / "pip"
+    blocker.mkdir(parents=True)
+    (blocker / "__init__.py").write_text("raise ModuleNotFoundError(\"No module named 'pip'\")\n")
+    (blocker / "__main__.py").write_text("import pip\n")
+    env = {
+        "PYTHONPATH": f"{blocker.parent}{os.pathsep}{REPO}",
+        "VLLM_PATCHER_CACHE": str(tmp_path / "cache"),
+        "PIP_INDEX_URL": "https://pypi.org/simple",
+    }
+    for args in (["-c", "import pip"], ["-m", "pip", "--version"]):
+        proc = subprocess.run(
+            [sys.executable, *args], env={**os.environ, **env}, capture_output=True, text=True
+        )
+        assert proc.returncode != 0 and "No module named 'pip'" in proc.stderr, args
+    out = tmp_path / "out"
+    proc = run_cli("pin", "0.15.1", "--out", str(out), env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert "(range)" in proc.stderr, proc.stderr  # the progress line names how it was fetched
+    written = sorted(p.relative_to(out) for p in out.rglob("*") if p.is_file())
+    assert written
+    for rel in written:
+        assert (out / rel).read_bytes() == (REPO / "patches" / rel).read_bytes(), rel
