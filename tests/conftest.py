@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 import tempfile
 from collections.abc import Iterator
 from importlib import metadata
@@ -75,6 +76,41 @@ MINIMAX_CHECKS = (
     "eagle3-minimax-m2: The real SpeculativeConfig accepts EAGLE-3 for a minimax_m2 target (and "
     "still rejects gpt2).",
 )
+
+
+def checkout_copy(dest: Path) -> Path:
+    """This checkout's committed files (as they are on disk), like a fresh clone: no stale
+    build/ or egg-info for pip to pick up."""
+    files = subprocess.run(
+        ["git", "ls-files"], cwd=REPO, capture_output=True, text=True, check=True
+    ).stdout.split()
+    for name in files:
+        (dest / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(REPO / name, dest / name)
+    return dest
+
+
+def make_venv(root: Path, *, vllm: bool, tool: bool = False) -> Path:
+    """A venv without pip; ``vllm``: its site-packages hold the real 0.15.1 files the patches
+    touch and the dist-info (the tool never imports vLLM); ``tool``: this checkout and the dev
+    venv's dependencies on its path, so it can run the tool itself."""
+    subprocess.run(
+        [sys.executable, "-m", "venv", "--without-pip", str(root)], check=True, capture_output=True
+    )
+    site = venv_site(root / "bin" / "python")
+    if vllm:
+        shutil.copytree(
+            sources.fetch_release("0.15.1"),
+            site,
+            dirs_exist_ok=True,
+            ignore=shutil.ignore_patterns(".complete"),
+        )
+    if tool:
+        dev_site = sysconfig.get_paths()["purelib"]
+        (site / "zz_vllm_patcher_dev.pth").write_text(
+            f"{REPO}\nimport site; site.addsitedir({dev_site!r})\n"
+        )
+    return root
 
 
 def _unpinned_builtins() -> Path:

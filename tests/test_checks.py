@@ -30,6 +30,7 @@ from vllm_patcher.patchset import layout, load_catalogue
 
 from .conftest import (
     CATALOGUE,
+    MINIMAX_CHECKS,
     record_of,
     run_cli,
     test_venv_python,
@@ -482,12 +483,7 @@ BUILT_IN = {
     "supports-eagle3: supports_eagle3(DeepseekV2ForCausalLM)",
     "supports-eagle3: supports_eagle3(DeepseekV3ForCausalLM)",
     "supports-eagle3: supports_eagle3(KimiK25ForConditionalGeneration)",
-    "eagle3-minimax-m2: MiniMaxM2ForCausalLM implements SupportsEagle3 with working default and "
-    "setter.",
-    "eagle3-minimax-m2: The real MiniMaxM2Model.forward captures the residual stream entering "
-    "requested layers.",
-    "eagle3-minimax-m2: The real SpeculativeConfig accepts EAGLE-3 for a minimax_m2 target (and "
-    "still rejects gpt2).",
+    *MINIMAX_CHECKS,
 }
 IMAGE_TOKEN = (
     "kimi-k25-image-token: EAGLE proposer reads Kimi-K2.5's image token from "

@@ -11,14 +11,11 @@ import json
 import shutil
 import subprocess
 import sys
-import sysconfig
 from pathlib import Path
 
 import pytest
 
-from vllm_patcher import sources
-
-from .conftest import REPO, assert_refused, run_cli, venv_site
+from .conftest import assert_refused, make_venv, run_cli, venv_site
 
 SPEC = "vllm/config/speculative.py"
 NO_VENV = {"VIRTUAL_ENV": ""}  # an empty VIRTUAL_ENV counts as none active
@@ -39,34 +36,14 @@ def status_json(proc: subprocess.CompletedProcess[str]) -> dict[str, object]:
 # --- the tiny venvs ------------------------------------------------------------------------------
 
 
-def _make_venv(root: Path, *, vllm: bool, tool: bool = False) -> Path:
-    subprocess.run(
-        [sys.executable, "-m", "venv", "--without-pip", str(root)], check=True, capture_output=True
-    )
-    site = venv_site(root / "bin" / "python")
-    if vllm:
-        shutil.copytree(
-            sources.fetch_release("0.15.1"),
-            site,
-            dirs_exist_ok=True,
-            ignore=shutil.ignore_patterns(".complete"),
-        )
-    if tool:  # this checkout and the dev venv's dependencies, so the venv can run the tool itself
-        dev_site = sysconfig.get_paths()["purelib"]
-        (site / "zz_vllm_patcher_dev.pth").write_text(
-            f"{REPO}\nimport site; site.addsitedir({dev_site!r})\n"
-        )
-    return root
-
-
 @pytest.fixture(scope="module")
 def venvs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """``with_tool``: vLLM and the tool; ``vllm``: vLLM only; ``empty``: neither."""
     base = tmp_path_factory.mktemp("venvs")
     return {
-        "with_tool": _make_venv(base / "with-tool", vllm=True, tool=True),
-        "vllm": _make_venv(base / "vllm", vllm=True),
-        "empty": _make_venv(base / "empty", vllm=False),
+        "with_tool": make_venv(base / "with-tool", vllm=True, tool=True),
+        "vllm": make_venv(base / "vllm", vllm=True),
+        "empty": make_venv(base / "empty", vllm=False),
     }
 
 

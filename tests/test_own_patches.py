@@ -14,7 +14,15 @@ import pytest
 from vllm_patcher import sources
 from vllm_patcher.target import file_hash
 
-from .conftest import CATALOGUE, assert_refused, record_of, run_cli, snapshot, touched_match_record
+from .conftest import (
+    CATALOGUE,
+    assert_refused,
+    checkout_copy,
+    record_of,
+    run_cli,
+    snapshot,
+    touched_match_record,
+)
 
 SPEC = "vllm/config/speculative.py"
 CATALOGUE_TREE = sources.fetch_release("0.15.1")
@@ -341,15 +349,8 @@ def test_a_built_wheel_of_the_tool_carries_every_patch_folder(tmp_path: Path) ->
     import sys
     import zipfile
 
-    repo = Path(__file__).resolve().parent.parent
     # build from the committed files only (an in-tree build/ may hold stale modules)
-    files = subprocess.run(
-        ["git", "ls-files"], cwd=repo, capture_output=True, text=True, check=True
-    ).stdout.split()
-    src = tmp_path / "src"
-    for name in files:
-        (src / name).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(repo / name, src / name)
+    src = checkout_copy(tmp_path / "src")
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path / "wheel"), str(src)],
         check=True, capture_output=True,

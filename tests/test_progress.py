@@ -4,6 +4,7 @@ line of apply and verify."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
@@ -13,6 +14,7 @@ import select
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -207,12 +209,10 @@ def _read_line(stream: io.TextIOBase, proc: subprocess.Popen[str], timeout: floa
     raise AssertionError("the waiter said nothing while it waited")
 
 
-def test_a_run_waiting_for_the_lock_names_the_holder_once_and_succeeds_after(
-    tree_copy,  # type: ignore[no-untyped-def]
-    tmp_path: Path,
-) -> None:
-    site = tree_copy("0.15.1")
-    faults = tmp_path / "faults"
+@contextlib.contextmanager
+def _holding_the_lock(site: Path, faults: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """A real apply paused while it holds the lock (fault hook ``pause@locked``); resumed and
+    waited for on the way out."""
     faults.mkdir()
     holder = subprocess.Popen(
         _cli("--target", str(site), "apply"),
@@ -220,11 +220,23 @@ def test_a_run_waiting_for_the_lock_names_the_holder_once_and_succeeds_after(
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    waiter = None
     try:
         while not (faults / f"reached-{holder.pid}").exists():  # it holds the lock, pid written
             assert holder.poll() is None, "the holder exited before taking the lock"
             time.sleep(0.01)
+        yield holder
+    finally:
+        (faults / "resume").touch()
+        holder.wait(timeout=120)
+
+
+def test_a_run_waiting_for_the_lock_names_the_holder_once_and_succeeds_after(
+    tree_copy,  # type: ignore[no-untyped-def]
+    tmp_path: Path,
+) -> None:
+    site = tree_copy("0.15.1")
+    faults = tmp_path / "faults"
+    with _holding_the_lock(site, faults) as holder:
         lock = site / ".vllm-patcher" / "lock"
         taken = time.strftime("%H:%M:%S", time.localtime(lock.stat().st_mtime))
         waiter = subprocess.Popen(
@@ -234,21 +246,20 @@ def test_a_run_waiting_for_the_lock_names_the_holder_once_and_succeeds_after(
             stderr=subprocess.PIPE,
             text=True,
         )
-        assert waiter.stderr is not None
-        line = _read_line(waiter.stderr, waiter)
-        assert line == (
-            f"apply: waiting for the lock {lock} (last taken by pid {holder.pid} at {taken}); "
-            "giving up after 300 s\n"
-        )
-        (faults / "resume").touch()
-        assert holder.wait(timeout=120) == 0
-        out, err = waiter.communicate(timeout=120)
-    finally:
-        (faults / "resume").touch()
-        holder.wait(timeout=120)
-        if waiter is not None and waiter.poll() is None:
-            waiter.kill()
-            waiter.wait()
+        try:
+            assert waiter.stderr is not None
+            line = _read_line(waiter.stderr, waiter)
+            assert line == (
+                f"apply: waiting for the lock {lock} (last taken by pid {holder.pid} at {taken}); "
+                "giving up after 300 s\n"
+            )
+            (faults / "resume").touch()
+            assert holder.wait(timeout=120) == 0
+            out, err = waiter.communicate(timeout=120)
+        finally:
+            if waiter.poll() is None:
+                waiter.kill()
+                waiter.wait()
     assert waiter.returncode == 0, err
     assert err == "", "the waiter said more than one line about the lock"
     assert out.splitlines()[-1] == "nothing to do"  # it saw what the holder applied
@@ -259,22 +270,8 @@ def test_a_json_run_waiting_for_the_lock_prints_nothing_on_stderr(
     tmp_path: Path,
 ) -> None:
     site = tree_copy("0.15.1")
-    faults = tmp_path / "faults"
-    faults.mkdir()
-    holder = subprocess.Popen(
-        _cli("--target", str(site), "apply"),
-        env=_env(VLLM_PATCHER_FAULT="pause@locked", VLLM_PATCHER_FAULT_DIR=str(faults)),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        while not (faults / f"reached-{holder.pid}").exists():
-            assert holder.poll() is None
-            time.sleep(0.01)
+    with _holding_the_lock(site, tmp_path / "faults") as holder:
         waiter = _piped("--target", str(site), "--json", "apply", VLLM_PATCHER_LOCK_TIMEOUT="0.3")
-    finally:
-        (faults / "resume").touch()
-        holder.wait(timeout=120)
     assert waiter.returncode == 8
     assert waiter.stderr.startswith("vllm-patcher: error: another vllm-patcher holds")
     assert len(waiter.stderr.splitlines()) == 1, waiter.stderr

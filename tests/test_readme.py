@@ -14,12 +14,13 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 from .conftest import (
     REPO,
     _make_pristine,
+    checkout_copy,
+    make_venv,
     touched_match_record,
     venv_site,
 )
@@ -29,17 +30,6 @@ README = (REPO / "README.md").read_text(encoding="utf-8")
 
 def code_blocks(language: str) -> list[str]:
     return re.findall(rf"^```{language}\n(.*?)^```", README, flags=re.M | re.S)
-
-
-def checkout_copy(dest: Path) -> Path:
-    """This checkout's committed files (as they are on disk), like a fresh clone."""
-    files = subprocess.run(
-        ["git", "ls-files"], cwd=REPO, capture_output=True, text=True, check=True
-    ).stdout.split()
-    for name in files:
-        (dest / name).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(REPO / name, dest / name)
-    return dest
 
 
 def clean_env(home: Path) -> dict[str, str]:
@@ -90,29 +80,18 @@ def test_the_first_code_block_patches_an_existing_venv_and_verifies_it(
         _make_pristine(vllm_python)
 
 
-def _tiny_vllm_python(root: Path) -> Path:
-    """A venv whose site-packages hold the real 0.15.1 files the patches touch and its dist-info:
-    what an image's python3 with vLLM looks like to the tool (which never imports vLLM)."""
-    from vllm_patcher import sources
-
-    subprocess.run(
-        [sys.executable, "-m", "venv", "--without-pip", str(root)], check=True, capture_output=True
-    )
-    site = venv_site(root / "bin" / "python")
-    shutil.copytree(
-        sources.fetch_release("0.15.1"),
-        site,
-        dirs_exist_ok=True,
-        ignore=shutil.ignore_patterns(".complete"),
-    )
-    (site / "vllm" / "__init__.py").touch()  # find_spec needs the package's __init__
+def _image_python(root: Path) -> Path:
+    """What an image's python3 with vLLM looks like to the tool: a venv holding the real 0.15.1
+    files (the tool never imports vLLM; find_spec needs the package's __init__)."""
+    make_venv(root, vllm=True)
+    (venv_site(root / "bin" / "python") / "vllm" / "__init__.py").touch()
     return root / "bin"
 
 
 def test_the_dockerfile_recipe_builds_the_wheel_and_patches_the_image_vllm(tmp_path: Path) -> None:
     build, dockerfile = code_blocks("bash")[-1], code_blocks("dockerfile")[0]
     assert "pip wheel" in build, build
-    image_bin = _tiny_vllm_python(tmp_path / "image-python")
+    image_bin = _image_python(tmp_path / "image-python")
     context = tmp_path / "context"
     context.mkdir()
     repo = checkout_copy(tmp_path / "vllm-patcher")
