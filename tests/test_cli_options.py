@@ -341,6 +341,10 @@ def test_revert_says_what_it_leaves_in_site_packages_and_removing_it_is_safe(tre
     proc = run_cli("--target", str(site), "revert")
     assert "in saved/ the copies of your edits" in proc.stdout, proc.stdout
     assert "only the lock file" not in proc.stdout
-    shutil.rmtree(state)  # what the line says to do (once the copies are moved out)
+    # an empty saved/ (the copies moved out) is not named
+    (state / "saved" / "20261130T000000").rmdir()
+    assert run_cli("--target", str(site), "apply").returncode == 0
+    assert "(only the lock file now)" in run_cli("--target", str(site), "revert").stdout
+    shutil.rmtree(state)  # what the line says to do
     data = status_json(run_cli("--json", "--target", str(site), "status"))
     assert {p["state"] for p in data["patches"]} <= {"pending", "not-applicable"}, data

@@ -86,6 +86,9 @@ def test_usage_errors_print_the_envelope(tree_copy, tmp_path: Path) -> None:  # 
         run_cli("--json", "--bogus", "status"), "status", 2, "--bogus"
     )  # named though never reached
     error(run_cli("--json", "nosuch"), None, 2, "nosuch")
+    # stderr is the one error line every refusal has, not click's usage block
+    proc = run_cli("--json", "--bogus", "status")
+    assert proc.stderr == "vllm-patcher: error: No such option '--bogus'.\n", proc.stderr
     error(run_cli("--json", "cluster", "status", "--bogus"), "cluster status", 2, "--bogus")
     error(
         run_cli("status", "--json", *target, env={"VLLM_PATCHER_LOCK_TIMEOUT": "x"}),

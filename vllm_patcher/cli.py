@@ -121,9 +121,12 @@ def _fail(opts: Options | None, exc: PatcherError) -> NoReturn:
 
 
 def _usage_error(exc: click.ClickException) -> None:
-    """Under ``--json`` a usage error click reports itself still prints the envelope on stdout."""
+    """Under ``--json`` a usage error is the envelope on stdout and one error line on stderr, as
+    for every other refusal (not click's usage block); without it, click reports it as usual."""
     if _json_wanted(None):
         _emit(_RUN.command, exc.exit_code, {"error": exc.format_message()})
+        _echo(f"vllm-patcher: error: {exc.format_message()}", err=True)
+        sys.exit(exc.exit_code)
 
 
 def _named(parent: click.Context | None, info_name: str | None) -> None:
@@ -587,10 +590,11 @@ def _left_in_place(root: Path) -> str:
         names = sorted(p.name for p in folder.iterdir())
     except OSError:
         names = []
-    if "saved" in names:
+    if "saved" in names and any((folder / "saved").iterdir()):
         return (
             f"left in place: {folder} (the lock file, and in saved/ the copies of your edits that "
-            "revert --force kept; move them out before removing the folder)"
+            "revert --force kept); move them out, then remove it with rm -r once no vllm-patcher "
+            "run is active"
         )
     return (
         f"left in place: {folder} (only the lock file now); remove it with rm -r once no "
