@@ -19,9 +19,10 @@ export VLLM_PATCHER_TEST_VENV_0171 := $(TEST_VENV_0171)
 RELEASES      ?= 0.11.0 0.14.1 0.15.1 0.16.0 0.17.1
 KEEP_VENVS    ?= 0.15.1 0.17.1
 
-# make unit-pythons (part of `make test`): the unit tier (`pytest -m unit`: no vLLM venv, no kill or
-# stress loop) under the oldest and newest Python a user's venv may have, each from a venv of
-# $(CACHE)/unit-<version>. Interpreters: PYTHON_<version>=/path/to/python, else pyenv's, else PATH's.
+# make unit-pythons (part of `make test`): the tests that can differ between interpreters
+# (`pytest -m pythons`, see tests/conftest.py PYTHONS) under the oldest and newest Python a user's
+# venv may have, each from a venv of $(CACHE)/unit-<version>. Interpreters: PYTHON_<version>=
+# /path/to/python, else pyenv's, else PATH's.
 UNIT_PYTHONS  ?= 3.10 3.13
 unit_python = $(or $(PYTHON_$(1)),$(addsuffix /bin/python$(1),$(shell pyenv prefix $(1) 2>/dev/null)),$(shell command -v python$(1) 2>/dev/null))
 
@@ -45,9 +46,9 @@ help:
 	@echo "make pre-deploy   create $(VENV) with vllm==$(VLLM_VERSION), apply the patches, verify them"
 	@echo "make cluster-pre-deploy  apply, verify, status on every node of the Ray cluster at $(RAY_ADDRESS)"
 	@echo "make serve        pre-deploy, then vllm serve $(MODEL) with the EAGLE-3 drafter $(DRAFTER)"
-	@echo "make test         lint, the unit tier under Python $(UNIT_PYTHONS), the whole test suite"
-	@echo "                  (creates the cached vLLM venvs when missing)"
-	@echo "make unit-pythons the unit tier (no vLLM venv needed) under Python $(UNIT_PYTHONS)"
+	@echo "make test         lint, the interpreter tier under Python $(UNIT_PYTHONS), the whole test suite"
+	@echo "                  (creates the cached vLLM venvs when missing); a time per tier at the end"
+	@echo "make unit-pythons the tests that can differ between Pythons, under Python $(UNIT_PYTHONS)"
 	@echo "make test-releases  apply, verify, status, revert on real venvs of $(RELEASES)"
 	@echo "make bench        apply/status/verify/revert timings against their floors"
 	@echo "make pin          maintainer: regenerate patches/ from the release wheels"
@@ -139,14 +140,31 @@ unit-pythons: $(foreach v,$(UNIT_PYTHONS),$(CACHE)/unit-$(v)/.ready)
 	@summary=""; status=0; \
 	for v in $(UNIT_PYTHONS); do \
 	  start=$$(date +%s); \
-	  if $(CACHE)/unit-$$v/bin/python -m pytest -q -p no:cacheprovider -m unit; then result=green; \
+	  if $(CACHE)/unit-$$v/bin/python -m pytest -q -p no:cacheprovider -m pythons; then result=green; \
 	  else result=red; status=1; fi; \
 	  summary="$$summary\nPython $$v: $$result ($$(( $$(date +%s) - start )) s)"; \
 	done; \
 	echo -e "unit tier:$$summary"; exit $$status
 
-# The cheap tiers first: lint, then the unit tier under each Python, then the whole suite.
-test: lint unit-pythons test-venv test-venv-0171
+# The cheap tiers first: lint, then the interpreter tier under each Python, then the venvs the
+# suite needs (created when missing), then the whole suite. Stops at the first red tier; the last
+# lines give every tier's time, so the CI budget is visible in every log.
+TIERS := lint unit-pythons venvs suite
+test:
+	@summary=""; status=0; all=$$(date +%s); \
+	for tier in $(TIERS); do \
+	  start=$$(date +%s); \
+	  if $(MAKE) --no-print-directory tier-$$tier; then result=green; else result=red; status=1; fi; \
+	  summary="$$summary\n  $$tier: $$result ($$(( $$(date +%s) - start )) s)"; \
+	  [ $$status = 0 ] || break; \
+	done; \
+	echo -e "make test tiers:$$summary\n  total: $$(( $$(date +%s) - all )) s"; exit $$status
+
+.PHONY: tier-lint tier-unit-pythons tier-venvs tier-suite
+tier-lint: lint
+tier-unit-pythons: unit-pythons
+tier-venvs: test-venv test-venv-0171
+tier-suite: dev
 	$(DEV_VENV)/bin/python -m pytest -q -p no:cacheprovider
 
 # One release at a time (disk): create its venv when missing, run the round trip of

@@ -31,7 +31,7 @@ KIMI_RELEASES = CATALOGUE.get("kimi-k25-image-token").pinned_versions  # type: i
 
 
 # --- the unit tier ---------------------------------------------------------------------------------
-# `pytest -m unit` (`make unit-pythons`, under Python 3.10 and 3.13): every test is `unit` unless it
+# `pytest -m unit`: every test is `unit` unless it
 # uses a real vLLM venv through one of these fixtures, or is listed in NOT_UNIT with its reason.
 REAL_VENV_FIXTURES = frozenset({"vllm_python", "local_cluster", "venv", "overlays"})
 NOT_UNIT = {  # "file.py" (the whole module) or "file.py::test_name" (every parametrization)
@@ -51,6 +51,25 @@ NOT_UNIT = {  # "file.py" (the whole module) or "file.py::test_name" (every para
 }
 
 
+# `pytest -m pythons` (`make unit-pythons`): the part of the unit tier that can differ between
+# interpreters, run under Python 3.10 and 3.13 (the whole suite runs under the default Python):
+# every module and target-side script (test_interpreters), the command line's parsing and its
+# JSON, the TOML reader (tomllib or tomli) on hostile patch folders, odd bytes and encodings read
+# from disk, and the libcst codemods (libcst ships a native parser per Python).
+PYTHONS = frozenset(  # "file.py" or "file.py::test_name", as in NOT_UNIT
+    {
+        "test_interpreters.py",
+        "test_cli_options.py",
+        "test_json_envelope.py",
+        "test_bad_input.py",
+        "test_transforms.py",
+        "test_hostile_input.py::test_a_file_that_is_not_utf8_is_refused",
+        "test_own_patches.py::test_hostile_patch_folders_are_refused_and_nothing_is_written",
+        "test_own_patches.py::test_capture_stacks_on_the_whitelist_and_behaves_like_a_built_in",
+    }
+)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         name = f"{item.path.name}::{getattr(item, 'originalname', item.name)}"
@@ -58,6 +77,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.path.name in NOT_UNIT or name in NOT_UNIT
         ):
             item.add_marker(pytest.mark.unit)
+            if item.path.name in PYTHONS or name in PYTHONS:
+                item.add_marker(pytest.mark.pythons)
 
 
 def touched_files(

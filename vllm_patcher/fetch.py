@@ -152,7 +152,7 @@ class FetchStats:
     bytes: int = 0  # response bodies: index pages, ranges, or the whole wheel
     seconds: float = 0.0
     method: str = ""  # "range", "full", "local" (a wheel on disk or a file:// index)
-    members: int = 0
+    members: int = 0  # the asked-for members the wheel has, written (RECORD and METADATA aside)
     url: str = ""
 
 
@@ -422,6 +422,7 @@ def extract_checked(
     """
     from packaging.version import InvalidVersion, Version
 
+    members = list(members)
     info = wheel_info(zf, where)
     try:
         same = Version(info.version) == Version(version)
@@ -451,8 +452,8 @@ def extract_checked(
         out = dest / name
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_bytes(body)
-    if stats is not None:
-        stats.members = len(data)
+    if stats is not None:  # the asked-for members the wheel has (not its RECORD and METADATA)
+        stats.members = len([m for m in members if m in names])
     return info
 
 
@@ -515,7 +516,7 @@ def fetch_members(
         stats.seconds = time.monotonic() - start
     if progress:
         progress(
-            f"fetched {len(members)} files of vllm-{version}: {_size(stats.bytes)} in "
+            f"fetched {stats.members} files of vllm-{version}: {_size(stats.bytes)} in "
             f"{stats.requests} requests, {stats.seconds:.1f} s ({stats.method})"
         )
     return stats
