@@ -101,7 +101,7 @@ class ClusterError(PatcherError):
 
 
 class DiffShapeError(PatcherError):
-    """Exit code 14: a diff to import or port does not parse, or asks for more than editing text.
+    """Exit code 16: a diff to import or port does not parse, or asks for more than editing text.
 
     A patch may only edit existing text files under ``vllm/``: a diff that adds, deletes, renames,
     copies or changes the mode of a file there, or carries a binary change, is refused whole.

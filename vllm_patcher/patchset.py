@@ -29,7 +29,7 @@ from typing import Any
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from .catalog import FileChange
+from .catalog import LIST_GONE_FROM, FileChange
 from .errors import BadSetting, PatchFolderError
 
 PATCH_TOML = "patch.toml"
@@ -467,9 +467,6 @@ class Layout:
         )
 
 
-_LIST_GONE_FROM = Version("0.22.0")
-
-
 def _unfinished(version: str) -> bool:
     try:
         v = Version(version)
@@ -498,7 +495,7 @@ def layout(
             verdicts[p.name] = Verdict.OUTSIDE
             continue
         if p.is_upstream(version) and not (
-            p.transforms and _unfinished(version) and Version(_base(version)) < _LIST_GONE_FROM
+            p.transforms and _unfinished(version) and Version(_base(version)) < LIST_GONE_FROM
         ):
             verdicts[p.name] = Verdict.UPSTREAM
             continue
