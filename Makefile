@@ -102,7 +102,7 @@ $(TEST_VENV)/.ready:
 test-venv: $(TEST_VENV)/.ready
 	$(TEST_VENV)/bin/pip install -q --no-deps --force-reinstall --no-build-isolation . 2>/dev/null \
 	  || $(TEST_VENV)/bin/pip install -q --no-deps --force-reinstall .
-	$(TEST_VENV)/bin/pip install -q "click>=8.1" "libcst>=1.1" "unidiff>=1.0" "packaging>=23" "merge3>=1.0" "remotezip>=0.12"
+	$(TEST_VENV)/bin/pip install -q "click>=8.1" "libcst>=1.1" "unidiff>=1.0" "packaging>=23" "merge3>=1.0" "remotezip>=0.12" "tomli-w>=1.0"
 
 # Any other release's venv (test-releases, test-venv-0171): same recipe, keyed by its version.
 $(CACHE)/venv-%/.ready:

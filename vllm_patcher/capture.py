@@ -214,7 +214,9 @@ def _write_patch_toml(
     path = patch_dir / PATCH_TOML
     if path.exists() and releases is None and summary is None:
         return
-    fields = {
+    import tomli_w  # only the commands that write patch.toml need it
+
+    fields: dict[str, str | list[str]] = {
         "name": name,
         "summary": summary or f"captured from an edit of vLLM {version}",
         "releases": releases or f"=={version}",
@@ -224,17 +226,14 @@ def _write_patch_toml(
 
         old = _read_toml(path)
         fields["summary"] = summary or str(old.get("summary", fields["summary"]))
-        fields["releases"] = releases or str(old.get("releases", fields["releases"]))
+        # a list of specifiers (port adds the releases it ports to) stays a list
+        kept = old.get("releases", fields["releases"])
+        fields["releases"] = releases or (kept if isinstance(kept, list) else str(kept))
         fixed = old.get("fixed_in")
         if fixed:
             fields["fixed_in"] = str(fixed)
     patch_dir.mkdir(parents=True, exist_ok=True)
-    text = "".join(f'{k} = "{_escape(v)}"\n' for k, v in fields.items())
-    path.write_text(text, encoding="utf-8")
-
-
-def _escape(value: str) -> str:
-    return value.replace("\\", "\\\\").replace('"', '\\"')
+    path.write_text(tomli_w.dumps(fields), encoding="utf-8")
 
 
 def _record(

@@ -771,11 +771,15 @@ def port(
             _echo(f"  vllm {r.version:<10} {r.outcome}{extra}{where}")
         for note in result.notes:
             _echo(f"note: {note}")
-        if not result.ok:
+        if result.having(porting.CONFLICT):
             _echo(
-                f"resolve the markers in {patch.folder / 'conflicts'}, then run "
+                f"resolve the markers in {patch.folder / porting.CONFLICTS}, then run "
                 f"`vllm-patcher {patch.args(f'port {name} --to VERSION --continue')}`"
             )
+    # --continue with markers left is a refusal for those releases (the others were written)
+    refusal = porting.markers_left(patch, result)
+    if refusal:
+        _echo(f"vllm-patcher: error: {refusal}", err=True)
     if not result.ok:
         sys.exit(PortConflict.exit_code)
 
@@ -888,12 +892,13 @@ def list_(opts: Options) -> None:
         cells = {}
         for p in catalogue.patches:
             verdict = lay.verdicts[p.name]
-            if p.pin(version) is not None:
-                cells[p.name] = "pinned-diff"
-            elif verdict is Verdict.UPSTREAM:
+            # what apply does there: a diff outside releases (or upstream) is not used
+            if verdict is Verdict.UPSTREAM:
                 cells[p.name] = "upstream"
             elif verdict is Verdict.OUTSIDE:
                 cells[p.name] = "not-applicable"
+            elif p.pin(version) is not None:
+                cells[p.name] = "pinned-diff"
             elif p.transforms:  # a release the codemods were pinned for, without this change
                 pinned_here = any(q.pin(version) for q in catalogue.patches if q.transforms)
                 cells[p.name] = "not-applicable" if pinned_here else "transform"

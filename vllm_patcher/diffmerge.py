@@ -233,7 +233,10 @@ def split_upstream_diff(diff_text: str) -> tuple[dict[str, str], list[str]]:
                 f"the diff {problem}; a patch may only edit existing text files under vllm/"
             )
         if not is_package_path(rel):
-            raise DiffShapeError(f"the diff names {rel!r}, which is not a path inside vllm/")
+            raise DiffShapeError(
+                f"the diff names {rel!r}, which is not a path inside vllm/ written plainly "
+                "(vllm/dir/file.py: no '.', '..' or empty names, no backslashes)"
+            )
         if rel in kept:
             raise DiffShapeError(f"the diff changes {rel} in two places; give each file once")
         kept[rel] = _file_text(f"a/{rel}", f"b/{rel}", patched)

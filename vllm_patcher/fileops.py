@@ -63,9 +63,23 @@ def fault_point(point: str) -> None:
 
 
 def is_package_path(rel: str) -> bool:
-    """The one rule for where the tool may write: a relative path inside ``vllm/``."""
-    parts = Path(rel).parts
-    return bool(parts) and parts[0] == "vllm" and ".." not in parts and not Path(rel).is_absolute()
+    """The one rule for where the tool may write: a relative path inside ``vllm/``, written the
+    one way RECORD writes it (``/`` between names; no empty, ``.`` or ``..`` name, no ``\\``), so
+    a path names one file and compares equal to its RECORD entry."""
+    return package_path_problem(rel) is None
+
+
+def package_path_problem(rel: str) -> str | None:
+    """What is wrong with ``rel`` as a file of the package (for a refusal), or None."""
+    parts = rel.split("/")
+    if len(parts) < 2 or parts[0] != "vllm" or ".." in parts:
+        return f"a path outside vllm/ ({rel})"
+    if "\\" in rel or any(p in ("", ".") for p in parts):
+        return (
+            f"{rel!r}, which is not a plain path (write it as RECORD does: vllm/dir/file.py, "
+            "no '.' or empty names, no backslashes)"
+        )
+    return None
 
 
 def os_error_message(path: Path | str | None, exc: OSError) -> str:

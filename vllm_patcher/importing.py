@@ -26,8 +26,9 @@ from .porting import (
     _base_bytes,
     _tree_target,
     drop_if_done,
-    keep_out_of_git,
+    refuse_markers,
     resolved_files,
+    write_pending,
 )
 from .target import Target
 
@@ -101,12 +102,13 @@ def import_diff(
     if pending.exists():
         shutil.rmtree(pending)
     if any(rej for *_, rej in outcomes.values()):
-        keep_out_of_git(pending.parent)
-        for rel, (_, text, conflict, rejects) in outcomes.items():
-            out = pending / rel
-            out.parent.mkdir(parents=True, exist_ok=True)
-            out.write_text(conflict if rejects else text, encoding="utf-8")
+        write_pending(
+            pending,
+            {rel: conflict if rej else text for rel, (_, text, conflict, rej) in outcomes.items()},
+        )
+        for rel, (*_, rejects) in outcomes.items():
             if rejects:
+                out = pending / rel
                 out.with_name(out.name + ".rej").write_text(rejects, encoding="utf-8")
         result.notes.append(
             f"fix the conflict-marked files under {pending} (the .rej files hold the hunks that "
@@ -135,14 +137,15 @@ def continue_import(
             f"no import of {name} is waiting for vLLM {version} ({pending} is absent); "
             f"run `vllm-patcher --patches {folder} import {name} --diff FILE` first"
         )
-    fixed = resolved_files(pending, f"vllm-patcher --patches {folder} import {name} --continue")
+    again = f"vllm-patcher --patches {folder} import {name} --continue"
+    fixed = resolved_files(pending, again, target.record)
+    refuse_markers(pending, fixed, again)
     ordered = Catalogue(tuple(p for p in catalogue.patches if p.name != name))
     tree = _tree_target(version.split("+", 1)[0], sorted(fixed), wheels)
     files = []
     result = ImportResult(name, version, folder / name, True)
-    for rel, path in fixed.items():
+    for rel, text in fixed.items():
         base = _base_bytes(ordered, "", tree, rel, tree.path(rel).read_bytes()).decode("utf-8")
-        text = path.read_text(encoding="utf-8")
         if text != base:
             files.append((rel, base, text))
             result.files[rel] = "resolved"

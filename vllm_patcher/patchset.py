@@ -2,7 +2,8 @@
 
 A patch folder::
 
-    NAME/patch.toml                 name, summary, releases (a PEP 440 specifier), fixed_in
+    NAME/patch.toml                 name, summary, releases (a PEP 440 specifier, or a list of
+                                    them: a release any one matches), fixed_in
     NAME/vllm-VERSION/patch.diff    the change for that release (``a/vllm/...`` paths)
     NAME/vllm-VERSION/manifest.json sha256 of every touched file before and after the diff
     NAME/checks/*.py                behaviour checks verify runs in the target's interpreter
@@ -20,13 +21,13 @@ import functools
 import json
 import os
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.specifiers import InvalidSpecifier, Specifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from .catalog import LIST_GONE_FROM, FileChange
@@ -37,7 +38,71 @@ DIFF = "patch.diff"
 MANIFEST = "manifest.json"
 SERIES = "series"
 BUILTIN = "built-in"
-_NAME_CHARS = set("abcdefghijklmnopqrstuvwxyz0123456789-_.")
+_NAME_FIRST = set("abcdefghijklmnopqrstuvwxyz0123456789")
+_NAME_CHARS = _NAME_FIRST | set("-_.")
+
+
+def valid_patch_name(name: str) -> bool:
+    """The one rule for a patch's name, which is also its folder's name: lower-case letters,
+    digits, '-', '_' and '.', starting with a letter or a digit (never '.', '..', a path or a
+    hidden folder)."""
+    return bool(name) and name[0] in _NAME_FIRST and not set(name) - _NAME_CHARS
+
+
+@dataclass(frozen=True)
+class Releases:
+    """``releases`` of a patch.toml: one PEP 440 specifier, or a list of them (PEP 440 has no
+    "or"): a release is covered when any one of them matches it."""
+
+    sets: tuple[SpecifierSet, ...]
+
+    def contains(self, version: str) -> bool:
+        return any(s.contains(version, prereleases=True) for s in self.sets)
+
+    def __iter__(self) -> Iterator[Specifier]:
+        for s in self.sets:
+            yield from s
+
+    def __str__(self) -> str:
+        return " || ".join(str(s) for s in self.sets)
+
+    def __bool__(self) -> bool:  # "" (any release) is falsy, as an empty SpecifierSet is
+        return bool(str(self))
+
+
+def admits_a_release(spec: SpecifierSet) -> bool:
+    """Whether any final release (what ``covers`` compares: a build's base version) satisfies
+    ``spec``; ``">=1.0,<0.5"`` does not.
+
+    The final releases a specifier admits form intervals whose ends are its own versions (a
+    wildcard or ``~=`` also ends where its prefix does), so a non-empty piece holds one of: such a
+    boundary, a version just above one (the boundary with a ``.0...0.1`` finer than every
+    boundary appended), or 0. Checking those candidates is exact.
+    """
+    bounds = {Version("0")}
+    for s in spec:
+        text = s.version.removesuffix(".*")
+        try:
+            v = Version(text)
+        except InvalidVersion:  # "===" with a string no release is named
+            continue
+        release = v.release
+        bounds.add(Version(v.base_version))
+        if s.version.endswith(".*"):
+            bounds.add(_with_release(v, (*release[:-1], release[-1] + 1)))
+        if s.operator == "~=" and len(release) > 1:
+            bounds.add(_with_release(v, (*release[:-2], release[-2] + 1)))
+    finest = max(len(b.release) for b in bounds) + 1
+    candidates = set(bounds)
+    for b in bounds:
+        pad = (0,) * (finest - len(b.release))
+        candidates.add(_with_release(b, (*b.release, *pad, 1)))
+    return any(spec.contains(str(c), prereleases=True) for c in candidates)
+
+
+def _with_release(v: Version, release: tuple[int, ...]) -> Version:
+    epoch = f"{v.epoch}!" if v.epoch else ""
+    return Version(epoch + ".".join(map(str, release)))
 
 
 @dataclass(frozen=True)
@@ -86,7 +151,7 @@ class Patch:
 
     name: str
     summary: str
-    releases: SpecifierSet
+    releases: Releases
     fixed_in: Version | None
     folder: Path
     origin: str  # "built-in", or the folder it was given in
@@ -102,7 +167,7 @@ class Patch:
         return rest if self.builtin else f"--patches {self.origin} {rest}"
 
     def covers(self, version: str) -> bool:
-        return self.releases.contains(_base(version), prereleases=True)
+        return self.releases.contains(_base(version))
 
     def is_upstream(self, version: str) -> bool:
         return self.fixed_in is not None and Version(_base(version)) >= self.fixed_in
@@ -271,8 +336,21 @@ def _load_folder(root: Path, origin: str) -> list[Patch]:
 
 @functools.cache
 def _load_folder_cached(root: Path, origin: str) -> tuple[Patch, ...]:
+    if origin != BUILTIN:
+        _refuse_top_links(root)
     names = _series(root)
     return tuple(_load_patch(root / name, origin) for name in names)
+
+
+def _refuse_top_links(root: Path) -> None:
+    """A link among a patches folder's own entries (a patch folder, the series file) would load
+    a patch from wherever it points; patch folders' contents are checked in ``_load_patch``."""
+    for child in root.iterdir():
+        if child.is_symlink():
+            raise PatchFolderError(
+                f"{child} is a symbolic link; a patches folder must hold plain folders and files "
+                "(copy the target in instead)"
+            )
 
 
 def _series(root: Path) -> list[str]:
@@ -284,6 +362,11 @@ def _series(root: Path) -> list[str]:
         ]
         names = [n for n in names if n]
         for n in names:
+            if not valid_patch_name(n):
+                raise PatchFolderError(
+                    f"{listed} names {n!r}, which is not a patch name (lower-case letters, "
+                    f"digits, '-', '_' and '.'); it lists the patch folders inside {root} by name"
+                )
             if not (root / n / PATCH_TOML).is_file():
                 raise PatchFolderError(
                     f"{listed} names {n!r}, but {root / n / PATCH_TOML} is missing"
@@ -325,21 +408,16 @@ def _load_patch(folder: Path, origin: str) -> Patch:
         raise PatchFolderError(
             f"{where}: name = {name!r} must equal the folder's name {folder.name!r}"
         )
-    if not name or set(name) - _NAME_CHARS:
+    if not isinstance(name, str) or not valid_patch_name(name):
         raise PatchFolderError(
-            f"{where}: name {name!r} may use only lower-case letters, digits, '-', '_' and '.'"
+            f"{where}: name {name!r} may use only lower-case letters, digits, '-', '_' and '.', "
+            "starting with a letter or a digit"
         )
     summary = data.get("summary", "")
-    releases = data.get("releases", "")
     fixed_in = data.get("fixed_in")
-    if not isinstance(summary, str) or not isinstance(releases, str):
-        raise PatchFolderError(f"{where}: summary and releases must be strings")
-    try:
-        spec = SpecifierSet(releases)
-    except InvalidSpecifier:
-        raise PatchFolderError(
-            f'{where}: releases = {releases!r} is not a PEP 440 specifier (e.g. ">=0.11.1")'
-        ) from None
+    if not isinstance(summary, str):
+        raise PatchFolderError(f"{where}: summary must be a string")
+    spec = _releases(data.get("releases", ""), where)
     try:
         fixed = Version(fixed_in) if fixed_in is not None else None
     except (InvalidVersion, TypeError):
@@ -359,6 +437,35 @@ def _load_patch(folder: Path, origin: str) -> Patch:
         )
     )
     return Patch(name, summary, spec, fixed, folder, origin, transforms, versions)
+
+
+def _releases(raw: object, where: Path) -> Releases:
+    """A specifier string, or a list of them; each must parse and admit some release."""
+    if isinstance(raw, str):
+        items = [raw]
+    elif isinstance(raw, list) and all(isinstance(r, str) for r in raw):
+        items = list(raw)
+    else:
+        raise PatchFolderError(f"{where}: releases must be a string or a list of strings")
+    sets = []
+    for item in items:
+        try:
+            spec = SpecifierSet(item)
+        except InvalidSpecifier:
+            raise PatchFolderError(
+                f'{where}: releases = {item!r} is not a PEP 440 specifier (e.g. ">=0.11.1")'
+            ) from None
+        if not admits_a_release(spec):
+            raise PatchFolderError(
+                f"{where}: releases = {item!r} matches no release; fix the range (a lower "
+                "bound below the upper one)"
+            )
+        sets.append(spec)
+    if not sets:
+        raise PatchFolderError(
+            f'{where}: releases = [] matches no release; name some (e.g. ["==0.15.1"])'
+        )
+    return Releases(tuple(sets))
 
 
 def _transforms(raw: object, where: Path, origin: str) -> tuple[FileChange, ...]:
@@ -398,7 +505,7 @@ def _version_key(version: str) -> tuple[Any, ...]:
 
 @functools.cache
 def _load_pin(patch: str, version: str, folder: Path) -> Pin:
-    from .fileops import is_package_path
+    from .fileops import is_package_path, package_path_problem
 
     path = folder / MANIFEST
     try:
@@ -413,7 +520,7 @@ def _load_pin(patch: str, version: str, folder: Path) -> Pin:
         ) from None
     for rel in files:
         if not is_package_path(rel):
-            raise PatchFolderError(f"{path} names a path outside vllm/ ({rel}); refusing to use it")
+            raise PatchFolderError(f"{path} names {package_path_problem(rel)}; refusing to use it")
     if not files:
         raise PatchFolderError(f"{path} lists no files; delete {folder} or capture again")
     return Pin(patch, version, folder, files)

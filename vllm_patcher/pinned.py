@@ -16,10 +16,11 @@ from .errors import PatchFolderError, StateError
 
 
 def _check_rel(rel: str, where: Path | str) -> None:
-    from .fileops import is_package_path
+    from .fileops import package_path_problem
 
-    if not is_package_path(rel):
-        raise PatchFolderError(f"{where} names a path outside vllm/ ({rel}); refusing to use it")
+    problem = package_path_problem(rel)
+    if problem:
+        raise PatchFolderError(f"{where} names {problem}; refusing to use it")
 
 
 def make_diff(rel: str, before: str, after: str) -> str:

@@ -4,28 +4,34 @@ For each file: base = the bytes the patch's diff was made on (the release it is 
 the patches below it in the series), theirs = base with the diff, ours = the other release's
 pristine file with the patches below it there. A clean merge becomes that release's diff and
 manifest; a conflict writes nothing for that release and leaves every merged file, markers and
-all, under ``NAME/conflicts/vllm-VERSION/`` for ``port NAME --to VERSION --continue``.
+all, under ``NAME/conflicts/vllm-VERSION/`` (with a list of the files it wrote, the only ones
+``--continue`` takes) for ``port NAME --to VERSION --continue``. A release that ends pinned is
+added to ``releases`` in patch.toml when that does not cover it yet, so apply uses it there.
 port only writes the patch folder, never site-packages.
 """
 
 from __future__ import annotations
 
+import json
 import shutil
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from packaging.version import Version
+from packaging.version import InvalidVersion, Version
 
 from . import pinned, sources
+from .catalog import FIRST_PATCHABLE
 from .diffmerge import conflict_marker_lines, merge_three
-from .errors import BadSetting, PatchFolderError, PortConflict
-from .patchset import Catalogue, Patch, layout
+from .errors import BadSetting, PatchFolderError, PortConflict, UnsupportedRelease
+from .patchset import PATCH_TOML, Catalogue, Patch, layout
 from .plan import _run
 from .target import Target, file_hash, locate_in_directory
 
 CONFLICTS = "conflicts"
+CONFLICT_FILES = ".conflict-files.json"  # in conflicts/vllm-VERSION/: the files the conflict wrote
 CLEAN, CONFLICT, ABSENT, PINNED_ALREADY = "clean", "conflict", "file absent", "already pinned"
+MARKERS = "markers remain"  # --continue: the resolved copies still hold conflict markers
 
 
 @dataclass
@@ -55,6 +61,9 @@ class PortResult:
     def ok(self) -> bool:
         return all(r.outcome in (CLEAN, PINNED_ALREADY) for r in self.releases)
 
+    def having(self, outcome: str) -> list[ReleaseOutcome]:
+        return [r for r in self.releases if r.outcome == outcome]
+
     def to_dict(self) -> dict[str, object]:
         return {
             "name": self.name,
@@ -72,22 +81,84 @@ def keep_out_of_git(conflicts: Path) -> None:
     (conflicts / ".gitignore").write_text("# work in progress of port/import --continue\n*\n")
 
 
-def resolved_files(pending: Path, again: str) -> dict[str, Path]:
-    """The fixed copies waiting under ``pending`` (by path under site-packages, ``.rej`` left
-    out); refused while any still has conflict markers. ``again`` is the command to rerun."""
-    fixed = {
-        p.relative_to(pending).as_posix(): p
-        for p in sorted(pending.rglob("*"))
-        if p.is_file() and p.suffix != ".rej"
-    }
-    for path in fixed.values():
-        marks = conflict_marker_lines(path.read_text(encoding="utf-8"))
-        if marks:
+def write_pending(pending: Path, texts: Mapping[str, str]) -> None:
+    """Leave a conflict's files (by path under site-packages) under ``pending``, replacing an
+    earlier attempt, with the list of them that ``--continue`` reads (an editor's swap or backup
+    file next to them is not part of the patch)."""
+    if pending.exists():
+        shutil.rmtree(pending)
+    keep_out_of_git(pending.parent)
+    for rel, text in texts.items():
+        out = pending / rel
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text, encoding="utf-8")
+    listing = {"files": sorted(texts)}
+    (pending / CONFLICT_FILES).write_text(json.dumps(listing, indent=2) + "\n", encoding="utf-8")
+
+
+def resolved_files(pending: Path, again: str, known: Collection[str]) -> dict[str, str]:
+    """The text of each file the conflict left under ``pending`` (by path under site-packages),
+    and nothing else there. Refused when one is missing or not UTF-8 text. A conflict left by an
+    earlier version of the tool has no list of its files: then the files there that ``known``
+    (the release's files the patch may touch) names are taken. ``again`` is the command to rerun.
+    """
+    from .fileops import is_package_path
+
+    listing = pending / CONFLICT_FILES
+    if listing.is_file():
+        try:
+            rels = json.loads(listing.read_text(encoding="utf-8"))["files"]
+            if not isinstance(rels, list) or not all(isinstance(r, str) for r in rels):
+                raise TypeError("files is not a list of paths")
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise PatchFolderError(
+                f"{listing} is unreadable ({exc}); run the port or import again to remake {pending}"
+            ) from None
+        bad = [r for r in rels if not is_package_path(r)]
+        if bad:
+            raise PatchFolderError(f"{listing} names a path outside vllm/ ({bad[0]})")
+    else:
+        rels = sorted(
+            rel
+            for rel in (p.relative_to(pending).as_posix() for p in pending.rglob("*"))
+            if rel in known and (pending / rel).is_file()
+        )
+    texts = {}
+    for rel in rels:
+        path = pending / rel
+        try:
+            texts[rel] = path.read_bytes().decode("utf-8")
+        except FileNotFoundError:
             raise PortConflict(
-                f"{path} still has conflict markers (line {marks[0]}); resolve them, then run "
-                f"`{again}` again"
-            )
-    return fixed
+                f"{path} is missing: the conflict left it there to resolve; put it back (or "
+                f"start over with the port or import that made {pending}), then run `{again}`"
+            ) from None
+        except UnicodeDecodeError as exc:
+            raise PortConflict(
+                f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start}); save it as "
+                f"UTF-8, then run `{again}`"
+            ) from None
+    return texts
+
+
+def first_markers(texts: Mapping[str, str]) -> dict[str, int]:
+    """Each file that still has conflict markers, and the line of its first one."""
+    out = {}
+    for rel, text in texts.items():
+        marks = conflict_marker_lines(text)
+        if marks:
+            out[rel] = marks[0]
+    return out
+
+
+def refuse_markers(pending: Path, texts: Mapping[str, str], again: str) -> None:
+    marked = first_markers(texts)
+    if marked:
+        rel, line = next(iter(marked.items()))
+        raise PortConflict(
+            f"{pending / rel} still has conflict markers (line {line}); resolve them, then run "
+            f"`{again}` again"
+        )
 
 
 def drop_if_done(conflicts: Path) -> None:
@@ -143,24 +214,98 @@ def port(
         raise PatchFolderError(
             f"{name} has no pinned diff to port from; capture or import it first"
         )
+    versions = _releases_to_port_to(versions)
     needed = sorted(set(patch.all_paths()) | set(_below(catalogue, name).all_paths()))
     result = PortResult(name, "", [])
-    for version in versions:
-        if not patch.covers(version):
-            result.notes.append(
-                f"vLLM {version} is outside {name}'s releases ({patch.releases}); widen "
-                f"releases in {patch.folder / 'patch.toml'} for apply to use it"
-            )
-        if resume:
-            result.releases.append(_continue(catalogue, patch, version, needed, wheels))
-            continue
-        if version in patch.pinned_versions:
-            result.releases.append(ReleaseOutcome(version, PINNED_ALREADY))
-            continue
-        source = _nearest(patch.pinned_versions, version)
-        result.source = result.source or source
-        result.releases.append(_port_one(catalogue, patch, source, version, needed, wheels))
+    if resume:
+        result.releases = _continue(catalogue, patch, versions, needed, wheels, result.notes)
+    else:
+        for version in versions:
+            if version in patch.pinned_versions:
+                result.releases.append(ReleaseOutcome(version, PINNED_ALREADY))
+                continue
+            source = _nearest(patch.pinned_versions, version)
+            result.source = result.source or source
+            result.releases.append(_port_one(catalogue, patch, source, version, needed, wheels))
+    _widen_releases(patch, result)
+    for r in result.having(ABSENT):
+        result.notes.append(
+            f"vLLM {r.version} has no {', '.join(r.files)}: {name} cannot be carried there; "
+            "leave that release out"
+        )
     return result
+
+
+def _releases_to_port_to(versions: list[str]) -> list[str]:
+    """Each release once, normalised (``0.17.01`` is 0.17.1); not a version is a usage error, a
+    release older than the first one the tool patches is refused before anything is fetched."""
+    out = []
+    for given in versions:
+        try:
+            version = Version(given)
+        except InvalidVersion:
+            raise BadSetting(f"--to {given!r} is not a vLLM version (e.g. 0.17.1)") from None
+        if Version(version.base_version) < FIRST_PATCHABLE:
+            raise UnsupportedRelease(
+                f"vLLM {version} is older than {FIRST_PATCHABLE}, the first release vllm-patcher "
+                f"patches; port to {FIRST_PATCHABLE} or later"
+            )
+        out.append(str(version))
+    return list(dict.fromkeys(out))
+
+
+def _widen_releases(patch: Patch, result: PortResult) -> None:
+    """A release that ends pinned but outside ``releases`` is added to it in patch.toml, so
+    ``apply`` uses the diff port made there instead of calling the patch not applicable."""
+    added = [
+        r.version
+        for r in result.releases
+        if r.outcome in (CLEAN, PINNED_ALREADY) and not patch.covers(r.version)
+    ]
+    if added:
+        now = add_releases(patch.folder / PATCH_TOML, added)
+        result.notes.append(
+            f"added {', '.join(added)} to releases in {patch.folder / PATCH_TOML} "
+            f"(now {json.dumps(now)}), so apply uses {patch.name} there"
+        )
+    for version in added:
+        if patch.is_upstream(version):
+            result.notes.append(
+                f"vLLM {version} is at or past {patch.name}'s fixed_in ({patch.fixed_in}): "
+                "apply treats the patch as upstream there"
+            )
+
+
+def add_releases(toml: Path, versions: list[str]) -> list[str]:
+    """Rewrite ``releases`` in ``toml`` as a list: what it covered, and ``==V`` for each of
+    ``versions`` (PEP 440 has no "or"; a range widened to the new release would also take in the
+    releases between, which have no diff). A list of ``==`` pins only is kept in version order."""
+    import tomli_w  # only port writes patch.toml this way; status and apply never load it
+
+    from .patchset import _read_toml
+
+    data = _read_toml(toml)
+    old = data.get("releases", "")
+    entries = [old] if isinstance(old, str) else [str(e) for e in old]
+    entries += [f"=={v}" for v in sorted(versions, key=Version) if f"=={v}" not in entries]
+    pins = [_pinned_release(e) for e in entries]
+    if all(pins):
+        entries = [f"=={v}" for v in sorted({str(v) for v in pins if v}, key=Version)]
+    data["releases"] = entries
+    tmp = toml.with_name(f".{toml.name}.tmp")
+    tmp.write_text(tomli_w.dumps(data), encoding="utf-8")
+    tmp.replace(toml)
+    return entries
+
+
+def _pinned_release(entry: str) -> Version | None:
+    """The release of an ``==X`` specifier (no wildcard), else None."""
+    from packaging.specifiers import SpecifierSet
+
+    specs = list(SpecifierSet(entry))
+    if len(specs) != 1 or specs[0].operator != "==" or specs[0].version.endswith(".*"):
+        return None
+    return Version(specs[0].version)
 
 
 def _nearest(pinned_versions: tuple[str, ...], version: str) -> str:
@@ -220,13 +365,7 @@ def _port_one(
     release_dir = patch.folder / f"vllm-{version}"
     pending = patch.folder / CONFLICTS / f"vllm-{version}"
     if conflicted:
-        if pending.exists():
-            shutil.rmtree(pending)
-        keep_out_of_git(pending.parent)
-        for rel, (_, text, _) in merged.items():
-            out = pending / rel
-            out.parent.mkdir(parents=True, exist_ok=True)
-            out.write_text(text, encoding="utf-8")
+        write_pending(pending, {rel: text for rel, (_, text, _) in merged.items()})
         return ReleaseOutcome(version, CONFLICT, conflicted, str(pending))
     files = [(rel, ours, text) for rel, (ours, text, _) in merged.items() if ours != text]
     pinned.write_pin(release_dir, version, patch.name, files)
@@ -236,33 +375,69 @@ def _port_one(
 def _continue(
     catalogue: Catalogue,
     patch: Patch,
-    version: str,
+    versions: list[str],
     needed: list[str],
-    wheels: Mapping[str, Path] | None = None,
-) -> ReleaseOutcome:
-    pending = patch.folder / CONFLICTS / f"vllm-{version}"
-    if not pending.is_dir():
-        raise BadSetting(
-            f"no conflicts are waiting for {patch.name} on vLLM {version} ({pending} is absent); "
-            f"run `vllm-patcher {patch.args(f'port {patch.name} --to {version}')}` first"
-        )
-    again = f"vllm-patcher {patch.args(f'port {patch.name} --to {version} --continue')}"
-    fixed = resolved_files(pending, again)
-    dst = _tree_target(version, needed, wheels)
-    files = []
-    for rel, path in fixed.items():
-        ours = _base_bytes(catalogue, patch.name, dst, rel, dst.path(rel).read_bytes()).decode(
-            "utf-8"
-        )
-        text = path.read_text(encoding="utf-8")
-        if text != ours:
-            files.append((rel, ours, text))
-    if not files:
-        raise PortConflict(
-            f"the resolved files in {pending} change nothing; {patch.name} would be empty on {version}"
-        )
-    release_dir = patch.folder / f"vllm-{version}"
-    pinned.write_pin(release_dir, version, patch.name, files)
-    shutil.rmtree(pending)
+    wheels: Mapping[str, Path] | None,
+    notes: list[str],
+) -> list[ReleaseOutcome]:
+    """Every release's resolved files are read and checked before any is written (a refusal
+    writes nothing); then the releases without markers get their diff. A release already
+    pinned with nothing waiting says so (running the same command again is harmless)."""
+    outcomes: list[ReleaseOutcome] = []
+    ready: list[tuple[str, Path, list[tuple[str, str, str]]]] = []
+    for version in versions:
+        pending = patch.folder / CONFLICTS / f"vllm-{version}"
+        if not pending.is_dir():
+            if version in patch.pinned_versions:
+                outcomes.append(ReleaseOutcome(version, PINNED_ALREADY))
+                continue
+            raise BadSetting(
+                f"no conflicts are waiting for {patch.name} on vLLM {version} ({pending} is "
+                f"absent); run `vllm-patcher {patch.args(f'port {patch.name} --to {version}')}` "
+                "first"
+            )
+        again = f"vllm-patcher {patch.args(f'port {patch.name} --to {version} --continue')}"
+        texts = resolved_files(pending, again, needed)
+        marked = first_markers(texts)
+        if marked:
+            outcomes.append(ReleaseOutcome(version, MARKERS, sorted(marked), str(pending)))
+            notes.extend(
+                f"{pending / rel} still has conflict markers (line {line}); resolve them, then "
+                f"run `{again}` again"
+                for rel, line in sorted(marked.items())
+            )
+            continue
+        dst = _tree_target(version, needed, wheels)
+        files = []
+        for rel, text in texts.items():
+            start = dst.path(rel).read_bytes()
+            ours = _base_bytes(catalogue, patch.name, dst, rel, start).decode("utf-8")
+            if text != ours:
+                files.append((rel, ours, text))
+        if not files:
+            raise PortConflict(
+                f"the resolved files in {pending} change nothing; {patch.name} would be empty "
+                f"on {version}"
+            )
+        release_dir = patch.folder / f"vllm-{version}"
+        outcomes.append(ReleaseOutcome(version, CLEAN, [], str(release_dir)))
+        ready.append((version, pending, files))
+    for version, pending, files in ready:
+        pinned.write_pin(patch.folder / f"vllm-{version}", version, patch.name, files)
+        shutil.rmtree(pending)
     drop_if_done(patch.folder / CONFLICTS)
-    return ReleaseOutcome(version, CLEAN, [], str(release_dir))
+    return outcomes
+
+
+def markers_left(patch: Patch, result: PortResult) -> str | None:
+    """The refusal line for a ``--continue`` that found markers in some release, or None."""
+    marked = result.having(MARKERS)
+    if not marked:
+        return None
+    first = marked[0]
+    more = f" (and in {len(marked) - 1} more release(s))" if len(marked) > 1 else ""
+    again = patch.args(f"port {patch.name} {' '.join(f'--to {r.version}' for r in marked)}")
+    return (
+        f"conflict markers remain in {Path(first.folder) / first.files[0]}{more}; resolve them, "
+        f"then run `vllm-patcher {again} --continue` again"
+    )
