@@ -141,3 +141,23 @@ class PortConflict(PatcherError):
     markers remain); the releases that merged cleanly were written."""
 
     exit_code = 17
+
+
+class ServerUnreachable(PatcherError):
+    """payoff: the server's /metrics cannot be read (down, wrong URL, not a vLLM server), or a
+    saved scrape or log file cannot be read as one."""
+
+    exit_code = 18
+
+
+class NoSpeculation(PatcherError):
+    """payoff: the server exports no speculative-decoding counters (no --speculative-config, or
+    --disable-log-stats)."""
+
+    exit_code = 19
+
+
+class NoDrafts(PatcherError):
+    """payoff: the window holds no drafts (no traffic, or a window too short to see one)."""
+
+    exit_code = 20

@@ -1,0 +1,69 @@
+"""``--plot FILE.png``: the acceptance curve and the expected speedup per k (matplotlib, the
+optional ``plot`` extra, imported only here)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..errors import BadSetting
+
+if TYPE_CHECKING:
+    from .analysis import Analysis
+
+
+def _pyplot() -> Any:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    return plt
+
+
+def check_available(path: Path) -> None:
+    """Before anything is measured: a plot that cannot be drawn is a usage error."""
+    if path.suffix.lower() != ".png":
+        raise BadSetting(f"--plot {path}: give a .png file name")
+    if _pyplot() is None:
+        raise BadSetting(
+            "--plot needs matplotlib: pip install 'vllm-patcher[plot]' (or matplotlib) into "
+            "the tool's environment"
+        )
+
+
+def draw(a: Analysis, path: Path) -> None:
+    plt = _pyplot()
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    positions = list(range(1, a.k + 1))
+    left.plot(positions, [p * 100 for p in a.prefix], "o-", label="draft accepted up to here")
+    left.plot(
+        positions,
+        [(c or 0) * 100 for c in a.conditional],
+        "s--",
+        label="accepted, given the one before",
+    )
+    left.set_xlabel("draft position")
+    left.set_ylabel("% of drafts")
+    left.set_ylim(0, 105)
+    left.set_xticks(positions)
+    left.set_title(f"acceptance (mean length {a.mean_acceptance_length or 0:.2f}, k = {a.k})")
+    left.legend(loc="lower left")
+    if a.expected_speedup:
+        ks = list(a.expected_speedup)
+        right.plot(ks, list(a.expected_speedup.values()), "o-", label="expected (fitted)")
+        if a.speedup is not None:
+            right.plot([a.k], [a.speedup], "r*", markersize=14, label="measured")
+        right.set_xticks(ks)
+    else:
+        right.text(0.5, 0.5, "no baseline:\nspeedup not measured", ha="center", va="center")
+    right.axhline(1.0, color="grey", linestyle=":", label="break-even")
+    right.set_xlabel("num_speculative_tokens")
+    right.set_ylabel("speedup (x)")
+    right.set_title(f"verdict: {a.verdict}")
+    right.legend(loc="best")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)

@@ -1,0 +1,146 @@
+"""One reading of a vLLM server's counters: ``/metrics`` text parsed with prometheus_client.
+
+Counters are summed over the ``engine`` label (one series per data-parallel rank). The text may
+come from the server (``GET BASE/metrics``), from a saved file, in the classic format
+(``vllm:..._total``) or OpenMetrics (``vllm_..._total``), in single- or multi-process mode.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import ServerUnreachable
+
+TIMEOUT = 10.0  # seconds for one GET of /metrics
+
+SPEC = "spec_decode_num_"  # the four speculative-decoding counters share this stem
+
+
+@dataclass(frozen=True)
+class Reading:
+    """Cumulative values since the server's metrics were created (summed over engines)."""
+
+    source: str
+    at: float  # when it was read (Unix time): the scrape, or the saved file's modification time
+    spec: bool  # the server exports the speculative-decoding counters
+    drafts: float = 0.0
+    draft_tokens: float = 0.0
+    accepted: float = 0.0
+    per_pos: tuple[float, ...] = ()  # position 0 .. k-1
+    generation_tokens: float = 0.0
+    first_tokens: float = 0.0  # time_to_first_token_seconds_count: one per request
+    step_seconds: float = 0.0  # inter_token_latency_seconds_sum: one sample per request-step
+    steps: float = 0.0  # inter_token_latency_seconds_count
+    request_tpot_sum: float = 0.0  # request_time_per_output_token_seconds
+    request_tpot_count: float = 0.0
+    running: float = 0.0  # num_requests_running (a gauge: the batch now)
+    created: float | None = None  # the earliest spec counter's _created (single-process mode)
+    model: str = ""
+    engines: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def k(self) -> int:
+        return len(self.per_pos)
+
+
+def _key(name: str) -> str | None:
+    """``vllm:spec_decode_num_drafts_total`` (or ``vllm_...``) -> ``spec_decode_num_drafts_total``."""
+    for prefix in ("vllm:", "vllm_"):
+        if name.startswith(prefix):
+            return name[len(prefix) :]
+    return None
+
+
+def parse(text: str, source: str, at: float) -> Reading:
+    """A reading from Prometheus exposition text; ServerUnreachable when it is none."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    sums: dict[str, float] = {}
+    per_pos: dict[int, float] = {}
+    created: list[float] = []
+    engines: set[str] = set()
+    model = ""
+    seen_vllm = False
+    try:
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                key = _key(sample.name)
+                if key is None:
+                    continue
+                seen_vllm = True
+                if "engine" in sample.labels:
+                    engines.add(sample.labels["engine"])
+                model = model or sample.labels.get("model_name", "")
+                if key == f"{SPEC}accepted_tokens_per_pos_total":
+                    pos = int(sample.labels.get("position", "0"))
+                    per_pos[pos] = per_pos.get(pos, 0.0) + sample.value
+                elif key.startswith(SPEC) and key.endswith("_created"):
+                    created.append(sample.value)
+                else:
+                    sums[key] = sums.get(key, 0.0) + sample.value
+    except (ValueError, TypeError, KeyError, IndexError) as exc:
+        raise ServerUnreachable(
+            f"{source} is not Prometheus metrics text ({type(exc).__name__}: {exc}); give the "
+            "server's base URL or a file saved from its /metrics"
+        ) from None
+    if not seen_vllm:
+        raise ServerUnreachable(f"{source} has no vllm: metrics; is it a vLLM server's /metrics?")
+    spec = f"{SPEC}drafts_total" in sums
+    k = max(per_pos) + 1 if per_pos else 0
+    return Reading(
+        source=source,
+        at=at,
+        spec=spec,
+        drafts=sums.get(f"{SPEC}drafts_total", 0.0),
+        draft_tokens=sums.get(f"{SPEC}draft_tokens_total", 0.0),
+        accepted=sums.get(f"{SPEC}accepted_tokens_total", 0.0),
+        per_pos=tuple(per_pos.get(i, 0.0) for i in range(k)),
+        generation_tokens=sums.get("generation_tokens_total", 0.0),
+        first_tokens=sums.get("time_to_first_token_seconds_count", 0.0),
+        step_seconds=sums.get("inter_token_latency_seconds_sum", 0.0),
+        steps=sums.get("inter_token_latency_seconds_count", 0.0),
+        request_tpot_sum=sums.get("request_time_per_output_token_seconds_sum", 0.0),
+        request_tpot_count=sums.get("request_time_per_output_token_seconds_count", 0.0),
+        running=sums.get("num_requests_running", 0.0),
+        created=min(created) if created else None,
+        model=model,
+        engines=tuple(sorted(engines)),
+    )
+
+
+def metrics_url(base: str) -> str:
+    base = base.rstrip("/")
+    return base if base.endswith("/metrics") else f"{base}/metrics"
+
+
+def fetch(base: str, timeout: float = TIMEOUT) -> Reading:
+    """GET the server's /metrics now (the exact path, which always answers the classic text)."""
+    import urllib.error
+    import urllib.request
+
+    url = metrics_url(base)
+    if not url.startswith(("http://", "https://")):
+        raise ServerUnreachable(f"{base} is not an http(s) URL; give the server's base URL")
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as answer:  # noqa: S310 (http only)
+            text = answer.read().decode("utf-8", errors="replace")
+    except urllib.error.HTTPError as exc:
+        raise ServerUnreachable(f"{url} answered HTTP {exc.code}; is it a vLLM server?") from None
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise ServerUnreachable(
+            f"cannot read {url}: {reason}; is the server up and the URL right?"
+        ) from None
+    return parse(text, url, time.time())
+
+
+def read_file(path: Path) -> Reading:
+    """A saved scrape (``curl -s BASE/metrics > FILE``); its time is the file's mtime."""
+    try:
+        text = path.read_text(encoding="utf-8")
+        at = path.stat().st_mtime
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ServerUnreachable(f"cannot read the metrics file {path}: {exc}") from None
+    return parse(text, str(path), at)

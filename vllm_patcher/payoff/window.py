@@ -1,0 +1,87 @@
+"""What happened between two readings (or since the server started): the counters' differences.
+
+Prometheus counters only grow while the server runs; a counter that went down means the server
+restarted (or its metrics were reset) between the readings, and then the later reading alone is
+the window, since that restart.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .scrape import Reading
+
+
+@dataclass(frozen=True)
+class Window:
+    source: str
+    seconds: float | None  # None: since start, and the start is not known
+    since_start: bool
+    reset: bool  # the counters went down between the readings: the later one alone is used
+    k: int
+    drafts: float
+    draft_tokens: float
+    accepted: float
+    per_pos: tuple[float, ...]
+    generation_tokens: float = 0.0
+    first_tokens: float = 0.0
+    step_seconds: float = 0.0
+    steps: float = 0.0
+    running: float | None = None  # requests running, averaged over the readings
+    approximate: bool = False  # counts rebuilt from rounded log figures
+    spec: bool = True
+
+    @property
+    def emitted(self) -> float:
+        """Tokens emitted by decode steps (each request's first token is the prefill's)."""
+        return max(self.generation_tokens - self.first_tokens, 0.0)
+
+
+_COUNTERS = (
+    "drafts",
+    "draft_tokens",
+    "accepted",
+    "generation_tokens",
+    "first_tokens",
+    "step_seconds",
+    "steps",
+)
+
+
+def between(first: Reading | None, last: Reading) -> Window:
+    if first is None:
+        return _since_start(last)
+    k = max(first.k, last.k)
+    before = tuple(first.per_pos) + (0.0,) * (k - first.k)
+    after = tuple(last.per_pos) + (0.0,) * (k - last.k)
+    went_down = any(getattr(last, n) < getattr(first, n) for n in _COUNTERS) or any(
+        b < a for a, b in zip(before, after, strict=True)
+    )
+    if went_down or (first.created is not None and last.created != first.created):
+        return _since_start(last, reset=True)
+    return Window(
+        source=last.source,
+        seconds=max(last.at - first.at, 0.0),
+        since_start=False,
+        reset=False,
+        k=k,
+        per_pos=tuple(b - a for a, b in zip(before, after, strict=True)),
+        running=(first.running + last.running) / 2,
+        spec=last.spec,
+        **{n: getattr(last, n) - getattr(first, n) for n in _COUNTERS},
+    )
+
+
+def _since_start(last: Reading, reset: bool = False) -> Window:
+    seconds = last.at - last.created if last.created is not None else None
+    return Window(
+        source=last.source,
+        seconds=seconds if seconds is None or seconds >= 0 else None,
+        since_start=True,
+        reset=reset,
+        k=last.k,
+        per_pos=last.per_pos,
+        running=last.running,
+        spec=last.spec,
+        **{n: getattr(last, n) for n in _COUNTERS},
+    )
