@@ -17,8 +17,9 @@ from . import fileops, pinned, sources
 from . import journal as journal_mod
 from .errors import CaptureRefused, PatchFolderError, StateError
 from .journal import FileRecord, Journal, PatchRecord, Phase
-from .patchset import PATCH_TOML, Catalogue, layout
+from .patchset import PATCH_TOML, Catalogue, Layout, layout
 from .plan import PINNED_DIFF, _run
+from .status import _transform_would_change
 from .target import Target, file_hash
 
 
@@ -94,6 +95,9 @@ def capture(
                 + (f" among {', '.join(paths)}" if paths else "")
                 + "; edit the installed files first, then capture"
             )
+        series = layout(others, target.version, target.record)
+        for rel, _, _, below, _ in edited:
+            _refuse_builtins_not_applied(target, catalogue, series, name, rel, below, None)
         pristine = _pristine_bytes(
             target, journal, [e[0] for e in edited if e[0] in pristine_needed], wheels
         )
@@ -101,6 +105,7 @@ def capture(
         records: dict[str, FileRecord] = {}
         for rel, _, now, below, before_hash in edited:
             start = pristine[rel] if rel in pristine else _copy(target, rel, before_hash)
+            _refuse_builtins_not_applied(target, catalogue, series, name, rel, below, start)
             base = _replay(target, others, rel, start, below)
             try:
                 base_text, now_text = base.decode("utf-8"), now.decode("utf-8")
@@ -130,6 +135,43 @@ def capture(
         pinned.write_pin(release_dir, target.version, name, files)
         _record(target, journal, name, records, pristine)
     return CaptureResult(name, target.version, patch_dir, sorted(records), replaced)
+
+
+def _refuse_builtins_not_applied(
+    target: Target,
+    catalogue: Catalogue,
+    series: Layout,
+    name: str,
+    rel: str,
+    below: list[str],
+    start: bytes | None,
+) -> None:
+    """Refuse an edit of a file that a built-in the default apply runs also changes, while that
+    built-in is not applied here: a series replays the built-ins first, so a diff made on these
+    bytes would never apply after them (on any machine). Pinned steps are judged at once;
+    with ``start`` (the pristine bytes), a built-in with only a transform counts when the
+    transform would change them (a build that has the change upstream needs nothing)."""
+    missing = []
+    for step in series.steps.get(rel, []):
+        patch = catalogue.get(step.patch)
+        if patch is None or not patch.builtin or step.patch in below:
+            continue
+        if not catalogue.is_selected(step.patch):
+            continue
+        if step.pinned is None:
+            if start is None or step.transform is None:
+                continue
+            if not _transform_would_change(step.transform, start):
+                continue
+        missing.append(step.patch)
+    if missing:
+        raise CaptureRefused(
+            f"{rel} is also changed by {', '.join(missing)} (built-in, not applied here), which "
+            f"apply runs before {name}, so a diff made on these bytes would not apply after "
+            "them; nothing was written; put your edit aside, restore the file "
+            f"({target.reinstall_hint}), run `{target.command('apply')}`, make the edit again, "
+            "then capture"
+        )
 
 
 def _candidates(target: Target, paths: tuple[str, ...]) -> list[str]:

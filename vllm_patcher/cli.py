@@ -414,8 +414,8 @@ def _status_lines(st: status_mod.Status, target: target_mod.Target | None = None
 def status(opts: Options, check: bool) -> None:
     """Show the vLLM release and the state of every patch (never waits for a running apply).
 
-    With --check, exit 1 when any patch is pending, drifted, unrecorded or unported, or another
-    run is changing the environment right now.
+    With --check, exit 1 when any patch is pending, outdated, drifted, unrecorded or unported, or
+    another run is changing the environment right now.
     """
     target = opts.target()
     st = status_mod.read_status(target, opts.catalogue())

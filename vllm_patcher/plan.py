@@ -21,7 +21,7 @@ from .errors import (
 )
 from .journal import Journal
 from .patchset import Layout, Step, Verdict
-from .status import TODO, FileState, FileStatus, pinned_end
+from .status import TODO, FileState, FileStatus, outdated, pinned_end
 from .target import Target, file_hash
 
 PINNED_DIFF, TRANSFORM = "pinned-diff", "transform"
@@ -90,8 +90,10 @@ def plan_apply(
 ) -> list[FileEdit]:
     """The edits that bring every file to the end of its series, and adopt unrecorded ones.
 
-    A file already carrying a prefix of its series gets the rest stacked on its current bytes;
-    otherwise the series is replayed from the pristine bytes.
+    A file already carrying a prefix of its series, as the patches given now make it, gets the
+    rest stacked on its current bytes; otherwise (an outdated file among them) the series is
+    replayed from the pristine bytes. A file that only an earlier version of a patch changed
+    goes back to pristine.
     """
     refuse_blocking(target, files)
     unported = [
@@ -114,8 +116,14 @@ def plan_apply(
     edits: list[FileEdit] = []
     transformed: set[str] = set()
     for rel, steps in lay.steps.items():
-        states = {f.state for f in by_file.get(rel, []) if f.patch in {s.patch for s in steps}}
-        if not states & {*TODO, FileState.UNRECORDED}:
+        names = {s.patch for s in steps}
+        # a patch recorded on the file whose current version no longer changes it counts too
+        states = {
+            f.state
+            for f in by_file.get(rel, [])
+            if f.patch in names or f.state is FileState.OUTDATED
+        }
+        if not states & {*TODO, FileState.UNRECORDED, FileState.OUTDATED}:
             continue
         current = _bytes(contents, rel)
         ours = journal.files.get(rel) if journal is not None else None
@@ -125,7 +133,8 @@ def plan_apply(
             continue
         if ours is not None and file_hash(current) == ours.after:
             done = ours.patches
-            if wanted[: len(done)] == done:
+            stale = outdated(target, lay.catalogue, rel, steps, ours) is not None
+            if wanted[: len(done)] == done and not stale:
                 rest = steps[len(done) :]
                 after, how = _run(target, rel, rest, current, strict, notes, transformed)
                 added = tuple(s.patch for s in rest)
@@ -133,7 +142,7 @@ def plan_apply(
                     FileEdit(rel, current, after, tuple(wanted), how, base=ours.before, added=added)
                 )
                 continue
-            missing = [n for n in done if n not in wanted]
+            missing = [n for n in done if n not in wanted and not _dropped(lay, n)]
             if missing:
                 raise StateError(
                     f"{rel} carries {missing[0]}, whose patch folder was not given, and the "
@@ -142,7 +151,7 @@ def plan_apply(
                 )
             pristine = pristine_copy(rel, ours.before)
             after, how = _run(target, rel, steps, pristine, strict, notes, transformed)
-            added = tuple(n for n in wanted if n not in done)
+            added = tuple(wanted) if stale else tuple(n for n in wanted if n not in done)
             edits.append(
                 FileEdit(rel, current, after, tuple(wanted), how, base=ours.before, added=added)
             )
@@ -150,7 +159,22 @@ def plan_apply(
         after, how = _run(target, rel, steps, current, strict, notes, transformed)
         if after != current:
             edits.append(FileEdit(rel, current, after, tuple(wanted), how))
+    for rel in dict.fromkeys(f.path for f in files if f.state is FileState.OUTDATED):
+        if rel in lay.steps or journal is None or rel not in journal.files:
+            continue
+        # no patch given now changes this file: back to its pristine bytes
+        ours = journal.files[rel]
+        pristine = pristine_copy(rel, ours.before)
+        edits.append(
+            FileEdit(rel, _bytes(contents, rel), pristine, (), PINNED_DIFF, base=ours.before)
+        )
     return edits
+
+
+def _dropped(lay: Layout, name: str) -> bool:
+    """A patch given this run (applicable here) whose current version no longer changes a file
+    an earlier version of it did: replaying the file's series without it is its current result."""
+    return lay.verdicts.get(name) is Verdict.APPLICABLE
 
 
 def _port_hint(lay: Layout, name: str, version: str) -> str:

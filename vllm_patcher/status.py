@@ -33,7 +33,8 @@ class _Label(str, Enum):
 
 class FileState(_Label):
     PENDING = "pending"  # pristine, the change is still to do
-    APPLIED = "applied"  # our recorded bytes
+    APPLIED = "applied"  # our recorded bytes, which the patches given now produce
+    OUTDATED = "outdated"  # our recorded bytes, from an earlier version of the patches given now
     UPSTREAM = "upstream"  # this release already has the change
     UNRECORDED = "unrecorded"  # the pinned result, but no record (git apply by hand, lost state)
     MODIFIED = "modified"  # differs from the reference without our doing
@@ -45,6 +46,7 @@ class FileState(_Label):
 class PatchState(_Label):
     PENDING = "pending"
     APPLIED = "applied"
+    OUTDATED = "outdated"  # applied, but an earlier version of it: apply brings the current one
     UPSTREAM = "upstream"
     UNRECORDED = "unrecorded"
     NOT_APPLICABLE = "not-applicable"
@@ -165,16 +167,108 @@ def survey(
     for rel, steps in lay.steps.items():
         data = read_once(target, rel, contents)
         end = pinned_end(steps, target.record.get(rel))
-        for step in steps:
-            files.append(_judge_file(target, journal, contents, step, end, detect_upstream, data))
+        methods = step_methods(steps, target.record.get(rel))
+        ours = journal.files.get(rel) if journal is not None and journal.finished else None
+        stale = outdated(target, lay.catalogue, rel, steps, ours) if ours is not None else None
+        for step, method in zip(steps, methods, strict=True):
+            fs = _judge_file(target, journal, contents, step, end, method, detect_upstream, data)
+            files.append(_outdate(target, lay.catalogue, fs, journal, stale))
     if journal is not None:
         seen = {(f.path, f.patch) for f in files}
         for rel, fr in journal.files.items():
             for name in fr.patches:
                 if (rel, name) not in seen:
                     data = read_once(target, rel, contents)
-                    files.append(_judge_recorded(target, journal, rel, name, data))
+                    files.append(_judge_recorded(target, journal, lay, rel, name, data))
     return files
+
+
+def step_methods(steps: list[Step], reference: str | None) -> list[str | None]:
+    """The method apply uses for each step of one file's series: the pinned diffs when they
+    chain from ``reference``, else the transforms when every step has one; when neither (apply
+    refuses), each step's own: its pin for the release, else its transform."""
+    if pinned_end(steps, reference) is not None:
+        return ["pinned-diff"] * len(steps)
+    if all(s.transform is not None for s in steps):
+        return ["transform"] * len(steps)
+    return [
+        "pinned-diff" if s.pinned is not None else ("transform" if s.transform else None)
+        for s in steps
+    ]
+
+
+def outdated(
+    target: Target, catalogue: Catalogue, rel: str, steps: list[Step], ours: journal_mod.FileRecord
+) -> str | None:
+    """Why the recorded result of ``rel`` is not what the patches given now produce from its
+    pristine bytes, or None when it is (or cannot be told without running a transform).
+
+    Only a series whose recorded patches are the first steps of the one given now is judged
+    here; another shape (a folder not given, a changed order) is the plan's to refuse or replay.
+    """
+    done = ours.patches
+    prefix = steps[: len(done)]
+    if not done or [s.patch for s in prefix] != done:
+        return None
+    running = ours.before
+    for i, step in enumerate(prefix):
+        if step.pinned is None or step.pinned.before != running:
+            if all(s.transform is not None for s in prefix):
+                return None  # apply would run the transforms: their result is not known here
+            if i == 0:
+                return (
+                    f"{rel} was patched by {', '.join(done)} from other bytes than the ones "
+                    f"{step.patch}'s diff for it is made on; run `{target.command('revert')}`, "
+                    f"then `{apply_command(target, catalogue, done)}`"
+                )
+            return (
+                f"{rel} holds what an earlier version of the patches on it produced "
+                f"({', '.join(done)}), and {step.patch}'s diff for it is now made on other bytes "
+                "than the patches before it leave; capture or port it again"
+            )
+        running = step.pinned.after
+    if running == ours.after:
+        return None
+    # The journal keeps the file's end bytes only: the last patch's diff changed for certain
+    # (its own result differs), the earlier ones may have.
+    return (
+        f"{rel} holds what an earlier version of the patches on it produced ({', '.join(done)}; "
+        f"at least {done[-1]} changed since it was applied); "
+        f"`{apply_command(target, catalogue, done)}` brings the current version"
+    )
+
+
+def apply_command(target: Target, catalogue: Catalogue, names: list[str]) -> str:
+    """``apply`` on this environment with the folders of the user's patches among ``names``."""
+    folders = dict.fromkeys(
+        p.origin for n in names if (p := catalogue.get(n)) is not None and not p.builtin
+    )
+    return target.command(" ".join([*(f"--patches {f}" for f in folders), "apply"]))
+
+
+def _outdate(
+    target: Target,
+    catalogue: Catalogue,
+    fs: FileStatus,
+    journal: journal_mod.Journal | None,
+    stale: str | None,
+) -> FileStatus:
+    """An applied file whose recorded result is stale, or a pristine or still-to-stack file of
+    a patch recorded as applied elsewhere (its current version changes one more file)."""
+    if fs.state is FileState.APPLIED and stale is not None:
+        fs.state, fs.detail = FileState.OUTDATED, stale
+    elif (
+        fs.state is FileState.PENDING
+        and journal is not None
+        and journal.finished
+        and fs.patch in journal.patches
+    ):
+        fs.state = FileState.OUTDATED
+        fs.detail = (
+            f"{fs.patch} is recorded as applied, but its current version also changes "
+            f"{fs.path}; `{apply_command(target, catalogue, [fs.patch])}` brings it"
+        )
+    return fs
 
 
 def pinned_end(steps: list[Step], reference: str | None) -> str | None:
@@ -191,11 +285,13 @@ def pinned_end(steps: list[Step], reference: str | None) -> str | None:
 def _judge_recorded(
     target: Target,
     journal: journal_mod.Journal,
+    lay: Layout,
     rel: str,
     patch: str,
     data: bytes | None,
 ) -> FileStatus:
-    """A file of a patch the journal names but this run's catalogue does not have."""
+    """A file of a patch the journal names but this run's catalogue does not have on it: its
+    folder was not given, or its current version no longer changes the file (outdated)."""
     fr = journal.files[rel]
     cur = file_hash(data) if data is not None else None
     fs = FileStatus(rel, patch, FileState.APPLIED, cur, target.record.get(rel))
@@ -208,6 +304,12 @@ def _judge_recorded(
         fs.detail = f"{rel} is back to its pristine bytes since apply (reinstalled?)"
     elif cur != fr.after:
         fs.state, fs.detail = FileState.EDITED, f"{rel} changed after vllm-patcher applied it"
+    elif journal.finished and lay.verdicts.get(patch) is Verdict.APPLICABLE:
+        fs.state = FileState.OUTDATED
+        fs.detail = (
+            f"{rel} holds an earlier version of {patch}, whose current version no longer "
+            f"changes it; `{apply_command(target, lay.catalogue, [patch])}` takes that out"
+        )
     return fs
 
 
@@ -217,6 +319,7 @@ def _judge_file(
     contents: dict[str, bytes | None],
     step: Step,
     end: str | None,
+    method: str | None,
     detect_upstream: bool,
     data: bytes | None,
 ) -> FileStatus:
@@ -226,7 +329,6 @@ def _judge_file(
     fs = FileStatus(rel, patch, FileState.PENDING, cur, ref)
     ours = journal.files.get(rel) if journal is not None else None
     finished = journal is not None and journal.finished
-    method = "pinned-diff" if end is not None else "transform"
     if data is None:
         fs.state, fs.detail = FileState.MISSING, f"{rel} is missing; {target.reinstall_hint}"
     elif ours is not None and cur == ours.after:
@@ -289,6 +391,14 @@ def _patch_state(files: list[FileStatus]) -> tuple[PatchState, str | None, str]:
     method = "pinned-diff" if methods == {"pinned-diff"} else ("transform" if methods else None)
     if states == {FileState.APPLIED}:
         return PatchState.APPLIED, method, ""
+    if FileState.OUTDATED in states and states <= {
+        FileState.APPLIED,
+        FileState.OUTDATED,
+        FileState.PENDING,
+        FileState.UPSTREAM,
+    }:
+        stale = "; ".join(dict.fromkeys(f.detail for f in files if f.state is FileState.OUTDATED))
+        return PatchState.OUTDATED, method, stale
     if states == {FileState.UPSTREAM}:
         return PatchState.UPSTREAM, None, ""
     if states <= {FileState.PENDING, FileState.UPSTREAM}:

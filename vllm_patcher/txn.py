@@ -29,7 +29,7 @@ from .errors import LocallyModified, NotWritable, PatcherError, StateError
 from .journal import FileRecord, Journal, PatchRecord, Phase
 from .patchset import Catalogue, layout
 from .plan import FileEdit, RevertPlan, plan_apply, plan_revert
-from .target import Target, file_hash
+from .target import RECORD_REFERENCE, Target, file_hash
 
 
 @dataclass
@@ -164,7 +164,12 @@ def _write_file(target: Target, rel: str, data: bytes) -> None:
     _drop_bytecode(path)
 
 
-def _read_pristine_copy(target: Target, rel: str, expected: str) -> bytes:
+def _read_pristine_copy(target: Target, rel: str, expected: str, after: str | None = None) -> bytes:
+    """The kept pristine bytes of ``rel``, checked against the journal's before-hash and, where
+    the installer's RECORD knows the file, against RECORD too: a copy and a before-hash changed
+    together must not be written back as pristine. A RECORD that lists the patched bytes
+    (``after``: regenerated after apply) says nothing about pristine; the journal decides then.
+    Editable and source installs have no installer hash; their record is the journal's."""
     copy = journal_mod.pristine_path(target.site_packages, rel)
     hint = target.reinstall_hint
     try:
@@ -175,6 +180,13 @@ def _read_pristine_copy(target: Target, rel: str, expected: str) -> bytes:
         ) from None
     if file_hash(data) != expected:
         raise StateError(f"the pristine copy of {rel} is corrupt; nothing was changed; {hint}")
+    installed = target.record.get(rel) if target.reference == RECORD_REFERENCE else None
+    if installed is not None and installed not in (expected, after):
+        raise StateError(
+            f"the pristine copy of {rel} in {journal_mod.state_dir(target.site_packages)} does "
+            f"not match vLLM {target.version}'s RECORD; nothing was changed; {hint}, then "
+            f"remove {journal_mod.state_dir(target.site_packages)}"
+        )
     return data
 
 
@@ -219,7 +231,7 @@ def _recover(
                 f"patched bytes; nothing was changed; run `{target.command('revert --force')}` (keeps "
                 "a copy of it) or reinstall vLLM"
             )
-        plan.append((rel, _read_pristine_copy(target, rel, fr.before)))
+        plan.append((rel, _read_pristine_copy(target, rel, fr.before, fr.after)))
     for rel, data in plan:
         _write_file(target, rel, data)
         contents[rel] = data
@@ -277,7 +289,9 @@ def apply(
             lay,
             files,
             contents,
-            lambda rel, before: _read_pristine_copy(target, rel, before),
+            lambda rel, before: _read_pristine_copy(
+                target, rel, before, journal.files[rel].after if journal else None
+            ),
             strict,
             notes,
         )
@@ -313,6 +327,11 @@ def _commit_apply(target: Target, old: Journal | None, edits: list[FileEdit]) ->
         was = e.before_hash if e.base is not None else None
         earlier = old.files[e.path].patches if old and e.path in old.files and was else []
         new.files[e.path] = FileRecord(list(e.patches), e.pristine_hash, e.after_hash, was)
+        for patch in earlier:
+            rec = new.patches.get(patch)
+            if patch not in e.patches and rec is not None and e.path in rec.files:
+                # its current version no longer changes this file
+                rec.files = [f for f in rec.files if f != e.path]
         for patch in e.patches:
             rec = new.patches.setdefault(patch, PatchRecord(method=e.method, files=[]))
             if patch not in earlier:  # patches stacked on keep the method they were applied by
@@ -320,6 +339,7 @@ def _commit_apply(target: Target, old: Journal | None, edits: list[FileEdit]) ->
             if e.path not in rec.files:
                 rec.files.append(e.path)
     written = [e for e in edits if not e.adopted]
+    back: list[str] = []  # files no patch changes any more: pristine again, then forgotten
     try:
         for e in edits:
             if e.base is not None:
@@ -333,6 +353,10 @@ def _commit_apply(target: Target, old: Journal | None, edits: list[FileEdit]) ->
         new.phase = Phase.APPLIED
         for done in new.files.values():
             done.was = None
+        back = [rel for rel, fr in new.files.items() if not fr.patches]
+        for rel in back:
+            del new.files[rel]
+        new.patches = {k: v for k, v in new.patches.items() if v.files}
         journal_mod.save(root, new)
     except BaseException:
         # Judge every file by its bytes, not by how far the loop got: an interrupt can land
@@ -342,6 +366,9 @@ def _commit_apply(target: Target, old: Journal | None, edits: list[FileEdit]) ->
                 _restore_journal(target, old, [e.path for e in edits])
         # otherwise the "applying" journal stays, and the next apply or revert recovers from it
         raise
+    for rel in back:  # no record names these copies now (a later run's tidy would remove them)
+        with contextlib.suppress(PatcherError, OSError):
+            fileops.remove(journal_mod.pristine_path(root, rel))
     return new
 
 
@@ -404,7 +431,9 @@ def revert(
             status_mod.read_once(target, rel, contents)
         fileops.fault_point("surveyed")
         plan = plan_revert(
-            journal, contents, lambda rel, before: _read_pristine_copy(target, rel, before)
+            journal,
+            contents,
+            lambda rel, before: _read_pristine_copy(target, rel, before, journal.files[rel].after),
         )
         if plan.edited and not force:
             names = ", ".join(str(target.path(r)) for r in plan.edited)

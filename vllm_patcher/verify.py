@@ -6,8 +6,9 @@
    not in the files at all (``pending``, ``unported``, or a run in progress), verify stops here
    and names the command that fixes it (``fix``): importing vLLM takes seconds and would only
    test files that are not patched yet. Files that hold other bytes than the record says
-   (``drifted``, ``unrecorded``) fail this tier but still go through the next two, which say
-   whether those bytes load and behave.
+   (``drifted``, ``unrecorded``) or than the patches given now produce (``outdated``: an earlier
+   version of them) fail this tier but still go through the next two, which say whether those
+   bytes load and behave.
 3. import and 4. behaviour: one fresh interpreter of the target environment imports every touched
    module and runs the patches' behaviour checks, ``patches/<patch>/checks/*.py`` (``probe.py``
    loads them and states their API). Skipped for a bare ``--target``.
@@ -203,7 +204,11 @@ def state_fix(target: Target, catalogue: Catalogue, st: status_mod.Status) -> st
     of the user's patches it needs (``--patches``)."""
     if st.in_progress:
         return None
-    todo = (status_mod.PatchState.PENDING, status_mod.PatchState.UNRECORDED)
+    todo = (
+        status_mod.PatchState.PENDING,
+        status_mod.PatchState.UNRECORDED,
+        status_mod.PatchState.OUTDATED,
+    )
     failing = [p for p in st.patches if p.state not in status_mod.READY]
     if not failing or not (st.interrupted or all(p.state in todo for p in failing)):
         return None
