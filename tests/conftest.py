@@ -66,6 +66,7 @@ PYTHONS = frozenset(  # "file.py" or "file.py::test_name", as in NOT_UNIT
         "test_hostile_input.py::test_a_file_that_is_not_utf8_is_refused",
         "test_own_patches.py::test_hostile_patch_folders_are_refused_and_nothing_is_written",
         "test_own_patches.py::test_capture_stacks_on_the_whitelist_and_behaves_like_a_built_in",
+        "test_guarantees_capture.py::test_any_summary_and_releases_capture_to_a_patch_toml_the_tool_reads_back",
     }
 )
 

@@ -86,6 +86,7 @@ def test_list_capture_import_port_take_the_options_on_either_side(
 ) -> None:
     site = tree_copy("0.15.1")
     mine = tmp_path / "mine"
+    mine.mkdir()
 
     proc = run_cli(*placed(position, ["list"], ["--json"]))
     assert proc.returncode == 0, proc.stderr

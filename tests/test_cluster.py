@@ -412,6 +412,7 @@ def test_a_user_patch_folder_ships_with_the_tool_and_is_applied_on_every_node(
     local.mkdir()
     reset(local)
     mine = tmp_path / "mine"
+    mine.mkdir()
     run_cli("--target", str(local), "apply", check=True)
     spec = local / "vllm/config/speculative.py"
     spec.write_text(spec.read_text() + "# site note: EAGLE-3 audited\n")

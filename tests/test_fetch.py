@@ -414,6 +414,7 @@ def test_capture_and_import_read_the_installed_release_from_a_wheel(tmp_path: Pa
     env = _offline(tmp_path)
     wheel = build_wheel(tmp_path / "dist")
     site, mine = _site(tmp_path), tmp_path / "mine"
+    mine.mkdir()
     spec = site / SPEC
     spec.write_text(spec.read_text() + "\n# my edit\n")
     args = ("--target", str(site), "--patches", str(mine))
@@ -425,7 +426,7 @@ def test_capture_and_import_read_the_installed_release_from_a_wheel(tmp_path: Pa
     )  # fmt: skip
     bad = build_wheel(tmp_path / "bad", tamper=SPEC)
     assert_refused(run_cli(*args, "capture", "mine", "--wheel", str(bad), env=env), 9, "RECORD")
-    assert not mine.exists()
+    assert not any(mine.iterdir())
     # without the wheel the pristine bytes would need the (dead) index
     assert_refused(run_cli(*args, "capture", "mine", env=env), 9, "127.0.0.1")
     proc = run_cli(*args, "capture", "mine", "--wheel", str(wheel), env=env)
@@ -440,6 +441,7 @@ def test_capture_and_import_read_the_installed_release_from_a_wheel(tmp_path: Pa
     body = "".join(difflib.unified_diff(old, new, f"a/{SPEC}", f"b/{SPEC}"))
     upstream.write_text(f"diff --git a/{SPEC} b/{SPEC}\n{body}")
     site2 = _site(tmp_path / "two")
+    (tmp_path / "mine2").mkdir()
     args2 = ("--target", str(site2), "--patches", str(tmp_path / "mine2"), "import", "up")
     proc = run_cli(*args2, "--diff", str(upstream), "--wheel", str(wheel), env=env)
     assert proc.returncode == 0, proc.stderr

@@ -43,6 +43,7 @@ def _captured(tmp_path: Path, folder: Path, name: str = "my-fix", *extra: str) -
     run_cli("--target", str(site), "apply", check=True)
     spec = site / SPEC
     spec.write_text(spec.read_text().replace(LIST_0151, '"kimi_k25", "minimax_m2", "glm4_moe"]'))
+    folder.mkdir(parents=True, exist_ok=True)  # a --patches folder must exist
     run_cli("--target", str(site), "--patches", str(folder), "capture", name, *extra, check=True)
     return site
 
@@ -149,6 +150,7 @@ def test_editor_files_in_a_conflicts_folder_are_left_out_of_import_continue(
     site = tmp_path / "site"
     shutil.copytree(sources.fetch_release("0.15.1", [MINIMAX]), site)
     mine = tmp_path / "mine"
+    mine.mkdir()
     args = ("--target", str(site), "--patches", str(mine), "import", "mm-eagle")
     assert run_cli(*args, "--diff", str(_upstream_diff(tmp_path))).returncode == 17
     pending = mine / "mm-eagle" / "conflicts" / "vllm-0.15.1" / MINIMAX
@@ -284,6 +286,7 @@ def test_port_to_a_release_without_a_touched_file_says_so_and_not_to_resolve_mar
     with (site / MINIMAX).open("a") as fh:
         fh.write("# MiniMax-M2 tweak\n")
     mine = tmp_path / "mine"
+    mine.mkdir()
     run_cli("--target", str(site), "--patches", str(mine), "capture", "mm-tweak", check=True)
     proc = run_cli("--patches", str(mine), "port", "mm-tweak", "--to", "0.11.0")
     assert proc.returncode == 17, proc.stderr
@@ -343,6 +346,7 @@ def test_a_patch_ported_to_other_releases_is_applied_there(tmp_path: Path) -> No
     doc = '    """Configuration for speculative decoding."""\n'
     spec.write_text(spec.read_text().replace(doc, doc.replace(".", " (GLM-4.5 drafters too).", 1)))
     mine = tmp_path / "mine"
+    mine.mkdir()
     run_cli("--target", str(site), "--patches", str(mine), "capture", "my-glm", check=True)
     toml = mine / "my-glm" / "patch.toml"
     assert 'releases = "==0.15.1"' in toml.read_text()

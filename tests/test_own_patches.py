@@ -39,6 +39,7 @@ def _captured(tree_copy, tmp_path: Path) -> tuple[Path, Path]:  # type: ignore[n
     eagle3-whitelist and eagle3-minimax-m2 already edit, captured as my-minimax."""
     site = tree_copy("0.15.1")
     mine = tmp_path / "mine"
+    mine.mkdir()  # a --patches folder must exist
     run_cli("--target", str(site), "apply", check=True)
     spec = site / SPEC
     text = spec.read_text()
@@ -128,6 +129,7 @@ def test_a_stacked_patch_alone_is_refused_and_nothing_is_written(tree_copy, tmp_
 def test_capture_refusals_write_nothing(tree_copy, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     site = tree_copy("0.15.1")
     mine = tmp_path / "mine"
+    mine.mkdir()
     before = snapshot(site)
     assert_refused(run_cli("--target", str(site), "capture", "x"), 2, "--patches")
     proc = run_cli("--target", str(site), "--patches", str(mine), "capture", "x")
@@ -310,6 +312,7 @@ def test_import_fits_an_upstream_diff_leaves_rejects_and_continues(
     shutil.copytree(sources.fetch_release("0.15.1", [MINIMAX]), site)
     before = snapshot(site)
     mine = tmp_path / "mine"
+    mine.mkdir()
     args = ("--target", str(site), "--patches", str(mine), "import", "mm-eagle")
     proc = run_cli(*args, "--diff", str(_upstream_diff(tmp_path)))
     assert proc.returncode == 17, proc.stderr

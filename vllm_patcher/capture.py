@@ -1,26 +1,33 @@
 """``capture NAME``: turn edits made by hand in the installed vLLM into a patch folder.
 
 The patch-package workflow: edit files of the installed release, then capture writes NAME's diff
-and manifest for that release into the first user patches folder, from the bytes the patches
-before NAME in the series produce (pristine when none) to the edited bytes, and records NAME as
-applied, so status, revert, verify and the fingerprint treat it like a built-in. The site's files
-are not touched; only the tool's record and its pristine copies change.
+and manifest for that release, from the bytes the patches before NAME in the series produce
+(pristine when none) to the edited bytes, and records NAME as applied, so status, revert, verify
+and the fingerprint treat it like a built-in. The site's files are not touched; only the tool's
+record and its pristine copies change.
+
+NAME goes where the same options replay it on top of what its diff is made on: into the folder
+that already holds it, else the last patches folder given (a folder with a ``series`` file gets
+NAME appended to it). When the names' order within a folder, or the folders' order, would replay
+NAME before a patch its diff is stacked on, capture (and import) refuse and say which order works.
+Every refusal comes before the first write.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import os
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import fileops, pinned, sources
 from . import journal as journal_mod
-from .errors import CaptureRefused, PatchFolderError, StateError
+from .errors import CaptureRefused, PatcherError, PatchFolderError, StateError
 from .journal import FileRecord, Journal, PatchRecord, Phase
-from .patchset import PATCH_TOML, Catalogue, Layout, layout
+from .patchset import PATCH_TOML, SERIES, Catalogue, Layout, layout
 from .plan import PINNED_DIFF, _run
 from .status import _transform_would_change
-from .target import Target, file_hash
+from .target import RECORD_REFERENCE, Target, file_hash
 
 
 @dataclass
@@ -44,7 +51,7 @@ class CaptureResult:
 def capture(
     target: Target,
     catalogue: Catalogue,
-    folder: Path,
+    folders: Sequence[Path],
     name: str,
     paths: tuple[str, ...] = (),
     releases: str | None = None,
@@ -52,12 +59,7 @@ def capture(
     on_wait: Callable[[str], None] | None = None,
     wheels: Mapping[str, Path] | None = None,
 ) -> CaptureResult:
-    existing = catalogue.get(name)
-    if existing is not None and existing.folder.resolve() != (folder / name).resolve():
-        raise PatchFolderError(
-            f"a patch named {name!r} already exists ({existing.origin}: {existing.folder}); "
-            "choose another name"
-        )
+    folder = destination(catalogue, folders, name)
     others = Catalogue(tuple(p for p in catalogue.patches if p.name != name))
     root = target.site_packages
     with journal_mod.locked(root, on_wait=on_wait):
@@ -67,6 +69,11 @@ def capture(
                 f"an earlier run was interrupted; run `{target.command('apply')}` to recover first"
             )
         rels = _candidates(target, paths)
+        if not paths:
+            _refuse_new_files(target)
+        # an install holds vllm/__init__.py; a tree without it (the tool's pristine copies of a
+        # release) holds only some of RECORD's files, so a file missing there is no deletion
+        installed = (target.package_dir / "__init__.py").is_file()
         edited: list[
             tuple[str, bytes, bytes, list[str], str]
         ] = []  # rel, base, now, below, pristine
@@ -74,10 +81,13 @@ def capture(
         for rel in rels:
             now = fileops.read_or_none(target.path(rel))
             if now is None:
-                if not paths:
-                    continue  # RECORD lists files this install may lack (a trimmed image)
+                if not paths and not installed:
+                    continue
                 raise CaptureRefused(
-                    f"{target.path(rel)} is missing; capture edits existing files only"
+                    f"{target.path(rel)} is "
+                    + ("missing" if paths else "deleted (RECORD lists it)")
+                    + "; capture takes edits of existing files only: put it back"
+                    + ("" if paths else ", or name the edited files (capture NAME PATH...)")
                 )
             rec = journal.files.get(rel) if journal is not None else None
             if rec is None:
@@ -88,6 +98,12 @@ def capture(
             below = [n for n in rec.patches if n != name]
             if name not in rec.patches and file_hash(now) == rec.after:
                 continue  # exactly what the recorded patches produce
+            above = rec.patches[rec.patches.index(name) + 1 :] if name in rec.patches else []
+            if above:
+                raise CaptureRefused(
+                    f"{rel} carries {above[0]} on top of {name}, so {name} cannot be captured "
+                    "again below it; capture the new edit as a patch of its own"
+                )
             edited.append((rel, b"", now, below, rec.before))
         if not edited:
             raise CaptureRefused(
@@ -119,12 +135,17 @@ def capture(
                 raise CaptureRefused(
                     f"{target.path(rel)} does not end with a newline; add one and capture again"
                 )
+            _refuse_unreplayable(target, rel, base_text, now_text)
             files.append((rel, base_text, now_text))
             records[rel] = FileRecord([*below, name], before_hash, file_hash(now))
         if not files:
             raise CaptureRefused(
                 "the edited files equal what the patches below NAME produce; nothing to capture"
             )
+        refuse_out_of_order(
+            catalogue, folders, folder, name, {rel: fr.patches[:-1] for rel, fr in records.items()}
+        )
+        _refuse_dropped_files(target, journal, name, records)
         patch_dir = folder / name
         replaced = (patch_dir / f"vllm-{target.version}").exists()
         _write_patch_toml(patch_dir, name, target.version, releases, summary)
@@ -133,6 +154,7 @@ def capture(
             for stale in release_dir.iterdir():
                 stale.unlink()
         pinned.write_pin(release_dir, target.version, name, files)
+        add_to_series(folder, name)
         _record(target, journal, name, records, pristine)
     return CaptureResult(name, target.version, patch_dir, sorted(records), replaced)
 
@@ -172,6 +194,130 @@ def _refuse_builtins_not_applied(
             f"({target.reinstall_hint}), run `{target.command('apply')}`, make the edit again, "
             "then capture"
         )
+
+
+def patches_args(folders: Sequence[Path]) -> str:
+    """The ``--patches`` options that give these folders again, in their order (for hints)."""
+    return " ".join(f"--patches {f}" for f in folders)
+
+
+def destination(catalogue: Catalogue, folders: Sequence[Path], name: str) -> Path:
+    """The folder NAME is written into: the one that holds it, else the last one given (the top
+    of the series the same options replay)."""
+    existing = catalogue.get(name)
+    if existing is not None and existing.builtin:
+        raise PatchFolderError(
+            f"a patch named {name!r} already exists ({existing.origin}: {existing.folder}); "
+            "choose another name"
+        )
+    if existing is not None:
+        return Path(existing.origin)
+    return folders[-1]
+
+
+def replay_order(
+    catalogue: Catalogue, folders: Sequence[Path], folder: Path, name: str
+) -> list[str]:
+    """Every patch name in the order these options replay them, NAME where the loader will put
+    it once written into ``folder`` (appended to its series file, else sorted among its names)."""
+    if name in catalogue.names:
+        return list(catalogue.names)
+    order = [p.name for p in catalogue.patches if p.builtin]
+    for given in folders:
+        here = [p.name for p in catalogue.patches if not p.builtin and p.origin == str(given)]
+        if given == folder:
+            here = [*here, name] if (folder / SERIES).is_file() else sorted([*here, name])
+        order += here
+    return order
+
+
+def refuse_out_of_order(
+    catalogue: Catalogue,
+    folders: Sequence[Path],
+    folder: Path,
+    name: str,
+    stacked: Mapping[str, Sequence[str]],
+) -> None:
+    """Refuse when NAME would replay before a patch its diff on a file is made on top of."""
+    order = replay_order(catalogue, folders, folder, name)
+    at = {n: i for i, n in enumerate(order)}
+    for rel, below in sorted(stacked.items()):
+        late = next((b for b in below if at.get(b, -1) > at[name]), None)
+        if late is None:
+            continue
+        other = catalogue.get(late)
+        where = Path(other.origin) if other is not None and not other.builtin else folder
+        stack = f"its diff on {rel} is made on top of {late}"
+        if where != folder:
+            raise CaptureRefused(
+                f"{name} in {folder} would replay before {late} in {where} (folders replay in "
+                f"the order given), but {stack}; list --patches {folder} after --patches {where}"
+            )
+        series = folder / SERIES
+        if series.is_file():
+            raise CaptureRefused(
+                f"{series} lists {name} before {late}, but {stack}; list {name} after {late} there"
+            )
+        raise CaptureRefused(
+            f"{name} would replay before {late} (names sort within {folder}), but {stack}; "
+            f"choose a name that sorts after {late}, or list the folder's order in {series}"
+        )
+
+
+def add_to_series(folder: Path, name: str) -> None:
+    """A folder with a ``series`` file loads only what it lists: NAME goes at its end."""
+    series = folder / SERIES
+    if not series.is_file():
+        return
+    text = series.read_text(encoding="utf-8")
+    if name in (line.split("#", 1)[0].strip() for line in text.splitlines()):
+        return
+    tmp = series.with_name(f".{SERIES}.tmp")
+    tmp.write_text(text + ("" if not text or text.endswith("\n") else "\n") + f"{name}\n")
+    tmp.replace(series)
+
+
+def _refuse_new_files(target: Target) -> None:
+    """A file under vllm/ that RECORD does not list (bytecode and the tool's temp files aside)
+    cannot be a patch: capture takes edits of the files the release installed."""
+    if target.reference != RECORD_REFERENCE:
+        return  # editable and source trees are judged on the pinned files only
+    for dirpath, dirnames, filenames in os.walk(target.package_dir):
+        dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
+        for fname in sorted(filenames):
+            if fname.endswith((".pyc", fileops.TMP_SUFFIX)):
+                continue
+            rel = Path(dirpath, fname).relative_to(target.site_packages).as_posix()
+            if rel not in target.record:
+                raise CaptureRefused(
+                    f"{target.path(rel)} is a new file (vLLM {target.version}'s RECORD does not "
+                    "list it); capture takes edits of existing files only: move it out of the "
+                    "package, or name the edited files (capture NAME PATH...)"
+                )
+
+
+def _refuse_unreplayable(target: Target, rel: str, base: str, now: str) -> None:
+    """The diff must give back ``now`` when the tool reads and applies it: the loader reads
+    patch.diff with universal newlines, so a carriage return would be lost (and apply refuse)."""
+    diff = pinned.make_diff(rel, base, now)
+    as_read = diff.replace("\r\n", "\n").replace("\r", "\n")
+    try:
+        per_file = pinned.split_by_file(as_read, rel)
+        ok = pinned.apply_exact(base, per_file[rel], rel) == now
+    except (PatcherError, KeyError, ValueError):
+        ok = False
+    if ok:
+        return
+    if "\r" in diff:
+        raise CaptureRefused(
+            f"{target.path(rel)} has a carriage return (\\r, a CRLF line ending) in an edited "
+            "line; capture writes diffs of \\n-ended lines only: remove the \\r "
+            f"(sed -i 's/\\r$//' {target.path(rel)}) and capture again"
+        )
+    raise CaptureRefused(
+        f"{target.path(rel)}: a diff of this edit would not give its bytes back (a line break "
+        "other than \\n?); capture cannot take it"
+    )
 
 
 def _candidates(target: Target, paths: tuple[str, ...]) -> list[str]:
@@ -242,6 +388,12 @@ def _replay(target: Target, others: Catalogue, rel: str, start: bytes, below: li
     steps = [s for s in lay.steps.get(rel, []) if s.patch in below]
     if [s.patch for s in steps] != below:
         missing = [n for n in below if n not in {s.patch for s in steps}]
+        if not missing:
+            raise CaptureRefused(
+                f"{rel} carries {', '.join(below)} in that order, but these options replay them "
+                f"as {', '.join(s.patch for s in steps)}; give the --patches folders in the "
+                "order they were applied with"
+            )
         raise CaptureRefused(
             f"{rel} carries {', '.join(missing) or 'patches'} whose diff this run does not have, so "
             "your edit cannot be separated from it; give its folder with --patches"
@@ -275,7 +427,21 @@ def _write_patch_toml(
         if fixed:
             fields["fixed_in"] = str(fixed)
     patch_dir.mkdir(parents=True, exist_ok=True)
-    path.write_text(tomli_w.dumps(fields), encoding="utf-8")
+    tmp = path.with_name(f".{PATCH_TOML}.tmp")
+    tmp.write_text(tomli_w.dumps(fields), encoding="utf-8")
+    tmp.replace(path)
+
+
+def _refuse_dropped_files(
+    target: Target, journal: Journal | None, name: str, records: dict[str, FileRecord]
+) -> None:
+    """A recapture that no longer touches a file NAME alone was recorded on cannot be recorded."""
+    for rel, fr in (journal.files if journal is not None else {}).items():
+        if rel not in records and fr.patches == [name]:
+            raise CaptureRefused(
+                f"{rel} no longer differs from pristine, but {name} was recorded on it; "
+                f"run `{target.command('revert')}` and capture again"
+            )
 
 
 def _record(
@@ -291,11 +457,6 @@ def _record(
     for rel, fr in list(new.files.items()):
         if name in fr.patches and rel not in records:
             fr.patches.remove(name)  # a recapture no longer touches this file
-            if not fr.patches:
-                raise CaptureRefused(
-                    f"{rel} no longer differs from pristine, but {name} was recorded on it; "
-                    f"run `{target.command('revert')}` and capture again"
-                )
     new.files.update(records)
     new.patches[name] = PatchRecord(PINNED_DIFF, sorted(records))
     for rel, data in pristine.items():

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
@@ -20,7 +19,6 @@ from .errors import (
     EXIT_CHECK_FAILED,
     EXIT_INTERRUPTED,
     BadSetting,
-    FetchError,
     FileSystemError,
     PatcherError,
     PortConflict,
@@ -44,14 +42,25 @@ class Options:
         folders, select = user_folders(self.patch_dirs)
         return load_catalogue(folders, names or tuple(select))
 
-    def first_user_folder(self, command: str) -> Path:
+    def patch_folders(self, command: str) -> list[Path]:
+        """The user's patches folders in the order given (NAME goes into the last, or the one
+        holding it); none is a usage error for the commands that write a patch."""
         folders, _ = user_folders(self.patch_dirs)
         if not folders:
             raise BadSetting(
                 f"{command} writes into your patches folder: give one with --patches DIR "
                 "(or VLLM_PATCHER_PATCHES, or [tool.vllm-patcher] patches in pyproject.toml)"
             )
-        return folders[0]
+        return folders
+
+
+def _check_names(*names: str) -> None:
+    """A NAME argument must be a patch name the loader takes (a usage error otherwise)."""
+    from .patchset import NAME_RULE, valid_patch_name
+
+    for name in names:
+        if not valid_patch_name(name):
+            raise BadSetting(f"{name!r} is not a patch name; {NAME_RULE}")
 
 
 def _echo(message: str = "", *, err: bool = False, nl: bool = True) -> None:
@@ -446,6 +455,7 @@ def apply(opts: Options, dry_run: bool, strict: bool, names: tuple[str, ...]) ->
     """Apply every pending patch (or only NAMES), all files or none."""
     from . import txn
 
+    _check_names(*names)
     target = opts.target()
     catalogue = opts.catalogue(names)
     if not (opts.as_json or dry_run):  # a dry run's stdout is the diff, and it changes nothing
@@ -603,21 +613,6 @@ def _left_in_place(root: Path) -> str:
     )
 
 
-@contextlib.contextmanager
-def _folder_for_this_run(folder: Path) -> Iterator[None]:
-    """Create the patches folder; a fetch that fails or a wheel refused (exit 9) removes it again
-    when this run made it and left it empty. (Other refusals keep the empty folder, as before:
-    later commands given the same --patches expect it.)"""
-    made = not folder.exists()
-    folder.mkdir(parents=True, exist_ok=True)
-    try:
-        yield
-    except FetchError:
-        if made and not any(folder.iterdir()):
-            folder.rmdir()
-        raise
-
-
 def _wheel_option(func: Any) -> Any:
     return click.option(
         "--wheel",
@@ -682,29 +677,30 @@ def capture(
     """
     from .capture import capture as run_capture
 
+    _check_names(name)
     _check_releases(releases)
-    folder = opts.first_user_folder("capture")
+    folders = opts.patch_folders("capture")
     target = opts.target()
     wheels = _installed_release_wheels(wheel_files, target)
-    with _folder_for_this_run(folder):
-        result = run_capture(
-            target,
-            opts.catalogue(),
-            folder,
-            name,
-            paths,
-            releases,
-            summary,
-            on_wait=_waiting(opts, "capture"),
-            wheels=wheels,
-        )
+    result = run_capture(
+        target,
+        opts.catalogue(),  # a --patches folder must exist: capture never creates one
+        folders,
+        name,
+        paths,
+        releases,
+        summary,
+        on_wait=_waiting(opts, "capture"),
+        wheels=wheels,
+    )
     if opts.as_json:
         _report(0, result.to_dict())
         return
     verb = "replaced" if result.replaced else "wrote"
     _echo(f"{verb} {result.folder / ('vllm-' + result.version)} ({', '.join(result.files)})")
     _echo(
-        f"{name} is recorded as applied on vLLM {result.version}; `vllm-patcher revert` takes it out"
+        f"{name} is recorded as applied on vLLM {result.version}; "
+        f"`{target.command('revert')}` takes it out"
     )
 
 
@@ -739,6 +735,7 @@ def port(
     """
     from . import porting
 
+    _check_names(name)
     if versions and all_releases:
         raise BadSetting("port needs --to VERSION (repeatable) or --all, not both")
     if resume and all_releases:
@@ -819,33 +816,33 @@ def import_(
     """
     from . import importing
 
+    _check_names(name)
     if bool(diff_file) == resume:
         raise BadSetting("import needs --diff FILE, or --continue after fixing the conflicts")
     _check_releases(releases)
-    folder = opts.first_user_folder("import")
+    folders = opts.patch_folders("import")
     target = opts.target()
     wheels = _installed_release_wheels(wheel_files, target)
-    with _folder_for_this_run(folder):
-        catalogue = opts.catalogue()
-        if resume:
-            result = importing.continue_import(target, catalogue, folder, name, wheels)
-        else:
-            assert diff_file is not None
-            try:
-                text = diff_file.read_text(encoding="utf-8")
-            except (OSError, UnicodeDecodeError) as exc:
-                raise BadSetting(f"cannot read {diff_file}: {exc}") from None
-            result = importing.import_diff(
-                target,
-                catalogue,
-                folder,
-                name,
-                text,
-                diff_file.name,
-                releases,
-                summary,
-                wheels=wheels,
-            )
+    catalogue = opts.catalogue()  # a --patches folder must exist: import never creates one
+    if resume:
+        result = importing.continue_import(target, catalogue, folders, name, wheels)
+    else:
+        assert diff_file is not None
+        try:
+            text = diff_file.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise BadSetting(f"cannot read {diff_file}: {exc}") from None
+        result = importing.import_diff(
+            target,
+            catalogue,
+            folders,
+            name,
+            text,
+            diff_file.name,
+            releases,
+            summary,
+            wheels=wheels,
+        )
     if opts.as_json:
         _report(0 if result.written else PortConflict.exit_code, result.to_dict())
     else:
@@ -856,9 +853,13 @@ def import_(
         for note in result.notes:
             _echo(f"note: {note}")
         if result.written:
+            from .capture import patches_args
+
+            # naming the patches it is stacked on too: `apply NAME` alone refuses without them
+            names = " ".join([*result.stacked_on, name])
+            apply = target.command(f"{patches_args(folders)} apply {names}")
             _echo(
-                f"wrote {result.folder / ('vllm-' + result.version)}; "
-                f"`vllm-patcher apply {name}` patches vLLM with it"
+                f"wrote {result.folder / ('vllm-' + result.version)}; `{apply}` patches vLLM with it"
             )
     if not result.written:
         sys.exit(PortConflict.exit_code)

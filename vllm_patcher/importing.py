@@ -6,21 +6,28 @@ pristine files as the patches before NAME in the series leave them; the result b
 and manifest for that release. Files outside ``vllm/`` (tests, docs) are dropped with a note.
 Hunks that do not apply leave a ``.rej`` and a conflict-marked copy of the file under
 ``NAME/conflicts/vllm-VERSION/``; after fixing the copy, ``import NAME --continue`` finishes.
-Nothing in site-packages is touched: ``apply`` does that.
+Nothing in site-packages is touched: ``apply`` does that. NAME goes where capture puts it (see
+capture.py), and is refused the same way when it would replay before a patch it is stacked on.
 """
 
 from __future__ import annotations
 
 import shutil
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import pinned
-from .capture import _write_patch_toml
+from .capture import (
+    _write_patch_toml,
+    add_to_series,
+    destination,
+    patches_args,
+    refuse_out_of_order,
+)
 from .diffmerge import apply_fuzzy, split_upstream_diff
 from .errors import BadSetting, PatchFolderError, PortConflict
-from .patchset import Catalogue
+from .patchset import Catalogue, layout
 from .porting import (
     CONFLICTS,
     _base_bytes,
@@ -42,6 +49,7 @@ class ImportResult:
     files: dict[str, str] = field(default_factory=dict)  # rel -> clean | N hunks rejected | absent
     dropped: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    stacked_on: list[str] = field(default_factory=list)  # the patches its diff is made on top of
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -62,7 +70,7 @@ def _pending(folder: Path, name: str, version: str) -> Path:
 def import_diff(
     target: Target,
     catalogue: Catalogue,
-    folder: Path,
+    folders: Sequence[Path],
     name: str,
     diff_text: str,
     source: str,
@@ -71,7 +79,7 @@ def import_diff(
     max_fuzz: int = 2,
     wheels: Mapping[str, Path] | None = None,
 ) -> ImportResult:
-    _refuse_clash(catalogue, folder, name)
+    folder = destination(catalogue, folders, name)
     version = target.version
     per_file, dropped = split_upstream_diff(diff_text)
     result = ImportResult(name, version, folder / name, False, dropped=dropped)
@@ -97,11 +105,17 @@ def import_diff(
         result.notes.append(f"not in vLLM {version}, left out: {', '.join(absent)}")
     if not outcomes:
         raise PatchFolderError(f"none of the files {source} changes exists in vLLM {version}")
+    result.stacked_on = _refuse_out_of_order(catalogue, folders, folder, name, tree, outcomes)
+    conflicted = any(rej for *_, rej in outcomes.values())
+    files = [(rel, base, text) for rel, (base, text, _, _) in outcomes.items() if base != text]
+    if not conflicted and not files:
+        raise PatchFolderError(f"{source} is already in vLLM {version}; nothing to import")
     _write_patch_toml(folder / name, name, version, releases, summary or f"imported from {source}")
+    add_to_series(folder, name)
     pending = _pending(folder, name, version)
     if pending.exists():
         shutil.rmtree(pending)
-    if any(rej for *_, rej in outcomes.values()):
+    if conflicted:
         write_pending(
             pending,
             {rel: conflict if rej else text for rel, (_, text, conflict, rej) in outcomes.items()},
@@ -110,14 +124,12 @@ def import_diff(
             if rejects:
                 out = pending / rel
                 out.with_name(out.name + ".rej").write_text(rejects, encoding="utf-8")
+        again = target.command(f"{patches_args(folders)} import {name} --continue")
         result.notes.append(
             f"fix the conflict-marked files under {pending} (the .rej files hold the hunks that "
-            f"did not apply), then run `vllm-patcher --patches {folder} import {name} --continue`"
+            f"did not apply), then run `{again}`"
         )
         return result
-    files = [(rel, base, text) for rel, (base, text, _, _) in outcomes.items() if base != text]
-    if not files:
-        raise PatchFolderError(f"{source} is already in vLLM {version}; nothing to import")
     pinned.write_pin(folder / name / f"vllm-{version}", version, name, files)
     result.written = True
     return result
@@ -126,41 +138,55 @@ def import_diff(
 def continue_import(
     target: Target,
     catalogue: Catalogue,
-    folder: Path,
+    folders: Sequence[Path],
     name: str,
     wheels: Mapping[str, Path] | None = None,
 ) -> ImportResult:
+    folder = destination(catalogue, folders, name)
     version = target.version
     pending = _pending(folder, name, version)
     if not pending.is_dir():
+        first = target.command(f"{patches_args(folders)} import {name} --diff FILE")
         raise BadSetting(
             f"no import of {name} is waiting for vLLM {version} ({pending} is absent); "
-            f"run `vllm-patcher --patches {folder} import {name} --diff FILE` first"
+            f"run `{first}` first"
         )
-    again = f"vllm-patcher --patches {folder} import {name} --continue"
+    again = target.command(f"{patches_args(folders)} import {name} --continue")
     fixed = resolved_files(pending, again, target.record)
     refuse_markers(pending, fixed, again)
     ordered = Catalogue(tuple(p for p in catalogue.patches if p.name != name))
     tree = _tree_target(version.split("+", 1)[0], sorted(fixed), wheels)
     files = []
     result = ImportResult(name, version, folder / name, True)
+    outcomes = {}
     for rel, text in fixed.items():
         base = _base_bytes(ordered, "", tree, rel, tree.path(rel).read_bytes()).decode("utf-8")
+        outcomes[rel] = (base, text, "", "")
         if text != base:
             files.append((rel, base, text))
             result.files[rel] = "resolved"
     if not files:
         raise PortConflict(f"the resolved files in {pending} change nothing; {name} would be empty")
+    result.stacked_on = _refuse_out_of_order(catalogue, folders, folder, name, tree, outcomes)
     pinned.write_pin(folder / name / f"vllm-{version}", version, name, files)
     shutil.rmtree(pending)
     drop_if_done(folder / name / CONFLICTS)
     return result
 
 
-def _refuse_clash(catalogue: Catalogue, folder: Path, name: str) -> None:
-    existing = catalogue.get(name)
-    if existing is not None and existing.folder.resolve() != (folder / name).resolve():
-        raise PatchFolderError(
-            f"a patch named {name!r} already exists ({existing.origin}: {existing.folder}); "
-            "choose another name"
-        )
+def _refuse_out_of_order(
+    catalogue: Catalogue,
+    folders: Sequence[Path],
+    folder: Path,
+    name: str,
+    tree: Target,
+    outcomes: Mapping[str, tuple[str, str, str, str]],
+) -> list[str]:
+    """NAME's diff on each file is made on every other patch touching it: refuse when one of them
+    would replay after NAME; else the patches it is stacked on, in series order."""
+    others = Catalogue(tuple(p for p in catalogue.patches if p.name != name))
+    lay = layout(others, tree.version, tree.record)
+    stacked = {rel: [s.patch for s in lay.steps.get(rel, [])] for rel in outcomes}
+    refuse_out_of_order(catalogue, folders, folder, name, stacked)
+    below = {n for names in stacked.values() for n in names}
+    return [n for n in others.names if n in below]

@@ -49,6 +49,13 @@ def valid_patch_name(name: str) -> bool:
     return bool(name) and name[0] in _NAME_FIRST and not set(name) - _NAME_CHARS
 
 
+# The rule in words, for every refusal of a name (the loader's and the commands' that take NAME).
+NAME_RULE = (
+    "a patch name is lower-case letters, digits, '-', '_' and '.', starting with a letter or a "
+    "digit (e.g. my-fix)"
+)
+
+
 @dataclass(frozen=True)
 class Releases:
     """``releases`` of a patch.toml: one PEP 440 specifier, or a list of them (PEP 440 has no
@@ -311,6 +318,11 @@ def load_catalogue(folders: Iterable[Path] = (), select: Iterable[str] = ()) -> 
     """The built-ins plus every patch in ``folders``; a clash or a malformed folder is refused."""
     patches = list(_load_folder(builtin_root(), BUILTIN))
     for folder in folders:
+        if folder.exists() and not folder.is_dir():
+            raise PatchFolderError(
+                f"patch folder {folder} is not a folder; give --patches the folder that holds "
+                "your patches"
+            )
         if not folder.is_dir():
             raise PatchFolderError(
                 f"patch folder {folder} does not exist; create it (mkdir -p {folder}) "
@@ -409,10 +421,7 @@ def _load_patch(folder: Path, origin: str) -> Patch:
             f"{where}: name = {name!r} must equal the folder's name {folder.name!r}"
         )
     if not isinstance(name, str) or not valid_patch_name(name):
-        raise PatchFolderError(
-            f"{where}: name {name!r} may use only lower-case letters, digits, '-', '_' and '.', "
-            "starting with a letter or a digit"
-        )
+        raise PatchFolderError(f"{where}: name {name!r} is not a patch name; {NAME_RULE}")
     summary = data.get("summary", "")
     fixed_in = data.get("fixed_in")
     if not isinstance(summary, str):
