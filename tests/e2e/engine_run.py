@@ -37,7 +37,9 @@ def main() -> int:
             seed=0,
         )
         loaded = time.monotonic()
-        params = SamplingParams(temperature=0.0, max_tokens=args.get("max_tokens", 48), ignore_eos=True)
+        params = SamplingParams(
+            temperature=0.0, max_tokens=args.get("max_tokens", 48), ignore_eos=True
+        )
         outputs = llm.generate([{"prompt_token_ids": p} for p in args["prompts"]], params)
     except Exception as exc:  # the engine's refusal is the result being tested
         print(json.dumps({"error": f"{type(exc).__name__}: {exc}"}))

