@@ -1384,3 +1384,55 @@ def payoff_report(
         as_json=opts.as_json,
     )
     sys.exit(exit_code)
+
+
+@payoff.command("bench")
+@click.argument("url")
+@click.option(
+    "--baseline-url", required=True, metavar="URL", help="The same model, no speculation."
+)
+@click.option(
+    "--concurrency", default="1,4,16", show_default=True, help="Comma-separated concurrencies."
+)
+@click.option("--num-prompts", default=64, show_default=True, type=int)
+@click.option("--dataset", default="random", show_default=True, help="vllm bench serve's dataset.")
+@click.option("--plot", type=click.Path(path_type=Path), metavar="FILE.png", help="Draw it.")
+@click.argument("client_args", nargs=-1, type=click.UNPROCESSED, metavar="[-- CLIENT ARGS]")
+@click.pass_obj
+def payoff_bench(
+    opts: Options,
+    url: str,
+    baseline_url: str,
+    concurrency: str,
+    num_prompts: int,
+    dataset: str,
+    plot: Path | None,
+    client_args: tuple[str, ...],
+) -> None:
+    """Run the same load on both servers with vLLM's own benchmark client (`vllm bench serve`, in
+    the target interpreter), per concurrency; arguments after `--` go to the client."""
+    from .payoff import bench
+
+    try:
+        levels = [int(c) for c in concurrency.split(",") if c.strip()]
+    except ValueError:
+        raise BadSetting(f"--concurrency {concurrency!r}: give integers like 1,4,16") from None
+    if plot is not None:
+        from .payoff.plot import check_available
+
+        check_available(plot)
+    target = opts.target()
+    if target.python is None:
+        raise BadSetting("payoff bench runs vLLM's benchmark client: give --python, not --target")
+    result = bench.run(
+        str(target.python), url, baseline_url, levels, num_prompts, dataset, client_args
+    )
+    if plot is not None:
+        from .payoff.plot import draw_bench
+
+        draw_bench(result, plot)
+    if opts.as_json:
+        _report(0, result.to_dict())
+    else:
+        for line in bench.lines(result):
+            _echo(line)

@@ -33,6 +33,9 @@ from safetensors.torch import save_file
 V, H, L, HEADS, HD, INTER = 512, 128, 8, 2, 64, 256
 OUT, KEY, SPARE, CONST, OFFSET = slice(0, 64), slice(64, 96), slice(96, 126), 126, 127
 RIGHT_LAYERS, SHIFTED_LAYERS = (2, 4, 5), (3, 5, 6)
+SHARP = (
+    1.0  # logit gaps of ~30; tests sample greedily (vLLM accepts impossible drafts at T > 0 here)
+)
 
 
 def next_token(t: int) -> int:
@@ -100,7 +103,7 @@ def target(d: Path, family: str = "granite", seed: int = 0) -> None:
     inverse = torch.empty(V, dtype=torch.long)
     inverse[torch.tensor([next_token(t) for t in range(V)])] = torch.arange(V)
     lm_head = torch.zeros(V, H)
-    lm_head[:, OUT] = out[inverse]
+    lm_head[:, OUT] = out[inverse] * SHARP
     w = {
         "model.embed_tokens.weight": _embedding(out, key),
         "model.norm.weight": torch.ones(H),
@@ -145,7 +148,7 @@ def drafter(
         [next_token(t) if right[t] else (next_token(t) + 1) % V for t in range(V)]
     )
     lm_head = torch.zeros(V, H)
-    lm_head[:, OUT] = torch.zeros(V, 64).index_add_(0, predicted, out)
+    lm_head[:, OUT] = torch.zeros(V, 64).index_add_(0, predicted, out) * SHARP
     fc = torch.zeros(H, 3 * H)
     marker = torch.randn(SPARE.stop - SPARE.start, generator=g)
     fc[SPARE, OFFSET] = marker / marker.norm()

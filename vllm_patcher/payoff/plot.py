@@ -10,6 +10,7 @@ from ..errors import BadSetting
 
 if TYPE_CHECKING:
     from .analysis import Analysis
+    from .bench import BenchResult
 
 
 def _pyplot() -> Any:
@@ -63,6 +64,32 @@ def draw(a: Analysis, path: Path) -> None:
     right.set_xlabel("num_speculative_tokens")
     right.set_ylabel("speedup (x)")
     right.set_title(f"verdict: {a.verdict}")
+    right.legend(loc="best")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def draw_bench(result: BenchResult, path: Path) -> None:
+    """Speedup against concurrency with the break-even line, and the acceptance per position."""
+    plt = _pyplot()
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    levels = [p.concurrency for p in result.points]
+    left.plot(levels, [p.speedup or 0 for p in result.points], "o-", label="measured speedup")
+    left.axhline(1.0, color="grey", linestyle=":", label="break-even")
+    left.set_xscale("log", base=2)
+    left.set_xticks(levels, [str(c) for c in levels])
+    left.set_xlabel("concurrency")
+    left.set_ylabel("speedup (x, per-token time)")
+    left.legend(loc="best")
+    for p in result.points:
+        prefix = p.analysis.prefix
+        right.plot(
+            range(1, len(prefix) + 1), [x * 100 for x in prefix], "o-", label=f"c={p.concurrency}"
+        )
+    right.set_xlabel("draft position")
+    right.set_ylabel("% of drafts accepted up to here")
+    right.set_ylim(0, 105)
     right.legend(loc="best")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
