@@ -104,6 +104,15 @@ MINIMAX_CHECKS = (
     "still rejects gpt2).",
 )
 
+# what verify names eagle3-granite's behaviour checks (its checks/ file's docstrings)
+GRANITE_CHECKS = (
+    "eagle3-granite: GraniteForCausalLM implements SupportsEagle3 with working default and setter.",
+    "eagle3-granite: The real GraniteModel.forward captures the residual stream entering "
+    "requested layers.",
+    "eagle3-granite: The real SpeculativeConfig accepts EAGLE-3 for a granite target (and still "
+    "rejects granitemoe).",
+)
+
 
 def checkout_copy(dest: Path) -> Path:
     """This checkout's committed files (as they are on disk), like a fresh clone: no stale

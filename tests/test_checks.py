@@ -30,6 +30,7 @@ from vllm_patcher.patchset import layout, load_catalogue
 
 from .conftest import (
     CATALOGUE,
+    GRANITE_CHECKS,
     MINIMAX_CHECKS,
     record_of,
     run_cli,
@@ -370,6 +371,7 @@ def test_the_import_tier_imports_each_touched_file_as_its_module() -> None:
     assert [verify.module_name(rel) for rel in CATALOGUE.all_paths()] == [
         "vllm.config.speculative",
         "vllm.model_executor.models.deepseek_v2",
+        "vllm.model_executor.models.granite",
         "vllm.model_executor.models.kimi_k25",
         "vllm.model_executor.models.minimax_m2",
         "vllm.v1.spec_decode.eagle",
@@ -484,6 +486,7 @@ BUILT_IN = {
     "supports-eagle3: supports_eagle3(DeepseekV3ForCausalLM)",
     "supports-eagle3: supports_eagle3(KimiK25ForConditionalGeneration)",
     *MINIMAX_CHECKS,
+    *GRANITE_CHECKS,
 }
 IMAGE_TOKEN = (
     "kimi-k25-image-token: EAGLE proposer reads Kimi-K2.5's image token from "

@@ -36,7 +36,8 @@ def _states(site: Path, *extra: str) -> dict[str, str]:
 
 def _captured(tree_copy, tmp_path: Path) -> tuple[Path, Path]:  # type: ignore[no-untyped-def]
     """0.15.1 with the built-ins applied, then a hand edit on the allow-list line that
-    eagle3-whitelist and eagle3-minimax-m2 already edit, captured as my-minimax."""
+    eagle3-whitelist and eagle3-minimax-m2 already edit (and eagle3-granite, last in the series,
+    edits the condition below it), captured as my-minimax."""
     site = tree_copy("0.15.1")
     mine = tmp_path / "mine"
     mine.mkdir()  # a --patches folder must exist
@@ -59,7 +60,7 @@ def test_capture_stacks_on_the_whitelist_and_behaves_like_a_built_in(
     site, mine = _captured(tree_copy, tmp_path)
     folder = mine / "my-minimax" / "vllm-0.15.1"
     manifest = json.loads((folder / "manifest.json").read_text())
-    below = CATALOGUE.get("eagle3-minimax-m2").pin("0.15.1")  # type: ignore[union-attr]
+    below = CATALOGUE.get("eagle3-granite").pin("0.15.1")  # type: ignore[union-attr]
     assert below is not None
     # the diff is made on the bytes the built-ins leave, not on pristine: a series on one line
     assert manifest["files"][SPEC]["before"] == below.files[SPEC].after
@@ -118,6 +119,7 @@ def test_a_stacked_patch_alone_is_refused_and_nothing_is_written(tree_copy, tmp_
         "apply",
         "eagle3-whitelist",
         "eagle3-minimax-m2",
+        "eagle3-granite",
         "my-minimax",
         check=True,
     )

@@ -26,7 +26,14 @@ from vllm_patcher import sources
 from vllm_patcher.target import locate
 from vllm_patcher.verify import probe_tiers
 
-from .conftest import CATALOGUE, MINIMAX_CHECKS, run_cli, touched_match_record, venv_site
+from .conftest import (
+    CATALOGUE,
+    GRANITE_CHECKS,
+    MINIMAX_CHECKS,
+    run_cli,
+    touched_match_record,
+    venv_site,
+)
 
 PATCHES = CATALOGUE.names
 
@@ -125,6 +132,7 @@ def test_apply_verify_status_revert_round_trip(venv: Venv) -> None:
         "kimi-k25-image-token": "applied" if venv.has_kimi else "not-applicable",
         "supports-eagle3": "applied",
         "eagle3-minimax-m2": "applied" if venv.has_minimax else "not-applicable",
+        "eagle3-granite": "applied",  # granite.py ships in every release from 0.11.0
     }
     before = json.loads(venv.cli("--json", "status").stdout)
     assert before["vllm_version"] == venv.version
@@ -158,6 +166,7 @@ def test_apply_verify_status_revert_round_trip(venv: Venv) -> None:
     assert wanted | kimi <= names, (wanted | kimi) - names
     if venv.has_minimax:  # MiniMax-M2's checks ran and passed (code == 0 above)
         assert set(MINIMAX_CHECKS) <= names - skipped, set(MINIMAX_CHECKS) - names
+    assert set(GRANITE_CHECKS) <= names - skipped, set(GRANITE_CHECKS) - names
 
     after = json.loads(venv.cli("--json", "status").stdout)
     assert {p["name"]: p["state"] for p in after["patches"]} == expected
@@ -186,6 +195,9 @@ def test_verify_before_apply_is_red_for_what_is_missing(venv: Venv) -> None:
     if venv.has_minimax:  # red before apply: every MiniMax-M2 check fails on the pristine release
         assert set(MINIMAX_CHECKS) <= set(failed), set(MINIMAX_CHECKS) - set(failed)
         assert "minimax_m2" in failed[MINIMAX_CHECKS[2]], failed[MINIMAX_CHECKS[2]]
+    # and every Granite check (the cached venvs are 0.11-0.17 releases, which have the allow-list)
+    assert set(GRANITE_CHECKS) <= set(failed), set(GRANITE_CHECKS) - set(failed)
+    assert "does not admit 'granite'" in failed[GRANITE_CHECKS[2]], failed[GRANITE_CHECKS[2]]
     if venv.has_kimi:
         # what the probe saw: a server never reaches the proposer, the allow-list refuses first
         detail = failed[IMAGE_TOKEN_CHECK]

@@ -138,7 +138,7 @@ def test_pinned_and_transform_paths_end_in_the_same_bytes(tree_copy, tmp_path: P
     assert status_json(other, EMPTY_PINS)["fingerprint"] != fingerprint
 
 
-@pytest.mark.parametrize("version", ["0.20.0", "latest"])  # 0.18-0.19 still get eagle3-minimax-m2
+@pytest.mark.parametrize("version", ["0.32.0", "latest"])  # up to 0.31.x get eagle3-granite
 def test_upstream_releases_are_left_alone(tmp_path: Path, version: str) -> None:
     if version == "latest":
         version = sources.latest_version()

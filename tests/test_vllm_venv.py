@@ -14,6 +14,7 @@ from vllm_patcher.verify import probe_tiers
 
 from .conftest import (
     CATALOGUE,
+    GRANITE_CHECKS,
     MINIMAX_CHECKS,
     pip_reinstall_vllm,
     run_cli,
@@ -60,6 +61,7 @@ def test_apply_status_verify_revert(vllm_python: Path, mode: str) -> None:
     assert "eagle3-whitelist: SpeculativeConfig eagle3 rejects gpt2 (not on the list)" in names
     assert not any(c["skipped"] for c in report["checks"])  # 0.15.1 ships Kimi-K2.5
     assert set(MINIMAX_CHECKS) <= names  # and MiniMax-M2: its checks ran and passed
+    assert set(GRANITE_CHECKS) <= names  # and Granite's
 
     cli("revert")
     assert all(touched_match_record(site).values())
@@ -82,6 +84,7 @@ def test_verify_fails_before_apply_and_names_the_cause(vllm_python: Path) -> Non
     assert "only supported for" in failed[accept]
     assert "supports-eagle3: forward with aux layers returns (hidden, aux)" in failed
     assert set(MINIMAX_CHECKS) <= set(failed), set(MINIMAX_CHECKS) - set(failed)
+    assert set(GRANITE_CHECKS) <= set(failed), set(GRANITE_CHECKS) - set(failed)
 
 
 PROBE = (

@@ -19,8 +19,8 @@ FIRST_PATCHABLE = Version("0.11.0")
 UPSTREAM_FROM = Version("0.18.0")
 LIST_GONE_FROM = Version("0.22.0")  # the allow-list mechanism no longer exists
 SUPPORTED_RANGE = (
-    "0.11.0 to 0.19.x, each patch below its fixed_in (the DeepSeek/Kimi changes are upstream "
-    "from 0.18.0, the MiniMax-M2 one from 0.20.0)"
+    "0.11.0 to 0.31.x, each patch below its fixed_in (the DeepSeek/Kimi changes are upstream "
+    "from 0.18.0, the MiniMax-M2 one from 0.20.0, the Granite one from 0.32.0)"
 )
 
 
