@@ -51,7 +51,7 @@ def draw(a: Analysis, path: Path) -> None:
     left.set_ylim(0, 105)
     left.set_xticks(positions)
     left.set_title(f"acceptance (mean length {a.mean_acceptance_length or 0:.2f}, k = {a.k})")
-    left.legend(loc="lower left")
+    left.legend(loc="upper right")
     if a.expected_speedup:
         ks = list(a.expected_speedup)
         right.plot(ks, list(a.expected_speedup.values()), "o-", label="expected (fitted)")
@@ -59,7 +59,11 @@ def draw(a: Analysis, path: Path) -> None:
             right.plot([a.k], [a.speedup], "r*", markersize=14, label="measured")
         right.set_xticks(ks)
     else:
-        right.text(0.5, 0.5, "no baseline:\nspeedup not measured", ha="center", va="center")
+        right.text(
+            0.5, 0.5, "no baseline:\nspeedup not measured", ha="center", va="center",
+            transform=right.transAxes,
+        )  # fmt: skip
+        right.set_ylim(0, 2)
     right.axhline(1.0, color="grey", linestyle=":", label="break-even")
     right.set_xlabel("num_speculative_tokens")
     right.set_ylabel("speedup (x)")

@@ -36,7 +36,7 @@ def lines(a: Analysis) -> list[str]:
     )
     out.append(f"  accepted by position (given the one before): {curve}")
     if a.step_s is not None and a.tokens_per_step is not None and a.per_token_s is not None:
-        batch = f", {w.running:.1f} requests running" if w.running is not None else ""
+        batch = f", {w.running:.1f} requests running when read" if w.running is not None else ""
         out.append(
             f"  decode: {a.tokens_per_step:.2f} tokens per step, {a.step_s * 1000:.2f} ms per "
             f"step, {a.per_token_s * 1000:.2f} ms per token{batch}"
