@@ -1358,6 +1358,8 @@ def payoff_report(
     from .payoff import run as payoff_run
 
     url = None
+    if (metrics or log) and any(s.startswith(("http://", "https://")) for s in sources):
+        raise BadSetting("give exactly one of URL, --metrics FILE [FILE] or --log FILE")
     if metrics:
         metrics = metrics + tuple(Path(s) for s in sources)
     elif len(sources) > 1:

@@ -10,16 +10,18 @@ import os
 import subprocess
 from pathlib import Path
 
+import jsonschema
 import pytest
 
 from vllm_patcher import sources
 
-from ..conftest import assert_refused, run_cli, test_venv_python
+from ..conftest import REPO, assert_refused, run_cli, test_venv_python
 from ..e2e.engine import cpu_python
 
 HERE = Path(__file__).resolve().parent
 METRICS_PY = "vllm/v1/spec_decode/metrics.py"
 SINGLE = ["two_engines", "reset", "minus_one", "spec_off", "log"]
+SCHEMA = json.loads((REPO / "vllm_patcher" / "schema" / "output.schema.json").read_text())
 
 
 def _python(release: str) -> Path:
@@ -55,6 +57,7 @@ def _payoff(*args: str) -> dict[str, object]:
     proc = run_cli("--json", "payoff", *args)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     data: dict[str, object] = json.loads(proc.stdout)
+    jsonschema.Draft202012Validator(SCHEMA).validate(data)  # the envelope and payoff's keys
     return data
 
 

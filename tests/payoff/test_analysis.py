@@ -1,0 +1,104 @@
+"""payoff's model on windows whose answer is known by hand, and its refusals of bad input."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from vllm_patcher.payoff.analysis import analyse, verdict
+from vllm_patcher.payoff.window import Window
+
+from ..conftest import assert_refused, run_cli
+
+
+def _window(drafts: float, per_pos: tuple[float, ...], step_s: float, steps: float) -> Window:
+    accepted = sum(per_pos)
+    emitted = steps + accepted * steps / drafts  # every step emits 1 + its accepted drafts
+    return Window(
+        source="spec",
+        seconds=10.0,
+        since_start=False,
+        reset=False,
+        k=len(per_pos),
+        drafts=drafts,
+        draft_tokens=drafts * len(per_pos),
+        accepted=accepted,
+        per_pos=per_pos,
+        generation_tokens=emitted + 4,
+        first_tokens=4,
+        step_seconds=step_s * steps,
+        steps=steps,
+    )
+
+
+def _plain(step_s: float, steps: float) -> Window:
+    return Window("base", 10.0, False, False, 0, 0, 0, 0, (), steps + 4, 4, step_s * steps, steps)
+
+
+def test_the_expected_speedup_of_a_shorter_draft_follows_the_acceptance_curve_and_the_fitted_cost() -> (
+    None
+):
+    # 100 drafts, k = 3: 80 accept the first token, 40 the first two, 20 all three
+    spec = _window(100, (80, 40, 20), step_s=0.016, steps=100)
+    a = analyse(spec, _plain(0.010, 100))
+    assert a.mean_acceptance_length == pytest.approx(2.4)
+    assert a.prefix == pytest.approx([0.8, 0.4, 0.2])
+    assert a.conditional == pytest.approx([0.8, 0.5, 0.5])
+    # c = (16 - 10) / 3 = 2 ms per draft token; speedup(k') = 10 * L(k') / (10 + 2 k')
+    assert a.draft_cost_s == pytest.approx(0.002)
+    assert a.expected_speedup[1] == pytest.approx(10 * 1.8 / 12)
+    assert a.expected_speedup[2] == pytest.approx(10 * 2.2 / 14)
+    assert a.expected_speedup[3] == pytest.approx(10 * 2.4 / 16)
+    assert a.speedup == pytest.approx(a.expected_speedup[3])  # the model fits its own k exactly
+    assert a.best_k == 2 and a.verdict == "pays"
+    assert a.break_even_length == pytest.approx(1.6)
+
+
+def test_the_verdict_has_a_five_percent_band_around_parity() -> None:
+    assert [verdict(s) for s in (1.05, 1.049, 1.0, 0.951, 0.95)] == [
+        "pays",
+        "break-even",
+        "break-even",
+        "break-even",
+        "loses",
+    ]
+
+
+def test_without_a_baseline_the_speedup_is_unknown_and_never_guessed() -> None:
+    a = analyse(_window(100, (80, 40, 20), step_s=0.016, steps=100))
+    assert a.verdict == "unknown" and a.speedup is None and a.expected_speedup == {}
+    assert a.best_k is None and any("--baseline" in line for line in a.advice)
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        ((), "needs a server URL"),
+        (("http://127.0.0.1:1", "--metrics", "x"), "exactly one of"),
+        (("--metrics", "a", "--metrics", "b", "--metrics", "c"), "one saved scrape"),
+        (("http://127.0.0.1:1", "--window", "-1"), "--window"),
+        (("http://127.0.0.1:1", "--plot", "out.jpg"), ".png"),
+        (
+            (
+                "bench",
+                "http://127.0.0.1:1",
+                "--baseline-url",
+                "http://127.0.0.1:2",
+                "--concurrency",
+                "x",
+            ),
+            "--concurrency",
+        ),
+    ],
+)
+def test_bad_payoff_options_are_usage_errors(args: tuple[str, ...], fragment: str) -> None:
+    assert_refused(run_cli("payoff", *args), 2, fragment)
+
+
+def test_a_file_that_is_not_metrics_is_refused_with_its_own_code(tmp_path: Path) -> None:
+    junk = tmp_path / "junk.txt"
+    junk.write_text("hello world\n")
+    assert_refused(run_cli("payoff", "--metrics", str(junk)), 18, "vllm")
+    assert_refused(run_cli("payoff", "--metrics", str(tmp_path / "missing.txt")), 18, "cannot read")
+    assert_refused(run_cli("payoff", "--log", str(junk)), 18, "SpecDecoding")
