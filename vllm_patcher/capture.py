@@ -22,12 +22,14 @@ from pathlib import Path
 
 from . import fileops, pinned, sources
 from . import journal as journal_mod
+from .catalogue.layout import Layout, layout
+from .catalogue.model import PATCH_TOML, SERIES, Catalogue
 from .errors import CaptureRefused, PatcherError, PatchFolderError, StateError
+from .install.record import file_hash
+from .install.target import RECORD_REFERENCE, Target
 from .journal import FileRecord, Journal, PatchRecord, Phase
-from .patchset import PATCH_TOML, SERIES, Catalogue, Layout, layout
 from .plan import PINNED_DIFF, _run
 from .status import _transform_would_change
-from .target import RECORD_REFERENCE, Target, file_hash
 
 
 @dataclass
@@ -416,7 +418,7 @@ def _write_patch_toml(
         "releases": releases or f"=={version}",
     }
     if path.exists():
-        from .patchset import _read_toml
+        from .catalogue.folders import _read_toml
 
         old = _read_toml(path)
         fields["summary"] = summary or str(old.get("summary", fields["summary"]))

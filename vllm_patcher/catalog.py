@@ -1,5 +1,5 @@
 """Release-wide facts (which vLLM releases the tool handles at all) and the transform hook a
-built-in patch.toml names. The patches themselves are data: see ``patchset``."""
+built-in patch.toml names. The patches themselves are data: see ``catalogue``."""
 
 from __future__ import annotations
 

@@ -122,7 +122,7 @@ class ClusterReport:
 def run_on_node(command: str, strict: bool = False) -> dict[str, Any]:
     """Run one command on this node's vLLM and return plain data; called by the driver's task."""
     from . import status as status_mod
-    from . import target as target_mod
+    from .install import locate as locate_mod
 
     started = time.perf_counter()
     site = os.environ.get(SITE_ENV) or None
@@ -134,8 +134,8 @@ def run_on_node(command: str, strict: bool = False) -> dict[str, Any]:
     }
     target = None
     try:
-        target = target_mod.locate_in_directory(site) if site else target_mod.locate_current()
-        from .patchset import load_catalogue
+        target = locate_mod.locate_in_directory(site) if site else locate_mod.locate_current()
+        from .catalogue.folders import load_catalogue
 
         catalogue = load_catalogue(_shipped_user_folders())
         if command == "apply":
@@ -157,7 +157,7 @@ def run_on_node(command: str, strict: bool = False) -> dict[str, Any]:
         if target is not None and "status" not in answer:
             # all or nothing on the node: show what it is left in
             with contextlib.suppress(PatcherError):
-                from .patchset import load_catalogue
+                from .catalogue.folders import load_catalogue
 
                 answer["status"] = status_mod.read_status(
                     target, load_catalogue(_shipped_user_folders())
@@ -212,7 +212,7 @@ def stage_tool(dest: Path, user_dirs: list[Path] | None = None) -> list[Path]:
         ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "patches", USER_PATCHES),
     )
     user_dirs = user_dirs or []
-    from .patchset import builtin_root
+    from .catalogue.folders import builtin_root
 
     # The built-ins, then the user's folders in their order: the nodes load the same catalogue.
     shutil.copytree(

@@ -25,9 +25,11 @@ from .capture import (
     patches_args,
     refuse_out_of_order,
 )
+from .catalogue.layout import layout
+from .catalogue.model import Catalogue
 from .diffmerge import apply_fuzzy, split_upstream_diff
 from .errors import BadSetting, PatchFolderError, PortConflict
-from .patchset import Catalogue, layout
+from .install.target import Target
 from .porting import (
     CONFLICTS,
     _base_bytes,
@@ -37,7 +39,6 @@ from .porting import (
     resolved_files,
     write_pending,
 )
-from .target import Target
 
 
 @dataclass

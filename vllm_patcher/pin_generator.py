@@ -9,9 +9,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import catalog, pinned, sources
+from .catalogue.layout import Verdict, layout
+from .catalogue.model import Catalogue
 from .errors import LocallyModified
-from .patchset import Catalogue, Verdict, layout
-from .target import file_hash, locate_in_directory
+from .install.locate import locate_in_directory
+from .install.record import file_hash
 
 
 @dataclass

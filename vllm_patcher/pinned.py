@@ -109,7 +109,7 @@ def write_pin(folder: Path, version: str, patch: str, files: list[tuple[str, str
 
     Returns True when anything on disk changed (pinning an unchanged tree rewrites nothing).
     """
-    from .target import file_hash
+    from .install.record import file_hash
 
     entries = {}
     parts = []

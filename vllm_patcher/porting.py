@@ -22,11 +22,14 @@ from packaging.version import InvalidVersion, Version
 
 from . import pinned, sources
 from .catalog import FIRST_PATCHABLE
+from .catalogue.layout import layout
+from .catalogue.model import PATCH_TOML, Catalogue, Patch
 from .diffmerge import conflict_marker_lines, merge_three
 from .errors import BadSetting, PatchFolderError, PortConflict, UnsupportedRelease
-from .patchset import PATCH_TOML, Catalogue, Patch, layout
+from .install.locate import locate_in_directory
+from .install.record import file_hash
+from .install.target import Target
 from .plan import _run
-from .target import Target, file_hash, locate_in_directory
 
 CONFLICTS = "conflicts"
 CONFLICT_FILES = ".conflict-files.json"  # in conflicts/vllm-VERSION/: the files the conflict wrote
@@ -166,16 +169,35 @@ def drop_if_done(conflicts: Path) -> None:
         shutil.rmtree(conflicts)
 
 
-def all_releases(patch: Patch) -> list[str]:
+def all_releases_of(patch: Patch) -> list[str]:
     """The final releases the patch's specifier covers below its fixed_in (from the index)."""
     found = []
     for v in sources.available_versions():
         parsed = Version(v)
         if parsed.is_prerelease or parsed.is_devrelease:
             continue
-        if patch.covers(v) and not patch.is_upstream(v) and parsed >= Version("0.11.0"):
+        if patch.covers(v) and not patch.is_upstream(v) and parsed >= FIRST_PATCHABLE:
             found.append(v)
     return sorted(found, key=Version)
+
+
+def releases_to_port(
+    patch: Patch, versions: tuple[str, ...], all_releases: bool, wheels: dict[str, Path]
+) -> list[str]:
+    """The releases a port carries PATCH to: ``--all`` (every release its specifier covers
+    below fixed_in), else the ``--to`` releases and each ``--wheel``'s release unless PATCH is
+    pinned there (its source)."""
+    if all_releases:
+        return all_releases_of(patch)
+    targets = list(versions) + [
+        v for v in wheels if v not in versions and v not in patch.pinned_versions
+    ]
+    if not targets:
+        raise BadSetting(
+            f"{patch.name} is already pinned for the release of every --wheel given; name a "
+            "release to port to with --to VERSION"
+        )
+    return targets
 
 
 def _below(catalogue: Catalogue, name: str) -> Catalogue:
@@ -282,7 +304,7 @@ def add_releases(toml: Path, versions: list[str]) -> list[str]:
     releases between, which have no diff). A list of ``==`` pins only is kept in version order."""
     import tomli_w  # only port writes patch.toml this way; status and apply never load it
 
-    from .patchset import _read_toml
+    from .catalogue.folders import _read_toml
 
     data = _read_toml(toml)
     old = data.get("releases", "")

@@ -16,9 +16,11 @@ from enum import Enum
 from . import catalog, fileops
 from . import journal as journal_mod
 from .catalog import FileChange, Release
+from .catalogue.layout import Layout, Step, Verdict, layout
+from .catalogue.model import Catalogue, base_release
 from .errors import PatchShapeError
-from .patchset import Catalogue, Layout, Step, Verdict, _base, layout
-from .target import Target, file_hash
+from .install.record import file_hash
+from .install.target import Target
 
 
 class _Label(str, Enum):
@@ -436,7 +438,7 @@ def judge(
         elif verdict is Verdict.UNPORTED:
             assert patch is not None
             state, method = PatchState.UNPORTED, None
-            version = _base(target.version)
+            version = base_release(target.version)
             if (patch.folder / "conflicts" / f"vllm-{version}").is_dir():
                 rest = f"port {name} --to {version} --continue"
                 why = f"its conflicts for {version} are waiting to be resolved"

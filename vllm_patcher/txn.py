@@ -25,11 +25,13 @@ from pathlib import Path
 from . import catalog, fileops, pinned
 from . import journal as journal_mod
 from . import status as status_mod
+from .catalogue.layout import layout
+from .catalogue.model import Catalogue
 from .errors import LocallyModified, NotWritable, PatcherError, StateError
+from .install.record import file_hash
+from .install.target import RECORD_REFERENCE, Target
 from .journal import FileRecord, Journal, PatchRecord, Phase
-from .patchset import Catalogue, layout
 from .plan import FileEdit, RevertPlan, plan_apply, plan_revert
-from .target import RECORD_REFERENCE, Target, file_hash
 
 
 @dataclass

@@ -28,8 +28,9 @@ from pathlib import Path
 
 from . import catalog
 from . import status as status_mod
-from .patchset import Catalogue, Layout, Verdict, layout
-from .target import Target
+from .catalogue.layout import Layout, Verdict, layout
+from .catalogue.model import Catalogue
+from .install.target import Target
 
 TIERS = ("compile", "state", "import", "behaviour")
 

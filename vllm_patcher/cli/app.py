@@ -14,14 +14,16 @@ from typing import Any, NoReturn
 import click
 
 from .. import fileops, progress
-from .. import target as target_mod
+from ..catalogue.folders import load_catalogue, user_folders
+from ..catalogue.model import Catalogue
 from ..errors import (
     EXIT_INTERRUPTED,
     BadSetting,
     FileSystemError,
     PatcherError,
 )
-from ..patchset import Catalogue, load_catalogue, user_folders
+from ..install import locate as locate_mod
+from ..install import target as target_mod
 
 
 @dataclass
@@ -32,7 +34,7 @@ class Options:
     patch_dirs: tuple[Path, ...] = ()
 
     def target(self) -> target_mod.Target:
-        return target_mod.locate(self.python, self.directory)
+        return locate_mod.locate(self.python, self.directory)
 
     def catalogue(self, names: tuple[str, ...] = ()) -> Catalogue:
         """The built-ins plus the user's folders; ``names`` (or pyproject's select) narrows it."""
@@ -53,7 +55,7 @@ class Options:
 
 def check_names(*names: str) -> None:
     """A NAME argument must be a patch name the loader takes (a usage error otherwise)."""
-    from ..patchset import NAME_RULE, valid_patch_name
+    from ..catalogue.model import NAME_RULE, valid_patch_name
 
     for name in names:
         if not valid_patch_name(name):

@@ -9,12 +9,12 @@ from typing import Any
 import click
 
 from .. import progress
-from .. import target as target_mod
+from ..catalogue.folders import load_catalogue
 from ..errors import (
     BadSetting,
     PortConflict,
 )
-from ..patchset import load_catalogue
+from ..sources import installed_release_wheels, wheels_by_release
 from .app import (
     Command,
     Options,
@@ -34,35 +34,6 @@ def _wheel_option(func: Any) -> Any:
         type=click.Path(path_type=Path),
         help="A vLLM release wheel on disk, read instead of fetching that release (repeatable).",
     )(func)
-
-
-def _wheels(files: tuple[Path, ...]) -> dict[str, Path]:
-    """``--wheel FILE...`` by the release each holds (its METADATA), every one checked up front."""
-    if not files:
-        return {}
-    from ..fetch import local_wheel
-
-    found: dict[str, Path] = {}
-    for path in files:
-        version = local_wheel(path).version
-        if version in found and found[version].resolve() != path.resolve():
-            raise BadSetting(f"two --wheel files for vLLM {version}: {found[version]} and {path}")
-        found[version] = path
-    return found
-
-
-def _installed_release_wheels(
-    files: tuple[Path, ...], target: target_mod.Target
-) -> dict[str, Path]:
-    """capture and import read the installed release only: a wheel of another one is a mistake."""
-    wheels = _wheels(files)
-    release = target.version.split("+", 1)[0]
-    for version, path in wheels.items():
-        if version != release:
-            raise BadSetting(
-                f"--wheel {path} holds vLLM {version}, but the installed release is {release}"
-            )
-    return wheels
 
 
 @click.command(cls=Command)
@@ -93,7 +64,7 @@ def capture(
     _check_releases(releases)
     folders = opts.patch_folders("capture")
     target = opts.target()
-    wheels = _installed_release_wheels(wheel_files, target)
+    wheels = installed_release_wheels(wheel_files, target.version)
     result = run_capture(
         target,
         opts.catalogue(),  # a --patches folder must exist: capture never creates one
@@ -158,19 +129,8 @@ def port(
     patch = catalogue.get(name)
     if patch is None:
         raise BadSetting(f"no patch named {name!r}; known: {', '.join(catalogue.names)}")
-    wheels = _wheels(wheel_files)
-    if all_releases:
-        targets = porting.all_releases(patch)
-    else:
-        # a wheel's release is a release to port to, unless NAME is pinned there (its source)
-        targets = list(versions) + [
-            v for v in wheels if v not in versions and v not in patch.pinned_versions
-        ]
-        if not targets:
-            raise BadSetting(
-                f"{name} is already pinned for the release of every --wheel given; name a "
-                "release to port to with --to VERSION"
-            )
+    wheels = wheels_by_release(wheel_files)
+    targets = porting.releases_to_port(patch, versions, all_releases, wheels)
     result = porting.port(catalogue, name, targets, resume=resume, wheels=wheels)
     if opts.as_json:
         json_report(0 if result.ok else PortConflict.exit_code, result.to_dict())
@@ -234,7 +194,7 @@ def import_(
     _check_releases(releases)
     folders = opts.patch_folders("import")
     target = opts.target()
-    wheels = _installed_release_wheels(wheel_files, target)
+    wheels = installed_release_wheels(wheel_files, target.version)
     catalogue = opts.catalogue()  # a --patches folder must exist: import never creates one
     if resume:
         result = importing.continue_import(target, catalogue, folders, name, wheels)
@@ -308,12 +268,12 @@ def pin(
 
     With --wheel FILE the release is read from that wheel (no VERSION needed, no network).
     """
-    from ..patchset import builtin_root
+    from ..catalogue.folders import builtin_root
     from ..pin_generator import pin_release
 
     if not versions and not wheel_files:
         raise BadSetting("pin needs VERSIONS (releases to pin) or --wheel FILE (repeatable)")
-    wheels = _wheels(wheel_files)
+    wheels = wheels_by_release(wheel_files)
     root = out_dir or builtin_root()
     catalogue = load_catalogue()
     fetching = None if opts.as_json else progress.Progress.for_stderr(False, prefix="pin")

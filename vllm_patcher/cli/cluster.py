@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from .. import target as target_mod
+from ..install import locate as locate_mod
 from .app import (
     Options,
     SubGroup,
@@ -49,7 +49,7 @@ def _run_cluster(
             f"set {cluster_mod.SITE_ENV} in that node's environment"
         )
     catalogue = opts.catalogue()
-    python = target_mod.interpreter(opts.python) if opts.python else target_mod.default_python()
+    python = locate_mod.interpreter(opts.python) if opts.python else locate_mod.default_python()
     report = cluster_mod.run(
         command,
         python,

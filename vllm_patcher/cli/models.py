@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable
 from typing import Any
 
 import click
 
-from .. import target as target_mod
 from ..errors import (
     EXIT_CHECK_FAILED,
     ServeRefused,
 )
+from ..install import locate as locate_mod
 from .app import (
     Command,
     Options,
@@ -41,28 +40,6 @@ def _doctor_release(opts: Options, vllm_version: str | None) -> str:
         return opts.target().version
     except TargetNotFound as exc:
         raise TargetNotFound(f"{exc.message}; or name the release with --vllm-version") from None
-
-
-def _hub_python(opts: Options) -> Callable[[], str]:
-    """The interpreter whose huggingface_hub looks repo ids up in the local cache: --python's,
-    else the vLLM install's (the one ``vllm serve`` runs in), else this one. Asked only when an
-    argument is a repo id."""
-
-    def pick() -> str:
-        from ..errors import TargetNotFound
-
-        if opts.python is not None:
-            return target_mod.interpreter(opts.python)
-        if opts.directory is None:
-            try:
-                found = opts.target().python
-            except TargetNotFound:
-                found = None
-            if found is not None:
-                return str(found)
-        return sys.executable
-
-    return pick
 
 
 def _doctor_lines(report: Any, fix: bool) -> list[str]:
@@ -125,7 +102,13 @@ def doctor(
     if vllm_version is not None:
         doctor_mod.release_version(vllm_version)  # a usage error before any file is read
     release = _doctor_release(opts, vllm_version)
-    report = doctor_mod.run(model_dir, drafter_dir, release, fix=fix, python=_hub_python(opts))
+    report = doctor_mod.run(
+        model_dir,
+        drafter_dir,
+        release,
+        fix=fix,
+        python=lambda: locate_mod.hub_python(opts.python, opts.directory),
+    )
     if opts.as_json:
         json_report(0 if report.ok else EXIT_CHECK_FAILED, report.to_dict())
     else:
@@ -170,7 +153,12 @@ def serve_args(
     if vllm_version is not None:
         doctor_mod.release_version(vllm_version)
     release = _doctor_release(opts, vllm_version)
-    report = doctor_mod.check(model_dir, drafter_dir, release, python=_hub_python(opts))
+    report = doctor_mod.check(
+        model_dir,
+        drafter_dir,
+        release,
+        python=lambda: locate_mod.hub_python(opts.python, opts.directory),
+    )
     if not report.ok:
         for f in report.problems:
             echo(f"vllm-patcher: problem: {f.check}: {f.message}", err=True)

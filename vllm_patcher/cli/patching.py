@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 from typing import Any
 
 import click
 
 from .. import catalog, progress
 from .. import status as status_mod
-from .. import target as target_mod
 from ..errors import (
     EXIT_CHECK_FAILED,
 )
+from ..install import target as target_mod
 from .app import (
     Command,
     Options,
@@ -229,60 +228,21 @@ def revert(opts: Options, force: bool) -> None:
         echo(f"your edited {rel} was kept at {where}")
     for rel in result.already_pristine:
         echo(f"{rel} was already pristine")
-    echo(_left_in_place(target.site_packages))
+    from ..journal import left_in_place
 
-
-def _left_in_place(root: Path) -> str:
-    """What revert leaves in the state folder, read from the folder (saved copies of your edits
-    may be there from any earlier ``revert --force``), and whether removing it loses anything."""
-    from ..journal import state_dir
-
-    folder = state_dir(root)
-    try:
-        names = sorted(p.name for p in folder.iterdir())
-    except OSError:
-        names = []
-    if "saved" in names and any((folder / "saved").iterdir()):
-        return (
-            f"left in place: {folder} (the lock file, and in saved/ the copies of your edits that "
-            "revert --force kept); move them out, then remove it with rm -r once no vllm-patcher "
-            "run is active"
-        )
-    return (
-        f"left in place: {folder} (only the lock file now); remove it with rm -r once no "
-        "vllm-patcher run is active"
-    )
+    echo(left_in_place(target.site_packages))
 
 
 @click.command("list", cls=Command)
 @click.pass_obj
 def list_(opts: Options) -> None:
     """The catalogue: every patch, where it comes from, and which releases it has diffs for."""
-    from ..patchset import Verdict, layout, pinned_versions
+    from ..catalogue.layout import release_matrix
 
     catalogue = opts.catalogue()
     # The catalogue needs no vLLM; an environment named anyway must exist, and its row is marked.
     installed = opts.target() if (opts.python or opts.directory) else None
-    versions = pinned_versions(catalogue)
-    rows: list[dict[str, Any]] = []
-    for version in versions:
-        lay = layout(catalogue, version, {})
-        cells = {}
-        for p in catalogue.patches:
-            verdict = lay.verdicts[p.name]
-            # what apply does there: a diff outside releases (or upstream) is not used
-            if verdict is Verdict.UPSTREAM:
-                cells[p.name] = "upstream"
-            elif verdict is Verdict.OUTSIDE:
-                cells[p.name] = "not-applicable"
-            elif p.pin(version) is not None:
-                cells[p.name] = "pinned-diff"
-            elif p.transforms:  # a release the codemods were pinned for, without this change
-                pinned_here = any(q.pin(version) for q in catalogue.patches if q.transforms)
-                cells[p.name] = "not-applicable" if pinned_here else "transform"
-            else:
-                cells[p.name] = "unported"
-        rows.append({"version": version, "pinned": True, "patches": cells})
+    rows = release_matrix(catalogue)
     patches = [
         {
             "name": p.name,
@@ -321,5 +281,5 @@ def list_(opts: Options) -> None:
         echo(f"{release:<10}" + "".join(f"{row['patches'][n]:<24}" for n in names))
     if installed is not None:
         echo(f"* installed at {installed.site_packages} ({chosen_line(installed)})")
-    echo(f"{'<0.11.0':<10}refused (no EAGLE-3 allow-list to widen)")
+    echo(f"{'<' + str(catalog.FIRST_PATCHABLE):<10}refused (no EAGLE-3 allow-list to widen)")
     echo("other releases in range: libcst transform for the built-ins (apply --strict refuses)")
