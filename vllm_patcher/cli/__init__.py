@@ -1,7 +1,7 @@
 """Command line: parse options, call one function, render its result as text or JSON.
 
 The root group and its options live here; each command group is a module of this package
-(patching, authoring, models, cluster, payoff) registered below."""
+(patching, authoring, models, cluster, payoff), registered by name in ``COMMANDS``."""
 
 from __future__ import annotations
 
@@ -10,11 +10,31 @@ from pathlib import Path
 import click
 
 from ..errors import BadSetting
-from . import authoring, cluster, models, patching, payoff
 from .app import RUN, Group, Options, one_value
 
+# Each command's module is imported when that command runs (or --help lists them all).
+COMMANDS = {
+    "status": ".patching:status",
+    "apply": ".patching:apply",
+    "verify": ".patching:verify",
+    "revert": ".patching:revert",
+    "list": ".patching:list_",
+    "capture": ".authoring:capture",
+    "import": ".authoring:import_",
+    "port": ".authoring:port",
+    "pin": ".authoring:pin",
+    "doctor": ".models:doctor",
+    "serve-args": ".models:serve_args",
+    "cluster": ".cluster:cluster",
+    "payoff": ".payoff:payoff",
+}
 
-@click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
+
+@click.group(
+    cls=Group,
+    lazy_commands=COMMANDS,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
 @click.option(
     "--python",
     "python",
@@ -62,22 +82,5 @@ def main(
 
     lock_timeout()  # a bad VLLM_PATCHER_LOCK_TIMEOUT is a usage error for every command
 
-
-for _command in (
-    patching.status,
-    patching.apply,
-    patching.verify,
-    patching.revert,
-    patching.list_,
-    authoring.capture,
-    authoring.import_,
-    authoring.port,
-    authoring.pin,
-    models.doctor,
-    models.serve_args,
-    cluster.cluster,
-    payoff.payoff,
-):
-    main.add_command(_command)
 
 __all__ = ["main"]

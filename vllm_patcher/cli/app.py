@@ -4,6 +4,7 @@ and a documented exit code."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import sys
@@ -271,6 +272,26 @@ class Group(click.Group):
     command_class = Command
     group_class = SubGroup
 
+    def __init__(self, *args: Any, lazy_commands: dict[str, str] | None = None, **kwargs: Any):
+        """``lazy_commands``: name -> ``module:attribute`` of this package, imported when the
+        command is run or listed, so a run of ``status`` never imports what ``port`` needs."""
+        super().__init__(*args, **kwargs)
+        self.lazy_commands = dict(lazy_commands or {})
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*self.commands, *self.lazy_commands})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        return self.named_command(cmd_name)
+
+    def named_command(self, name: str) -> click.Command | None:
+        """The command ``name``, its module imported on first use."""
+        if name not in self.commands and name in self.lazy_commands:
+            module, _, attribute = self.lazy_commands[name].partition(":")
+            loaded: click.Command = getattr(importlib.import_module(module, __package__), attribute)
+            self.add_command(loaded, name)
+        return self.commands.get(name)
+
     def main(self, args: Any = None, *rest: Any, **kwargs: Any) -> Any:
         RUN.argv = [str(a) for a in (sys.argv[1:] if args is None else args)]
         RUN.command = None
@@ -291,7 +312,9 @@ class Group(click.Group):
         for arg in RUN.argv:
             if arg == "--":
                 break
-            found = group.commands.get(arg) if group is not None else None
+            if group is None:
+                break
+            found = self.named_command(arg) if group is self else group.commands.get(arg)
             if found is None:
                 continue
             names.append(arg)

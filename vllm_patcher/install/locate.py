@@ -24,16 +24,15 @@ import ast
 import json
 import os
 import re
-import subprocess
 import sys
 from dataclasses import replace
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
 from ..errors import TargetNotFound
-from .record import RecordRow, record_rows
+from .dist import DistFolder, find_distribution
+from .record import RecordRow
 from .reference import by_pin, by_record
 from .target import (
     CHOSEN_HERE,
@@ -107,7 +106,7 @@ def _refuse_two_dist_infos(directory: Path) -> None:
         )
 
 
-def _direct_url(dist: metadata.Distribution) -> dict[str, Any]:
+def _direct_url(dist: DistFolder) -> dict[str, Any]:
     try:
         text = dist.read_text("direct_url.json")
         data = json.loads(text) if text else {}
@@ -121,7 +120,7 @@ def _is_editable(direct_url: dict[str, Any]) -> bool:
     return isinstance(dir_info, dict) and dir_info.get("editable") is True
 
 
-def _home(dist: metadata.Distribution) -> Path:
+def _home(dist: DistFolder) -> Path:
     return Path(str(dist.locate_file(""))).resolve()
 
 
@@ -132,7 +131,7 @@ def _package(directory: Path) -> Path | None:
 
 
 def _editable_package_dir(
-    dist: metadata.Distribution, files: list[RecordRow], direct_url: dict[str, Any]
+    dist: DistFolder, files: list[RecordRow], direct_url: dict[str, Any]
 ) -> Path | None:
     """Where an editable install's ``vllm/`` is, read from its files (no interpreter to ask).
 
@@ -195,7 +194,7 @@ def _source_version(package: Path) -> str | None:
 
 
 def _resolve(
-    dist: metadata.Distribution,
+    dist: DistFolder,
     package: Path | None,
     python: Path | None,
     record_shape: str,
@@ -205,15 +204,15 @@ def _resolve(
     ``package`` is where the interpreter imports ``vllm`` from (None when there is no interpreter
     to ask, or it could not find it).
     """
-    dist_dir = Path(str(getattr(dist, "_path", dist.locate_file(""))))
+    dist_dir = dist.path
     home = _home(dist)
     _refuse_two_dist_infos(dist_dir.parent)
     direct_url = _direct_url(dist)
     editable = _is_editable(direct_url)
     egg = dist_dir.name.endswith(".egg-info")
-    meta = dist.metadata  # parsed once: vLLM's METADATA and RECORD are large
-    name, version = str(meta["Name"]), str(meta["Version"])
-    files = record_rows(dist)
+    meta = dist.metadata()  # parsed once: vLLM's METADATA and RECORD are large
+    name, version = str(meta.get("name")), str(meta.get("version"))
+    files = dist.record_rows()
     lists_package = any(f.as_posix().startswith("vllm/") for f in files or [])
 
     if editable:
@@ -257,7 +256,7 @@ def _locate(info: dict[str, Any], python: Path | None, who: str) -> Target:
                 "for a source tree)"
             )
         return by_pin(package.resolve(), version, "vllm", python, SOURCE, "a source tree")
-    dist = metadata.PathDistribution(Path(dists[0]["path"]))
+    dist = DistFolder(Path(dists[0]["path"]))
     return _resolve(dist, package, python, WHEEL)
 
 
@@ -297,6 +296,8 @@ def _query(python: str) -> dict[str, Any]:
         raise TargetNotFound(f"interpreter {python} does not exist; pass the venv's bin/python")
     if not os.access(exe, os.X_OK) or exe.is_dir():
         raise TargetNotFound(f"{python} is not an executable interpreter")
+    import subprocess  # only --python and VIRTUAL_ENV ask another interpreter; --target never
+
     try:
         proc = subprocess.run(
             [str(exe), "-I", "-c", _LOCATE_SCRIPT],
@@ -390,19 +391,12 @@ def locate_in_directory(directory: str) -> Target:
     if not root.is_dir():
         raise TargetNotFound(f"--target {directory} is not a directory")
     _refuse_two_dist_infos(root)
-    dist = _first_distribution([str(root)])
+    dist = find_distribution(str(root), DIST_NAMES)
     if dist is None:
         raise TargetNotFound(
             f"no vllm-*.dist-info in {directory}; --target wants the site-packages directory"
         )
     return _resolve(dist, None, None, DIRECTORY)
-
-
-def _first_distribution(path: list[str]) -> metadata.Distribution | None:
-    for name in DIST_NAMES:
-        for dist in metadata.distributions(name=name, path=path):
-            return dist
-    return None
 
 
 def locate(python: str | None = None, directory: str | None = None) -> Target:

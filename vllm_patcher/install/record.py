@@ -5,10 +5,6 @@ from __future__ import annotations
 import base64
 import csv
 import hashlib
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:  # the type only: importlib.metadata is not imported on the --target paths
-    from importlib import metadata
 
 
 def file_hash(data: bytes) -> str:
@@ -34,24 +30,6 @@ class RecordRow:
 
     def as_posix(self) -> str:
         return self._path
-
-
-def record_rows(dist: metadata.Distribution) -> list[RecordRow] | None:
-    """The distribution's files with their hashes.
-
-    RECORD's text is read through importlib.metadata and split here: ``Distribution.files`` builds
-    a path object per row, which for vLLM's 1,800 rows was half of what ``status`` spends.
-    """
-    text = dist.read_text("RECORD")
-    if text is None:  # an egg-info or a RECORD-less install: let importlib.metadata decide
-        files = dist.files
-        if files is None:
-            return None
-        return [
-            RecordRow(f.as_posix(), RecordHash(f.hash.mode, f.hash.value) if f.hash else None)
-            for f in files
-        ]
-    return parse_record(text)
 
 
 def parse_record(text: str) -> list[RecordRow]:
