@@ -29,6 +29,7 @@ from .install.record import file_hash
 from .install.target import RECORD_REFERENCE, Target
 from .journal import FileRecord, Journal, PatchRecord, Phase
 from .plan import PINNED_DIFF, _run
+from .releases import public_version
 from .status import _transform_would_change
 
 
@@ -354,7 +355,7 @@ def _pristine_bytes(
     """The release's own bytes of files the tool holds no copy of, checked against RECORD."""
     if not rels:
         return {}
-    tree = sources.fetch_release(target.version.split("+", 1)[0], rels, wheels=wheels)
+    tree = sources.fetch_release(public_version(target.version), rels, wheels=wheels)
     out = {}
     for rel in rels:
         data = fileops.read_or_none(tree / rel)

@@ -21,7 +21,6 @@ from pathlib import Path
 from packaging.version import InvalidVersion, Version
 
 from . import pinned, sources
-from .catalog import FIRST_PATCHABLE
 from .catalogue.layout import layout
 from .catalogue.model import PATCH_TOML, Catalogue, Patch
 from .diffmerge import conflict_marker_lines, merge_three
@@ -30,6 +29,7 @@ from .install.locate import locate_in_directory
 from .install.record import file_hash
 from .install.target import Target
 from .plan import _run
+from .releases import FIRST_PATCHABLE
 
 CONFLICTS = "conflicts"
 CONFLICT_FILES = ".conflict-files.json"  # in conflicts/vllm-VERSION/: the files the conflict wrote

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .errors import BadSetting, FetchError
+from .releases import public_version
 
 if TYPE_CHECKING:
     from .wheel import FetchStats
@@ -172,7 +173,7 @@ def wheels_by_release(files: tuple[Path, ...]) -> dict[str, Path]:
 def installed_release_wheels(files: tuple[Path, ...], installed: str) -> dict[str, Path]:
     """capture and import read the installed release only: a wheel of another one is a mistake."""
     wheels = wheels_by_release(files)
-    release = installed.split("+", 1)[0]
+    release = public_version(installed)
     for version, path in wheels.items():
         if version != release:
             raise BadSetting(

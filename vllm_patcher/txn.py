@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import catalog, fileops, pinned
+from . import fileops, pinned, releases
 from . import journal as journal_mod
 from . import status as status_mod
 from .catalogue.layout import layout
@@ -249,7 +249,7 @@ def apply(
     strict: bool = False,
     on_wait: Callable[[str], None] | None = None,
 ) -> ApplyResult:
-    catalog.classify(target.version)  # refuses releases before the allow-list existed
+    releases.classify(target.version)  # refuses releases before the allow-list existed
     root = target.site_packages
     if not (journal_mod.state_dir(root) / "state.json").exists():
         quick = layout(catalogue, target.version, target.record)

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from . import catalog
+from . import releases
 from . import status as status_mod
 from .catalogue.layout import Layout, Verdict, layout
 from .catalogue.model import Catalogue
@@ -239,7 +239,7 @@ def verify(
 ) -> VerifyReport:
     """Run the tiers in order; ``on_tier(tier)`` is called as each one starts (``import`` runs
     the behaviour checks in the same interpreter, so ``behaviour`` never starts on its own)."""
-    catalog.classify(target.version)  # a refusal is one error line, before any tier's progress
+    releases.classify(target.version)  # a refusal is one error line, before any tier's progress
     report = VerifyReport(target.version, str(target.site_packages))
     rels = [
         r for r in catalogue.paths_for(target.version) if r in target.record and r.endswith(".py")

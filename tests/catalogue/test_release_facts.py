@@ -13,7 +13,7 @@ from packaging.requirements import Requirement
 from packaging.version import Version
 
 from vllm_patcher import errors
-from vllm_patcher.catalog import FIRST_PATCHABLE
+from vllm_patcher.releases import FIRST_PATCHABLE
 
 from ..conftest import CATALOGUE, REPO, assert_refused, run_cli, snapshot
 

@@ -27,7 +27,6 @@ from typing import Any
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from ..catalog import FileChange
 from ..errors import PatchFolderError
 from .model import (
     BUILTIN,
@@ -36,6 +35,7 @@ from .model import (
     PATCH_TOML,
     SERIES,
     Catalogue,
+    FileChange,
     Patch,
     Releases,
     admits_a_release,

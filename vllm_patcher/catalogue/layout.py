@@ -9,9 +9,9 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
-from ..catalog import LIST_GONE_FROM, FileChange
+from ..releases import LIST_GONE_FROM, base_version
 from .folders import load_catalogue
-from .model import Catalogue, Pin, PinnedFile, base_release, version_key
+from .model import Catalogue, FileChange, Pin, PinnedFile, version_key
 
 
 def pinned_versions(catalogue: Catalogue | None = None) -> list[str]:
@@ -92,7 +92,7 @@ def layout(
         if p.is_upstream(version) and not (
             p.transforms
             and _unfinished(version)
-            and Version(base_release(version)) < LIST_GONE_FROM
+            and Version(base_version(version)) < LIST_GONE_FROM
         ):
             verdicts[p.name] = Verdict.UPSTREAM
             continue

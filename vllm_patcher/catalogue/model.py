@@ -4,17 +4,18 @@ diff and manifest), and the ``Catalogue`` of them in series order."""
 from __future__ import annotations
 
 import functools
+import importlib
 import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from packaging.specifiers import Specifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from ..catalog import FileChange
 from ..errors import BadSetting, PatchFolderError
+from ..releases import base_version, public_version
 
 PATCH_TOML = "patch.toml"
 
@@ -107,6 +108,28 @@ def _with_release(v: Version, release: tuple[int, ...]) -> Version:
     return Version(epoch + ".".join(map(str, release)))
 
 
+if TYPE_CHECKING:
+    from ..transforms import Rewrite
+
+
+@dataclass(frozen=True)
+class FileChange:
+    """One file a patch rewrites, and the transform that rewrites it."""
+
+    path: str
+    transform: str  # "module:function" under vllm_patcher.transforms, imported on first use
+    needs: str | None = None  # only applicable when the release ships this file
+
+    def applies_to(self, record: dict[str, str]) -> bool:
+        return self.path in record and (self.needs is None or self.needs in record)
+
+    def rewrite(self, source: str) -> Rewrite:
+        module_name, func_name = self.transform.split(":")
+        module = importlib.import_module(f"vllm_patcher.transforms.{module_name}")
+        result: Rewrite = getattr(module, func_name)(source, self.path)
+        return result
+
+
 @dataclass(frozen=True)
 class PinnedFile:
     """One file of a pinned diff: its hash before (the bytes the earlier patches leave) and after."""
@@ -169,14 +192,14 @@ class Patch:
         return rest if self.builtin else f"--patches {self.origin} {rest}"
 
     def covers(self, version: str) -> bool:
-        return self.releases.contains(base_release(version))
+        return self.releases.contains(base_version(version))
 
     def is_upstream(self, version: str) -> bool:
-        return self.fixed_in is not None and Version(base_release(version)) >= self.fixed_in
+        return self.fixed_in is not None and Version(base_version(version)) >= self.fixed_in
 
     def pin(self, version: str) -> Pin | None:
         """The pinned diff for ``version``; a local build (``0.15.1+cpu``) falls back to 0.15.1."""
-        public = version.split("+", 1)[0]
+        public = public_version(version)
         for candidate in dict.fromkeys((version, public)):
             if candidate in self.pinned_versions:
                 return load_pin(self.name, candidate, self.folder / f"vllm-{candidate}")
@@ -252,13 +275,6 @@ class Catalogue:
 
     def user_folders(self) -> list[Path]:
         return list(dict.fromkeys(Path(p.origin) for p in self.patches if not p.builtin))
-
-
-def base_release(version: str) -> str:
-    try:
-        return Version(version).base_version
-    except InvalidVersion:
-        return version
 
 
 def version_key(version: str) -> tuple[Any, ...]:

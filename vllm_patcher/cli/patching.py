@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from .. import catalog, progress
+from .. import progress, releases
 from .. import status as status_mod
 from ..errors import (
     EXIT_CHECK_FAILED,
@@ -259,7 +259,7 @@ def list_(opts: Options) -> None:
         data: dict[str, Any] = {
             "patches": patches,
             "releases": rows,
-            "supported": catalog.SUPPORTED_RANGE,
+            "supported": releases.SUPPORTED_RANGE,
         }
         if installed is not None:
             data["installed"] = {
@@ -281,5 +281,5 @@ def list_(opts: Options) -> None:
         echo(f"{release:<10}" + "".join(f"{row['patches'][n]:<24}" for n in names))
     if installed is not None:
         echo(f"* installed at {installed.site_packages} ({chosen_line(installed)})")
-    echo(f"{'<' + str(catalog.FIRST_PATCHABLE):<10}refused (no EAGLE-3 allow-list to widen)")
+    echo(f"{'<' + str(releases.FIRST_PATCHABLE):<10}refused (no EAGLE-3 allow-list to widen)")
     echo("other releases in range: libcst transform for the built-ins (apply --strict refuses)")

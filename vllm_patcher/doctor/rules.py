@@ -14,6 +14,7 @@ from packaging.version import InvalidVersion, Version
 
 from ..errors import BadSetting
 from ..models.configs import AUX_KEY, NESTED_KEY, _int_list
+from ..releases import base_version
 
 # What --fix writes is either read from the drafter's own config (known) or vLLM's default put
 # there because nothing in the config says which layers the drafter was trained on (guessed).
@@ -76,7 +77,7 @@ class AuxLayerPlan:
 def release_version(version: str) -> Version:
     """The release a version names (0.15.1 for 0.15.1+cpu); a usage error when it names none."""
     try:
-        return Version(Version(version).base_version)
+        return Version(base_version(version))
     except InvalidVersion:
         raise BadSetting(
             f"--vllm-version {version!r} is not a vLLM release version (like 0.15.1)"

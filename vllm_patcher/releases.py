@@ -1,19 +1,14 @@
-"""Release-wide facts (which vLLM releases the tool handles at all) and the transform hook a
-built-in patch.toml names. The patches themselves are data: see ``catalogue``."""
+"""Release facts, owned here only: which vLLM releases the tool handles at all, from which one
+the built-ins' changes are upstream, and how a release string reads (its public and base
+version). What each patch covers is data in its folder: see ``catalogue``."""
 
 from __future__ import annotations
 
-import importlib
-from dataclasses import dataclass
 from enum import Enum
-from typing import TYPE_CHECKING
 
 from packaging.version import InvalidVersion, Version
 
 from .errors import UnsupportedRelease
-
-if TYPE_CHECKING:
-    from .transforms import Rewrite
 
 FIRST_PATCHABLE = Version("0.11.0")
 UPSTREAM_FROM = Version("0.18.0")
@@ -29,24 +24,6 @@ class Release(str, Enum):
     UPSTREAM = "upstream"
 
 
-@dataclass(frozen=True)
-class FileChange:
-    """One file a patch rewrites, and the transform that rewrites it."""
-
-    path: str
-    transform: str  # "module:function" under vllm_patcher.transforms, imported on first use
-    needs: str | None = None  # only applicable when the release ships this file
-
-    def applies_to(self, record: dict[str, str]) -> bool:
-        return self.path in record and (self.needs is None or self.needs in record)
-
-    def rewrite(self, source: str) -> Rewrite:
-        module_name, func_name = self.transform.split(":")
-        module = importlib.import_module(f"vllm_patcher.transforms.{module_name}")
-        result: Rewrite = getattr(module, func_name)(source, self.path)
-        return result
-
-
 def parse_version(version: str) -> Version:
     try:
         return Version(version)
@@ -57,7 +34,7 @@ def parse_version(version: str) -> Version:
 def classify(version: str) -> Release:
     """Which releases this tool patches; refuse the ones before the EAGLE-3 allow-list existed."""
     parsed = parse_version(version)
-    v = Version(parsed.base_version)
+    v = Version(base_version(version))
     if v < FIRST_PATCHABLE:
         raise UnsupportedRelease(
             f"vLLM {version} is not supported: vllm-patcher patches {SUPPORTED_RANGE}; "
@@ -69,3 +46,18 @@ def classify(version: str) -> Release:
     # A pre-release, dev or local build numbered 0.18-0.21 may predate the upstream changes:
     # treat it as patchable, and let the transforms tell per file whether the change is there.
     return Release.PATCHABLE
+
+
+def public_version(version: str) -> str:
+    """The release without its local label: ``0.15.1+cpu`` -> ``0.15.1`` (the wheel published
+    on the index, whose pristine files a local build shares)."""
+    return version.split("+", 1)[0]
+
+
+def base_version(version: str) -> str:
+    """The final release a version string belongs to: ``0.15.1rc1+cpu`` -> ``0.15.1``; an
+    unreadable string is returned as it is."""
+    try:
+        return Version(version).base_version
+    except InvalidVersion:
+        return version
