@@ -296,33 +296,28 @@ def _query(python: str) -> dict[str, Any]:
         raise TargetNotFound(f"interpreter {python} does not exist; pass the venv's bin/python")
     if not os.access(exe, os.X_OK) or exe.is_dir():
         raise TargetNotFound(f"{python} is not an executable interpreter")
-    import subprocess  # only --python and VIRTUAL_ENV ask another interpreter; --target never
+    # runtime imports subprocess: only --python and VIRTUAL_ENV ask another interpreter
+    from ..runtime import ScriptNotRun, run_script
 
     try:
-        proc = subprocess.run(
-            [str(exe), "-I", "-c", _LOCATE_SCRIPT],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
-    except OSError as exc:
+        proc = run_script(exe, ["-c", _LOCATE_SCRIPT], timeout=60)
+    except ScriptNotRun as exc:
+        if exc.timed_out:
+            raise TargetNotFound(
+                f"{python} did not answer within 60 s; pass the venv's bin/python"
+            ) from None
         raise TargetNotFound(f"cannot run {python}: {exc.strerror}") from None
     if proc.returncode != 0:
-        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        last = proc.stderr_tail()
         if re.match(r"^[A-Za-z_.]*(Error|Exception|Exit)\b", last) and len(last) < 300:
             raise TargetNotFound(f"{python} could not be queried: {last}")
         raise TargetNotFound(
             f"{python} did not answer like a Python interpreter (exit {proc.returncode}); "
             "pass the venv's bin/python"
         )
-    try:
-        info = json.loads(proc.stdout.strip().splitlines()[-1])
-    except (ValueError, IndexError):
-        raise TargetNotFound(f"{python} did not answer like a Python interpreter") from None
-    if not isinstance(info, dict):
+    if proc.answer is None:
         raise TargetNotFound(f"{python} did not answer like a Python interpreter")
-    return info
+    return proc.answer
 
 
 def locate_with_python(python: str) -> Target:

@@ -3,10 +3,7 @@ huggingface_hub of the interpreter that will serve it."""
 
 from __future__ import annotations
 
-import json
-import os
 import re
-import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -15,6 +12,7 @@ from pathlib import Path
 from packaging.version import InvalidVersion, Version
 
 from ..errors import ModelFilesError
+from ..runtime import ScriptNotRun, environ, run_script
 
 # huggingface_hub's own rule for a repo id (``validate_repo_id``): ``name`` or ``org/name``.
 REPO_ID = re.compile(r"(?!.*(--|\.\.))[\w\-.]{1,96}(/[\w\-.]{1,96})?")
@@ -90,24 +88,19 @@ def locate_model(given: str | Path, role: str, python: Callable[[], str] | None)
     if Path(name).is_dir() or not is_repo_id(name):
         return ModelSource(given=name, path=name)
     exe = python() if python is not None else sys.executable
-    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     try:
-        proc = subprocess.run(
-            [exe, "-c", _RESOLVE_SCRIPT, name],
-            capture_output=True,
-            text=True,
-            env=env,
+        proc = run_script(
+            exe,
+            ["-c", _RESOLVE_SCRIPT, name],
             timeout=120,
-            check=False,
+            isolated=False,  # huggingface_hub reads HF_HOME and friends from the environment
+            env=environ(HF_HUB_OFFLINE="1"),
         )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise ModelFilesError(f"cannot ask {exe} where {name} is cached: {exc}") from None
-    try:
-        answer = json.loads(proc.stdout.strip().splitlines()[-1])
-    except (IndexError, ValueError):
-        answer = None
-    if not isinstance(answer, dict):
-        tail = (proc.stderr.strip().splitlines() or ["no answer"])[-1]
+    except ScriptNotRun as exc:
+        raise ModelFilesError(f"cannot ask {exe} where {name} is cached: {exc.cause}") from None
+    answer = proc.answer
+    if answer is None:
+        tail = proc.stderr_tail("no answer")
         raise ModelFilesError(f"cannot ask {exe} where {name} is cached: {tail}")
     if "missing" in answer:
         raise ModelFilesError(
