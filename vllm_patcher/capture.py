@@ -275,9 +275,9 @@ def add_to_series(folder: Path, name: str) -> None:
     text = series.read_text(encoding="utf-8")
     if name in (line.split("#", 1)[0].strip() for line in text.splitlines()):
         return
-    tmp = series.with_name(f".{SERIES}.tmp")
-    tmp.write_text(text + ("" if not text or text.endswith("\n") else "\n") + f"{name}\n")
-    tmp.replace(series)
+    fileops.write_patch_text(
+        series, text + ("" if not text or text.endswith("\n") else "\n") + f"{name}\n"
+    )
 
 
 def _refuse_new_files(target: Target) -> None:
@@ -429,10 +429,7 @@ def _write_patch_toml(
         fixed = old.get("fixed_in")
         if fixed:
             fields["fixed_in"] = str(fixed)
-    patch_dir.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{PATCH_TOML}.tmp")
-    tmp.write_text(tomli_w.dumps(fields), encoding="utf-8")
-    tmp.replace(path)
+    fileops.write_patch_text(path, tomli_w.dumps(fields))
 
 
 def _refuse_dropped_files(

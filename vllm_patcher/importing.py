@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import pinned
+from . import fileops, pinned
 from .capture import (
     _write_patch_toml,
     add_to_series,
@@ -125,7 +125,7 @@ def import_diff(
         for rel, (*_, rejects) in outcomes.items():
             if rejects:
                 out = pending / rel
-                out.with_name(out.name + ".rej").write_text(rejects, encoding="utf-8")
+                fileops.write_patch_text(out.with_name(out.name + ".rej"), rejects)
         again = target.command(f"{patches_args(folders)} import {name} --continue")
         result.notes.append(
             f"fix the conflict-marked files under {pending} (the .rej files hold the hunks that "

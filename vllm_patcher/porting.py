@@ -20,7 +20,7 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
-from . import pinned, sources
+from . import fileops, pinned, sources
 from .catalogue.layout import layout
 from .catalogue.model import PATCH_TOML, Catalogue, Patch
 from .diffmerge import conflict_marker_lines, merge_three
@@ -80,8 +80,9 @@ class PortResult:
 def keep_out_of_git(conflicts: Path) -> None:
     """Conflict copies are work in progress: a ``.gitignore`` keeps ``git add`` of the patches
     folder from committing them."""
-    conflicts.mkdir(parents=True, exist_ok=True)
-    (conflicts / ".gitignore").write_text("# work in progress of port/import --continue\n*\n")
+    fileops.write_patch_text(
+        conflicts / ".gitignore", "# work in progress of port/import --continue\n*\n"
+    )
 
 
 def write_pending(pending: Path, texts: Mapping[str, str]) -> None:
@@ -92,11 +93,9 @@ def write_pending(pending: Path, texts: Mapping[str, str]) -> None:
         shutil.rmtree(pending)
     keep_out_of_git(pending.parent)
     for rel, text in texts.items():
-        out = pending / rel
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(text, encoding="utf-8")
+        fileops.write_patch_text(pending / rel, text)
     listing = {"files": sorted(texts)}
-    (pending / CONFLICT_FILES).write_text(json.dumps(listing, indent=2) + "\n", encoding="utf-8")
+    fileops.write_patch_text(pending / CONFLICT_FILES, json.dumps(listing, indent=2) + "\n")
 
 
 def resolved_files(pending: Path, again: str, known: Collection[str]) -> dict[str, str]:
@@ -314,9 +313,7 @@ def add_releases(toml: Path, versions: list[str]) -> list[str]:
     if all(pins):
         entries = [f"=={v}" for v in sorted({str(v) for v in pins if v}, key=Version)]
     data["releases"] = entries
-    tmp = toml.with_name(f".{toml.name}.tmp")
-    tmp.write_text(tomli_w.dumps(data), encoding="utf-8")
-    tmp.replace(toml)
+    fileops.write_patch_text(toml, tomli_w.dumps(data))
     return entries
 
 
