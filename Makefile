@@ -11,7 +11,7 @@ VENV          ?= .venv
 DEV_VENV      ?= .venv-dev
 TEST_VENV     ?= $(CACHE)/venv-$(VLLM_VERSION)
 export VLLM_PATCHER_TEST_VENV := $(TEST_VENV)
-# The real vLLM 0.17.1 venv `make test` also patches (tests/test_real_releases.py): created once.
+# The real vLLM 0.17.1 venv `make test` also patches (tests/e2e/test_real_releases.py): created once.
 TEST_VENV_0171 ?= $(CACHE)/venv-0.17.1
 export VLLM_PATCHER_TEST_VENV_0171 := $(TEST_VENV_0171)
 # make test-releases: every release it runs end to end; KEEP_VENVS stay cached, the rest are deleted
@@ -185,7 +185,7 @@ tier-suite: dev
 	$(DEV_VENV)/bin/python -m pytest -q -p no:cacheprovider
 
 # One release at a time (disk): create its venv when missing, run the round trip of
-# tests/test_real_releases.py on it (apply, verify green on every tier, status, revert equal to
+# tests/e2e/test_real_releases.py on it (apply, verify green on every tier, status, revert equal to
 # RECORD) through the real CLI, then delete the venv unless it is in KEEP_VENVS. One line a release.
 test-releases: dev
 	@set -o pipefail; summary=""; status=0; \
@@ -194,7 +194,7 @@ test-releases: dev
 	  $(MAKE) --no-print-directory $(CACHE)/venv-$$v/.ready || { summary="$$summary\n$$v: venv failed"; status=1; continue; }; \
 	  made=$$(date +%s); \
 	  if VLLM_PATCHER_RELEASE_VENVS=$(CACHE)/venv-$$v $(DEV_VENV)/bin/python -m pytest -q -p no:cacheprovider \
-	       tests/test_real_releases.py -k round_trip; then result=green; else result=red; status=1; fi; \
+	       tests/e2e/test_real_releases.py -k round_trip; then result=green; else result=red; status=1; fi; \
 	  end=$$(date +%s); \
 	  case " $(KEEP_VENVS) " in *" $$v "*) ;; *) rm -rf $(CACHE)/venv-$$v ;; esac; \
 	  summary="$$summary\n$$v: $$result (venv $$((made - start)) s, tests $$((end - made)) s)"; \

@@ -35,7 +35,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from vllm_patcher import sources
-from vllm_patcher.patchset import PATCH_TOML, load_catalogue
+from vllm_patcher.catalogue.folders import load_catalogue
+from vllm_patcher.catalogue.model import PATCH_TOML
 from vllm_patcher.pinned import write_pin
 
 REPO = Path(__file__).resolve().parent.parent

@@ -16,8 +16,10 @@ from pathlib import Path
 import pytest
 
 from vllm_patcher import sources
-from vllm_patcher.patchset import Catalogue, layout, load_catalogue, pinned_versions
-from vllm_patcher.target import file_hash
+from vllm_patcher.catalogue.folders import load_catalogue
+from vllm_patcher.catalogue.layout import layout, pinned_versions
+from vllm_patcher.catalogue.model import Catalogue
+from vllm_patcher.install.record import file_hash
 
 REPO = Path(__file__).resolve().parent.parent
 CATALOGUE = load_catalogue()  # the built-ins, read from their folders like the tool does

@@ -22,12 +22,15 @@ from pathlib import Path
 
 from . import fileops, pinned, sources
 from . import journal as journal_mod
+from .catalogue.layout import Layout, layout
+from .catalogue.model import PATCH_TOML, SERIES, Catalogue
 from .errors import CaptureRefused, PatcherError, PatchFolderError, StateError
+from .install.record import file_hash
+from .install.target import RECORD_REFERENCE, Target
 from .journal import FileRecord, Journal, PatchRecord, Phase
-from .patchset import PATCH_TOML, SERIES, Catalogue, Layout, layout
 from .plan import PINNED_DIFF, _run
+from .releases import public_version
 from .status import _transform_would_change
-from .target import RECORD_REFERENCE, Target, file_hash
 
 
 @dataclass
@@ -272,9 +275,9 @@ def add_to_series(folder: Path, name: str) -> None:
     text = series.read_text(encoding="utf-8")
     if name in (line.split("#", 1)[0].strip() for line in text.splitlines()):
         return
-    tmp = series.with_name(f".{SERIES}.tmp")
-    tmp.write_text(text + ("" if not text or text.endswith("\n") else "\n") + f"{name}\n")
-    tmp.replace(series)
+    fileops.write_patch_text(
+        series, text + ("" if not text or text.endswith("\n") else "\n") + f"{name}\n"
+    )
 
 
 def _refuse_new_files(target: Target) -> None:
@@ -352,7 +355,7 @@ def _pristine_bytes(
     """The release's own bytes of files the tool holds no copy of, checked against RECORD."""
     if not rels:
         return {}
-    tree = sources.fetch_release(target.version.split("+", 1)[0], rels, wheels=wheels)
+    tree = sources.fetch_release(public_version(target.version), rels, wheels=wheels)
     out = {}
     for rel in rels:
         data = fileops.read_or_none(tree / rel)
@@ -416,7 +419,7 @@ def _write_patch_toml(
         "releases": releases or f"=={version}",
     }
     if path.exists():
-        from .patchset import _read_toml
+        from .catalogue.folders import _read_toml
 
         old = _read_toml(path)
         fields["summary"] = summary or str(old.get("summary", fields["summary"]))
@@ -426,10 +429,7 @@ def _write_patch_toml(
         fixed = old.get("fixed_in")
         if fixed:
             fields["fixed_in"] = str(fixed)
-    patch_dir.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{PATCH_TOML}.tmp")
-    tmp.write_text(tomli_w.dumps(fields), encoding="utf-8")
-    tmp.replace(path)
+    fileops.write_patch_text(path, tomli_w.dumps(fields))
 
 
 def _refuse_dropped_files(

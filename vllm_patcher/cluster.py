@@ -21,7 +21,6 @@ import json
 import os
 import shutil
 import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -31,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ClusterError, PatcherError, TargetNotFound
+from .runtime import ScriptNotRun, run_script
 
 SITE_ENV = "VLLM_PATCHER_SITE"
 COMMANDS = ("status", "apply", "verify")
@@ -122,7 +122,7 @@ class ClusterReport:
 def run_on_node(command: str, strict: bool = False) -> dict[str, Any]:
     """Run one command on this node's vLLM and return plain data; called by the driver's task."""
     from . import status as status_mod
-    from . import target as target_mod
+    from .install import locate as locate_mod
 
     started = time.perf_counter()
     site = os.environ.get(SITE_ENV) or None
@@ -134,8 +134,8 @@ def run_on_node(command: str, strict: bool = False) -> dict[str, Any]:
     }
     target = None
     try:
-        target = target_mod.locate_in_directory(site) if site else target_mod.locate_current()
-        from .patchset import load_catalogue
+        target = locate_mod.locate_in_directory(site) if site else locate_mod.locate_current()
+        from .catalogue.folders import load_catalogue
 
         catalogue = load_catalogue(_shipped_user_folders())
         if command == "apply":
@@ -157,7 +157,7 @@ def run_on_node(command: str, strict: bool = False) -> dict[str, Any]:
         if target is not None and "status" not in answer:
             # all or nothing on the node: show what it is left in
             with contextlib.suppress(PatcherError):
-                from .patchset import load_catalogue
+                from .catalogue.folders import load_catalogue
 
                 answer["status"] = status_mod.read_status(
                     target, load_catalogue(_shipped_user_folders())
@@ -212,7 +212,7 @@ def stage_tool(dest: Path, user_dirs: list[Path] | None = None) -> list[Path]:
         ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "patches", USER_PATCHES),
     )
     user_dirs = user_dirs or []
-    from .patchset import builtin_root
+    from .catalogue.folders import builtin_root
 
     # The built-ins, then the user's folders in their order: the nodes load the same catalogue.
     shutil.copytree(
@@ -271,24 +271,20 @@ def run(
             "py_modules": [str(m) for m in modules],
         }
         try:
-            proc = subprocess.run(
-                [str(exe), "-I", str(driver), json.dumps(request)],
-                capture_output=True,
-                text=True,
-                cwd=workdir,
-                timeout=timeout + 120,
-                check=False,
+            proc = run_script(
+                exe, [str(driver), json.dumps(request)], timeout=timeout + 120, cwd=workdir
             )
-        except subprocess.TimeoutExpired:
-            raise ClusterError(
-                f"the Ray driver did not finish within {timeout + 120:.0f} s (cluster at {address})"
-            ) from None
-        except OSError as exc:
+        except ScriptNotRun as exc:
+            if exc.timed_out:
+                raise ClusterError(
+                    f"the Ray driver did not finish within {timeout + 120:.0f} s "
+                    f"(cluster at {address})"
+                ) from None
             raise TargetNotFound(f"cannot run {python}: {exc.strerror}") from None
         ended = time.perf_counter()
-    answer = _last_json(proc.stdout)
+    answer = proc.answer
     if answer is None:
-        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        tail = proc.stderr_tail()
         raise ClusterError(f"the Ray driver under {python} exited {proc.returncode}: {tail}")
     if "error" in answer:
         raise ClusterError(_driver_error(answer["error"], python, address))
@@ -306,17 +302,6 @@ def run(
     )
     judge(report)
     return report
-
-
-def _last_json(stdout: str) -> dict[str, Any] | None:
-    for line in reversed(stdout.strip().splitlines()):
-        try:
-            data = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(data, dict):
-            return data
-    return None
 
 
 def _driver_error(error: dict[str, str], python: str, address: str) -> str:

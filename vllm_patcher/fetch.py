@@ -13,11 +13,8 @@ imported by the functions that go to the network, so commands that never fetch n
 
 from __future__ import annotations
 
-import base64
 import configparser
-import csv
 import hashlib
-import io
 import os
 import platform
 import sys
@@ -26,7 +23,6 @@ import time
 import zipfile
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from email.parser import HeaderParser
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -36,20 +32,25 @@ from .errors import FetchError
 
 if TYPE_CHECKING:
     import requests
+from .wheel import PROJECT, FetchStats, extract_checked, short_error, version_of_filename
 
-PROJECT = "vllm"
 PYPI_SIMPLE = "https://pypi.org/simple"
+
+
 JSON_ACCEPT = "application/vnd.pypi.simple.v1+json"
+
+
 # JSON first; HTML (PEP 503) from an index that does not speak PEP 691.
 ACCEPT = f"{JSON_ACCEPT}, application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.01"
+
+
 TIMEOUT = (15.0, 60.0)  # connect, read (seconds)
+
+
 # The first range request reads the wheel's last bytes: enough for the central directory and the
 # dist-info members stored just before it (vLLM 0.15.1: 1,829 members, the last 285 kB), so
 # METADATA and RECORD come with it and each wanted file is then one more request.
 TAIL_BYTES = 384 * 1024
-
-
-# --- index configuration -------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -132,9 +133,6 @@ def index_config(environ: Mapping[str, str] | None = None) -> IndexConfig:
     )
 
 
-# --- the simple API ------------------------------------------------------------------------------
-
-
 @dataclass(frozen=True)
 class WheelLink:
     filename: str
@@ -142,18 +140,6 @@ class WheelLink:
     sha256: str | None = None
     yanked: bool = False
     size: int | None = None
-
-
-@dataclass
-class FetchStats:
-    """What one fetch cost: filled in as it goes, so a failure still shows what was spent."""
-
-    requests: int = 0
-    bytes: int = 0  # response bodies: index pages, ranges, or the whole wheel
-    seconds: float = 0.0
-    method: str = ""  # "range", "full", "local" (a wheel on disk or a file:// index)
-    members: int = 0  # the asked-for members the wheel has, written (RECORD and METADATA aside)
-    url: str = ""
 
 
 class _Anchors(HTMLParser):
@@ -224,7 +210,7 @@ def _project_files(
         )
     except requests.RequestException as exc:
         raise FetchError(
-            f"could not reach the package index {_host(page)}: {_short(exc)}"
+            f"could not reach the package index {_host(page)}: {short_error(exc)}"
         ) from None
     stats.requests += 1
     stats.bytes += len(resp.content)
@@ -247,24 +233,6 @@ def _local_project_files(folder: Path) -> list[WheelLink]:
     if not folder.is_dir():
         return []  # pip too passes over a local index without the project
     return [WheelLink(p.name, p.as_uri()) for p in sorted(folder.iterdir()) if p.is_file()]
-
-
-def _version_of(filename: str) -> str | None:
-    from packaging.utils import (
-        InvalidSdistFilename,
-        InvalidWheelFilename,
-        parse_sdist_filename,
-        parse_wheel_filename,
-    )
-
-    try:
-        if filename.endswith(".whl"):
-            return str(parse_wheel_filename(filename)[1])
-        if filename.endswith((".tar.gz", ".zip")):
-            return str(parse_sdist_filename(filename)[1])
-    except (InvalidWheelFilename, InvalidSdistFilename):
-        return None
-    return None
 
 
 def _platform_rank(filename: str) -> int:
@@ -304,7 +272,7 @@ def find_wheel(
             f
             for f in files
             if f.filename.endswith(".whl")
-            and (v := _version_of(f.filename)) is not None
+            and (v := version_of_filename(f.filename)) is not None
             and Version(v) == wanted
         ]
         if wheels:
@@ -334,7 +302,7 @@ def available_versions(config: IndexConfig | None = None) -> list[str]:
                 unreachable.append(exc)
                 continue
             for f in files:
-                v = _version_of(f.filename)
+                v = version_of_filename(f.filename)
                 if v is not None and not f.yanked:
                     found.add(v)
     if not found and unreachable:
@@ -355,127 +323,6 @@ def latest_version(config: IndexConfig | None = None) -> str:
     if not finals:
         raise FetchError("the package index lists no final vLLM release")
     return finals[-1]
-
-
-# --- reading members, checked against RECORD ----------------------------------------------------
-
-
-@dataclass(frozen=True)
-class WheelInfo:
-    """A vLLM wheel's identity, from its own dist-info."""
-
-    version: str
-    dist_info: str  # "vllm-0.15.1.dist-info"
-    record: bytes
-
-    @property
-    def record_digest(self) -> str:
-        return hashlib.sha256(self.record).hexdigest()
-
-
-def _record_hash(data: bytes) -> str:
-    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-
-
-def wheel_info(zf: zipfile.ZipFile, where: str) -> WheelInfo:
-    """The dist-info of the vLLM wheel ``zf``; FetchError when it is not one."""
-    metas = [n for n in zf.namelist() if n.count("/") == 1 and n.endswith(".dist-info/METADATA")]
-    if len(metas) != 1:
-        raise FetchError(f"{where} is not a vLLM wheel (no single *.dist-info/METADATA in it)")
-    dist_info = metas[0].split("/", 1)[0]
-    try:
-        meta = HeaderParser().parsestr(zf.read(metas[0]).decode("utf-8"))
-        record = zf.read(f"{dist_info}/RECORD")
-    except KeyError:
-        raise FetchError(f"{where} has no {dist_info}/RECORD") from None
-    except (UnicodeDecodeError, zipfile.BadZipFile, OSError) as exc:
-        raise FetchError(f"cannot read the dist-info of {where}: {_short(exc)}") from None
-    name = (meta.get("Name") or "").strip().lower().replace("_", "-")
-    version = (meta.get("Version") or "").strip()
-    if name != PROJECT or not version:
-        raise FetchError(
-            f"{where} is not a vLLM wheel (its METADATA names {name or 'nothing'!r}, not 'vllm')"
-        )
-    return WheelInfo(version, dist_info, record)
-
-
-def _parse_record(info: WheelInfo, where: str) -> dict[str, str]:
-    try:
-        rows = list(csv.reader(io.StringIO(info.record.decode("utf-8"))))
-    except (UnicodeDecodeError, csv.Error) as exc:
-        raise FetchError(f"the RECORD of {where} is unreadable: {_short(exc)}") from None
-    return {row[0]: row[1] for row in rows if len(row) >= 2 and row[1]}
-
-
-def extract_checked(
-    zf: zipfile.ZipFile,
-    version: str,
-    members: Iterable[str],
-    dest: Path,
-    where: str,
-    stats: FetchStats | None = None,
-) -> WheelInfo:
-    """Write the wheel's ``members`` (those it has) plus its METADATA and RECORD under ``dest``,
-    each checked against the wheel's RECORD first; METADATA must say ``version``.
-
-    Everything is read and checked before the first write, so a FetchError leaves ``dest`` empty.
-    """
-    from packaging.version import InvalidVersion, Version
-
-    members = list(members)
-    info = wheel_info(zf, where)
-    try:
-        same = Version(info.version) == Version(version)
-    except InvalidVersion:
-        same = info.version == version
-    if not same:
-        raise FetchError(f"{where} holds vLLM {info.version}, not {version} (its METADATA says so)")
-    record = _parse_record(info, where)
-    names = set(zf.namelist())
-    wanted = sorted({m for m in members if m in names} | {f"{info.dist_info}/METADATA"})
-    data: dict[str, bytes] = {f"{info.dist_info}/RECORD": info.record}
-    for name in wanted:
-        expected = record.get(name)
-        if expected is None:
-            raise FetchError(f"{where}: {name} has no sha256 in the wheel's RECORD")
-        try:
-            body = zf.read(name)
-        except (zipfile.BadZipFile, OSError, RuntimeError) as exc:
-            raise FetchError(f"{where}: cannot read {name}: {_short(exc)}") from None
-        if _record_hash(body) != expected:
-            raise FetchError(
-                f"{where}: {name} does not match the wheel's RECORD (sha256 {expected[7:]} "
-                "expected); nothing was written"
-            )
-        data[name] = body
-    for name, body in data.items():
-        out = dest / name
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_bytes(body)
-    if stats is not None:  # the asked-for members the wheel has (not its RECORD and METADATA)
-        stats.members = len([m for m in members if m in names])
-    return info
-
-
-def local_wheel(path: Path) -> WheelInfo:
-    """The release a wheel on disk holds (``--wheel FILE``); FetchError for a bad file."""
-    if not path.is_file():
-        raise FetchError(f"--wheel {path}: no such file")
-    try:
-        with zipfile.ZipFile(path) as zf:
-            info = wheel_info(zf, str(path))
-    except (zipfile.BadZipFile, OSError) as exc:
-        raise FetchError(f"--wheel {path} is not a wheel (not a zip file: {_short(exc)})") from None
-    from_name = _version_of(path.name) if path.name.startswith(("vllm-", "vllm_")) else None
-    if from_name is not None and from_name != info.version:
-        raise FetchError(
-            f"--wheel {path}: the file name says vLLM {from_name} but its METADATA says "
-            f"{info.version}"
-        )
-    return info
-
-
-# --- fetching ------------------------------------------------------------------------------------
 
 
 def fetch_members(
@@ -506,7 +353,7 @@ def fetch_members(
                     with zipfile.ZipFile(path) as zf:
                         extract_checked(zf, version, members, dest, where, stats)
                 except (zipfile.BadZipFile, OSError) as exc:
-                    raise FetchError(f"cannot read {path}: {_short(exc)}") from None
+                    raise FetchError(f"cannot read {path}: {short_error(exc)}") from None
                 return stats
             if not _fetch_by_ranges(link, version, members, dest, config, session, stats, progress):
                 _fetch_whole(
@@ -585,10 +432,12 @@ def _fetch_by_ranges(
         return False
     except zipfile.BadZipFile as exc:
         raise FetchError(
-            f"{link.filename} from {host} is not a readable wheel: {_short(exc)}"
+            f"{link.filename} from {host} is not a readable wheel: {short_error(exc)}"
         ) from None
     except (RemoteZipError, requests.RequestException, OSError) as exc:
-        raise FetchError(f"could not fetch {link.filename} from {host}: {_short(exc)}") from None
+        raise FetchError(
+            f"could not fetch {link.filename} from {host}: {short_error(exc)}"
+        ) from None
     return True
 
 
@@ -629,7 +478,7 @@ def _fetch_whole(
                     stats.bytes += len(chunk)
         except requests.RequestException as exc:
             raise FetchError(
-                f"could not download {link.filename} from {host}: {_short(exc)}"
+                f"could not download {link.filename} from {host}: {short_error(exc)}"
             ) from None
         if link.sha256 and digest.hexdigest() != link.sha256.lower():
             raise FetchError(
@@ -639,7 +488,9 @@ def _fetch_whole(
             with zipfile.ZipFile(path) as zf:
                 extract_checked(zf, version, members, dest, link.filename, stats)
         except zipfile.BadZipFile as exc:
-            raise FetchError(f"{link.filename} from {host} is not a wheel: {_short(exc)}") from None
+            raise FetchError(
+                f"{link.filename} from {host} is not a wheel: {short_error(exc)}"
+            ) from None
     finally:
         path.unlink(missing_ok=True)
 
@@ -649,11 +500,6 @@ def _host(url: str) -> str:
     if parts.scheme == "file":
         return parts.path
     return parts.hostname or url  # never the user:password part of an index URL
-
-
-def _short(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[-1] if text else type(exc).__name__
 
 
 def _size(n: int) -> str:

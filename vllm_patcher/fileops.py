@@ -119,6 +119,22 @@ def atomic_write(path: Path, data: bytes, mode: int | None = None) -> None:
     fault_point("replaced")
 
 
+def write_patch_text(path: Path, text: str) -> bool:
+    """The one way a file of a patches folder is written (patch.toml, patch.diff, manifest.json,
+    series, conflict copies): its folder made, then ``atomic_write``, so an interrupted capture,
+    import, port or pin leaves the old file or the new, never a torn one. False when the file
+    already holds ``text`` (nothing written)."""
+    data = text.encode("utf-8")
+    try:
+        if path.is_file() and path.read_bytes() == data:
+            return False
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise NotWritable(os_error_message(path, exc)) from None
+    atomic_write(path, data)
+    return True
+
+
 def remove(path: Path) -> None:
     """Delete ``path`` if present (durably); a failure is a NotWritable with a clear message."""
     try:

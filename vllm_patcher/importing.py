@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import pinned
+from . import fileops, pinned
 from .capture import (
     _write_patch_toml,
     add_to_series,
@@ -25,9 +25,11 @@ from .capture import (
     patches_args,
     refuse_out_of_order,
 )
+from .catalogue.layout import layout
+from .catalogue.model import Catalogue
 from .diffmerge import apply_fuzzy, split_upstream_diff
 from .errors import BadSetting, PatchFolderError, PortConflict
-from .patchset import Catalogue, layout
+from .install.target import Target
 from .porting import (
     CONFLICTS,
     _base_bytes,
@@ -37,7 +39,7 @@ from .porting import (
     resolved_files,
     write_pending,
 )
-from .target import Target
+from .releases import public_version
 
 
 @dataclass
@@ -87,7 +89,7 @@ def import_diff(
         raise PatchFolderError(f"{source} changes no file under vllm/; nothing to import")
     # NAME goes after every patch the catalogue has, so its base is what they all leave
     ordered = Catalogue(tuple(p for p in catalogue.patches if p.name != name))
-    tree = _tree_target(version.split("+", 1)[0], sorted(per_file), wheels)
+    tree = _tree_target(public_version(version), sorted(per_file), wheels)
     outcomes: dict[str, tuple[str, str, str, str]] = {}  # rel -> (base, text, conflict, rejects)
     for rel, file_diff in per_file.items():
         if rel not in tree.record:
@@ -123,7 +125,7 @@ def import_diff(
         for rel, (*_, rejects) in outcomes.items():
             if rejects:
                 out = pending / rel
-                out.with_name(out.name + ".rej").write_text(rejects, encoding="utf-8")
+                fileops.write_patch_text(out.with_name(out.name + ".rej"), rejects)
         again = target.command(f"{patches_args(folders)} import {name} --continue")
         result.notes.append(
             f"fix the conflict-marked files under {pending} (the .rej files hold the hunks that "
@@ -155,7 +157,7 @@ def continue_import(
     fixed = resolved_files(pending, again, target.record)
     refuse_markers(pending, fixed, again)
     ordered = Catalogue(tuple(p for p in catalogue.patches if p.name != name))
-    tree = _tree_target(version.split("+", 1)[0], sorted(fixed), wheels)
+    tree = _tree_target(public_version(version), sorted(fixed), wheels)
     files = []
     result = ImportResult(name, version, folder / name, True)
     outcomes = {}

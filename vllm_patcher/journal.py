@@ -280,3 +280,23 @@ def observed(root: Path) -> Iterator[bool]:
         yield False
     finally:
         os.close(fd)
+
+
+def left_in_place(root: Path) -> str:
+    """What revert leaves in the state folder, read from the folder (saved copies of your edits
+    may be there from any earlier ``revert --force``), and whether removing it loses anything."""
+    folder = state_dir(root)
+    try:
+        names = sorted(p.name for p in folder.iterdir())
+    except OSError:
+        names = []
+    if "saved" in names and any((folder / "saved").iterdir()):
+        return (
+            f"left in place: {folder} (the lock file, and in saved/ the copies of your edits that "
+            "revert --force kept); move them out, then remove it with rm -r once no vllm-patcher "
+            "run is active"
+        )
+    return (
+        f"left in place: {folder} (only the lock file now); remove it with rm -r once no "
+        "vllm-patcher run is active"
+    )

@@ -8,10 +8,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import catalog, pinned, sources
+from . import pinned, releases, sources
+from .catalogue.layout import Verdict, layout
+from .catalogue.model import Catalogue
 from .errors import LocallyModified
-from .patchset import Catalogue, Verdict, layout
-from .target import file_hash, locate_in_directory
+from .install.locate import locate_in_directory
+from .install.record import file_hash
 
 
 @dataclass
@@ -30,7 +32,7 @@ def pin_release(
 ) -> PinResult:
     tree = sources.fetch_release(version, catalogue.all_paths(), progress=progress, wheels=wheels)
     target = locate_in_directory(str(tree))
-    catalog.classify(target.version)
+    releases.classify(target.version)
     coded = [p for p in catalogue.patches if p.transforms]
     lay = layout(Catalogue(tuple(coded)), target.version, target.record)
     if all(v is not Verdict.APPLICABLE for v in lay.verdicts.values()):

@@ -109,7 +109,7 @@ def write_pin(folder: Path, version: str, patch: str, files: list[tuple[str, str
 
     Returns True when anything on disk changed (pinning an unchanged tree rewrites nothing).
     """
-    from .target import file_hash
+    from .install.record import file_hash
 
     entries = {}
     parts = []
@@ -121,14 +121,9 @@ def write_pin(folder: Path, version: str, patch: str, files: list[tuple[str, str
         }
     manifest = {"vllm_version": version, "patch": patch, "files": entries}
     wanted = {"patch.diff": "".join(parts), "manifest.json": json.dumps(manifest, indent=2) + "\n"}
+    from .fileops import write_patch_text
+
     changed = False
-    folder.mkdir(parents=True, exist_ok=True)
     for name, text in wanted.items():
-        path = folder / name
-        if path.is_file() and path.read_text(encoding="utf-8") == text:
-            continue
-        tmp = path.with_name(f".{name}.tmp")
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(path)
-        changed = True
+        changed |= write_patch_text(folder / name, text)
     return changed

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from . import pinned
+from .catalogue.layout import Layout, Step, Verdict
 from .errors import (
     LocallyModified,
     PatchFolderError,
@@ -19,10 +20,10 @@ from .errors import (
     StateError,
     StrictRefusal,
 )
+from .install.record import file_hash
+from .install.target import Target
 from .journal import Journal
-from .patchset import Layout, Step, Verdict
 from .status import TODO, FileState, FileStatus, outdated, pinned_end
-from .target import Target, file_hash
 
 PINNED_DIFF, TRANSFORM = "pinned-diff", "transform"
 

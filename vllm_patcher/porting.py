@@ -20,13 +20,16 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
-from . import pinned, sources
-from .catalog import FIRST_PATCHABLE
+from . import fileops, pinned, sources
+from .catalogue.layout import layout
+from .catalogue.model import PATCH_TOML, Catalogue, Patch
 from .diffmerge import conflict_marker_lines, merge_three
 from .errors import BadSetting, PatchFolderError, PortConflict, UnsupportedRelease
-from .patchset import PATCH_TOML, Catalogue, Patch, layout
+from .install.locate import locate_in_directory
+from .install.record import file_hash
+from .install.target import Target
 from .plan import _run
-from .target import Target, file_hash, locate_in_directory
+from .releases import FIRST_PATCHABLE
 
 CONFLICTS = "conflicts"
 CONFLICT_FILES = ".conflict-files.json"  # in conflicts/vllm-VERSION/: the files the conflict wrote
@@ -77,8 +80,9 @@ class PortResult:
 def keep_out_of_git(conflicts: Path) -> None:
     """Conflict copies are work in progress: a ``.gitignore`` keeps ``git add`` of the patches
     folder from committing them."""
-    conflicts.mkdir(parents=True, exist_ok=True)
-    (conflicts / ".gitignore").write_text("# work in progress of port/import --continue\n*\n")
+    fileops.write_patch_text(
+        conflicts / ".gitignore", "# work in progress of port/import --continue\n*\n"
+    )
 
 
 def write_pending(pending: Path, texts: Mapping[str, str]) -> None:
@@ -89,11 +93,9 @@ def write_pending(pending: Path, texts: Mapping[str, str]) -> None:
         shutil.rmtree(pending)
     keep_out_of_git(pending.parent)
     for rel, text in texts.items():
-        out = pending / rel
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(text, encoding="utf-8")
+        fileops.write_patch_text(pending / rel, text)
     listing = {"files": sorted(texts)}
-    (pending / CONFLICT_FILES).write_text(json.dumps(listing, indent=2) + "\n", encoding="utf-8")
+    fileops.write_patch_text(pending / CONFLICT_FILES, json.dumps(listing, indent=2) + "\n")
 
 
 def resolved_files(pending: Path, again: str, known: Collection[str]) -> dict[str, str]:
@@ -166,16 +168,35 @@ def drop_if_done(conflicts: Path) -> None:
         shutil.rmtree(conflicts)
 
 
-def all_releases(patch: Patch) -> list[str]:
+def all_releases_of(patch: Patch) -> list[str]:
     """The final releases the patch's specifier covers below its fixed_in (from the index)."""
     found = []
     for v in sources.available_versions():
         parsed = Version(v)
         if parsed.is_prerelease or parsed.is_devrelease:
             continue
-        if patch.covers(v) and not patch.is_upstream(v) and parsed >= Version("0.11.0"):
+        if patch.covers(v) and not patch.is_upstream(v) and parsed >= FIRST_PATCHABLE:
             found.append(v)
     return sorted(found, key=Version)
+
+
+def releases_to_port(
+    patch: Patch, versions: tuple[str, ...], all_releases: bool, wheels: dict[str, Path]
+) -> list[str]:
+    """The releases a port carries PATCH to: ``--all`` (every release its specifier covers
+    below fixed_in), else the ``--to`` releases and each ``--wheel``'s release unless PATCH is
+    pinned there (its source)."""
+    if all_releases:
+        return all_releases_of(patch)
+    targets = list(versions) + [
+        v for v in wheels if v not in versions and v not in patch.pinned_versions
+    ]
+    if not targets:
+        raise BadSetting(
+            f"{patch.name} is already pinned for the release of every --wheel given; name a "
+            "release to port to with --to VERSION"
+        )
+    return targets
 
 
 def _below(catalogue: Catalogue, name: str) -> Catalogue:
@@ -282,7 +303,7 @@ def add_releases(toml: Path, versions: list[str]) -> list[str]:
     releases between, which have no diff). A list of ``==`` pins only is kept in version order."""
     import tomli_w  # only port writes patch.toml this way; status and apply never load it
 
-    from .patchset import _read_toml
+    from .catalogue.folders import _read_toml
 
     data = _read_toml(toml)
     old = data.get("releases", "")
@@ -292,9 +313,7 @@ def add_releases(toml: Path, versions: list[str]) -> list[str]:
     if all(pins):
         entries = [f"=={v}" for v in sorted({str(v) for v in pins if v}, key=Version)]
     data["releases"] = entries
-    tmp = toml.with_name(f".{toml.name}.tmp")
-    tmp.write_text(tomli_w.dumps(data), encoding="utf-8")
-    tmp.replace(toml)
+    fileops.write_patch_text(toml, tomli_w.dumps(data))
     return entries
 
 

@@ -17,10 +17,11 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .errors import FetchError
+from .errors import BadSetting, FetchError
+from .releases import public_version
 
 if TYPE_CHECKING:
-    from .fetch import FetchStats
+    from .wheel import FetchStats
 
 
 def cache_root() -> Path:
@@ -58,17 +59,17 @@ def fetch_release(
     The tree's ``.complete`` lists the members it was extracted for, so a tree made for fewer
     files is fetched again rather than making a file look absent from the release.
     """
-    from . import fetch
+    from . import fetch, wheel
 
     cache = cache or cache_root()
     given = (wheels or {}).get(version)
     if given is not None:
-        digest = fetch.local_wheel(given).record_digest
+        digest = wheel.local_wheel(given).record_digest
         tree = cache / "src" / f"{version}-wheel-{digest[:16]}" / "site-packages"
     else:
         tree = release_tree(version, cache)
     if paths is None:
-        from .patchset import load_catalogue
+        from .catalogue.folders import load_catalogue
 
         paths = load_catalogue().all_paths()
     wanted = sorted(set(paths))
@@ -82,14 +83,14 @@ def fetch_release(
         if _covers(tree, wanted):
             return tree
         wanted = sorted(set(wanted) | set(_extracted_for(tree)))
-        stats = stats if stats is not None else fetch.FetchStats()
+        stats = stats if stats is not None else wheel.FetchStats()
         local = given or _find_wheel(cache / "wheels", version)
         with _staging(tree) as staging:
             if local is not None:
                 stats.method = "local"
                 try:
                     with zipfile.ZipFile(local) as zf:
-                        fetch.extract_checked(zf, version, wanted, staging, str(local), stats)
+                        wheel.extract_checked(zf, version, wanted, staging, str(local), stats)
                 except (zipfile.BadZipFile, OSError) as exc:
                     raise FetchError(f"cannot read the wheel {local}: {exc}") from None
                 if progress:  # after the checks: a refused wheel is one error line, nothing more
@@ -152,3 +153,30 @@ def _find_wheel(wheel_dir: Path, version: str) -> Path | None:
     """A whole wheel already in the cache (put there by hand, or by an older version of the tool)."""
     found = sorted(wheel_dir.glob(f"vllm-{version}-*.whl"))
     return found[0] if found else None
+
+
+def wheels_by_release(files: tuple[Path, ...]) -> dict[str, Path]:
+    """``--wheel FILE...`` by the release each holds (its METADATA), every one checked up front."""
+    if not files:
+        return {}
+    from .wheel import local_wheel
+
+    found: dict[str, Path] = {}
+    for path in files:
+        version = local_wheel(path).version
+        if version in found and found[version].resolve() != path.resolve():
+            raise BadSetting(f"two --wheel files for vLLM {version}: {found[version]} and {path}")
+        found[version] = path
+    return found
+
+
+def installed_release_wheels(files: tuple[Path, ...], installed: str) -> dict[str, Path]:
+    """capture and import read the installed release only: a wheel of another one is a mistake."""
+    wheels = wheels_by_release(files)
+    release = public_version(installed)
+    for version, path in wheels.items():
+        if version != release:
+            raise BadSetting(
+                f"--wheel {path} holds vLLM {version}, but the installed release is {release}"
+            )
+    return wheels

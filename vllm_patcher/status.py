@@ -13,12 +13,14 @@ import hashlib
 from dataclasses import dataclass, field
 from enum import Enum
 
-from . import catalog, fileops
+from . import fileops, releases
 from . import journal as journal_mod
-from .catalog import FileChange, Release
+from .catalogue.layout import Layout, Step, Verdict, layout
+from .catalogue.model import Catalogue, FileChange
 from .errors import PatchShapeError
-from .patchset import Catalogue, Layout, Step, Verdict, _base, layout
-from .target import Target, file_hash
+from .install.record import file_hash
+from .install.target import Target
+from .releases import Release, base_version
 
 
 class _Label(str, Enum):
@@ -436,7 +438,7 @@ def judge(
         elif verdict is Verdict.UNPORTED:
             assert patch is not None
             state, method = PatchState.UNPORTED, None
-            version = _base(target.version)
+            version = base_version(target.version)
             if (patch.folder / "conflicts" / f"vllm-{version}").is_dir():
                 rest = f"port {name} --to {version} --continue"
                 why = f"its conflicts for {version} are waiting to be resolved"
@@ -490,7 +492,7 @@ def read_status(target: Target, catalogue: Catalogue) -> Status:
     While another run holds the lock, the files are read as they are and the result says
     ``in_progress``; otherwise a shared lock keeps runs from starting halfway through the reading.
     """
-    catalog.classify(target.version)  # refuses releases before the allow-list existed
+    releases.classify(target.version)  # refuses releases before the allow-list existed
     root = target.site_packages
     had_lock = (journal_mod.state_dir(root) / "lock").exists()
     with journal_mod.observed(root) as busy:

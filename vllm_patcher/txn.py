@@ -22,14 +22,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import catalog, fileops, pinned
+from . import fileops, pinned, releases
 from . import journal as journal_mod
 from . import status as status_mod
+from .catalogue.layout import layout
+from .catalogue.model import Catalogue
 from .errors import LocallyModified, NotWritable, PatcherError, StateError
+from .install.record import file_hash
+from .install.target import RECORD_REFERENCE, Target
 from .journal import FileRecord, Journal, PatchRecord, Phase
-from .patchset import Catalogue, layout
 from .plan import FileEdit, RevertPlan, plan_apply, plan_revert
-from .target import RECORD_REFERENCE, Target, file_hash
 
 
 @dataclass
@@ -247,7 +249,7 @@ def apply(
     strict: bool = False,
     on_wait: Callable[[str], None] | None = None,
 ) -> ApplyResult:
-    catalog.classify(target.version)  # refuses releases before the allow-list existed
+    releases.classify(target.version)  # refuses releases before the allow-list existed
     root = target.site_packages
     if not (journal_mod.state_dir(root) / "state.json").exists():
         quick = layout(catalogue, target.version, target.record)

@@ -20,16 +20,17 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from . import catalog
+from . import releases
 from . import status as status_mod
-from .patchset import Catalogue, Layout, Verdict, layout
-from .target import Target
+from .catalogue.layout import Layout, Verdict, layout
+from .catalogue.model import Catalogue
+from .install.target import Target
+from .runtime import ScriptNotRun, run_script
 
 TIERS = ("compile", "state", "import", "behaviour")
 
@@ -152,27 +153,18 @@ def run_probe(
     request = probe_request(modules, checks, version)
     # Another environment's interpreter runs isolated, as it was located; this interpreter keeps
     # the sys.path (PYTHONPATH, user site) through which the tool found vLLM in the first place.
-    isolation = [] if Path(python) == Path(sys.executable) else ["-I"]
+    isolated = Path(python) != Path(sys.executable)
     try:
-        proc = subprocess.run(
-            [str(python), *isolation, str(probe), request],
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=600,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return [Check("import", "probe interpreter", False, f"could not run {python}: {exc}")]
-    lines = proc.stdout.strip().splitlines()
+        proc = run_script(python, [str(probe), request], timeout=600, isolated=isolated, env=env)
+    except ScriptNotRun as exc:
+        return [Check("import", "probe interpreter", False, f"could not run {python}: {exc.cause}")]
     try:
-        data = json.loads(lines[-1])
         return [
             Check(c["tier"], c["name"], bool(c["ok"]), c.get("detail", ""), bool(c.get("skipped")))
-            for c in data["checks"]
+            for c in (proc.answer or {})["checks"]
         ]
-    except (ValueError, IndexError, KeyError, TypeError):
-        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+    except (KeyError, TypeError, ValueError):
+        tail = proc.stderr_tail()
         return [
             Check("import", "probe interpreter", False, f"probe exited {proc.returncode}: {tail}")
         ]
@@ -238,7 +230,7 @@ def verify(
 ) -> VerifyReport:
     """Run the tiers in order; ``on_tier(tier)`` is called as each one starts (``import`` runs
     the behaviour checks in the same interpreter, so ``behaviour`` never starts on its own)."""
-    catalog.classify(target.version)  # a refusal is one error line, before any tier's progress
+    releases.classify(target.version)  # a refusal is one error line, before any tier's progress
     report = VerifyReport(target.version, str(target.site_packages))
     rels = [
         r for r in catalogue.paths_for(target.version) if r in target.record and r.endswith(".py")

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from vllm_patcher.target import file_hash
+from vllm_patcher.install.record import file_hash
 
 from ..conftest import record_of, run_cli, venv_site
 from .engine import acceptance, build_models, cpu_python, run_engine

@@ -1,0 +1,380 @@
+"""Patches of the user's own: capture from an edit, port to other releases, series on one file,
+hostile patch folders. Real pristine trees of real releases; the real command line."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from vllm_patcher import sources
+from vllm_patcher.install.record import file_hash
+
+from ..conftest import (
+    CATALOGUE,
+    assert_refused,
+    checkout_copy,
+    record_of,
+    run_cli,
+    snapshot,
+    touched_match_record,
+)
+
+SPEC = "vllm/config/speculative.py"
+CATALOGUE_TREE = sources.fetch_release("0.15.1")
+LIST_0151 = '"kimi_k25", "minimax_m2"]'  # the line as the built-ins leave it on 0.15.1
+
+
+def _states(site: Path, *extra: str) -> dict[str, str]:
+    out = run_cli("--target", str(site), *extra, "--json", "status", check=True).stdout
+    return {p["name"]: p["state"] for p in json.loads(out)["patches"]}
+
+
+def _captured(tree_copy, tmp_path: Path) -> tuple[Path, Path]:  # type: ignore[no-untyped-def]
+    """0.15.1 with the built-ins applied, then a hand edit on the allow-list line that
+    eagle3-whitelist and eagle3-minimax-m2 already edit (and eagle3-granite, last in the series,
+    edits the condition below it), captured as my-minimax."""
+    site = tree_copy("0.15.1")
+    mine = tmp_path / "mine"
+    mine.mkdir()  # a --patches folder must exist
+    run_cli("--target", str(site), "apply", check=True)
+    spec = site / SPEC
+    text = spec.read_text()
+    assert LIST_0151 in text
+    spec.write_text(text.replace(LIST_0151, '"kimi_k25", "minimax_m2", "my_model"]'))
+    proc = run_cli(
+        "--target", str(site), "--patches", str(mine), "capture", "my-minimax",
+        "--releases", ">=0.15.0,<0.20",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    return site, mine
+
+
+def test_capture_stacks_on_the_whitelist_and_behaves_like_a_built_in(
+    tree_copy, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    site, mine = _captured(tree_copy, tmp_path)
+    folder = mine / "my-minimax" / "vllm-0.15.1"
+    manifest = json.loads((folder / "manifest.json").read_text())
+    below = CATALOGUE.get("eagle3-granite").pin("0.15.1")  # type: ignore[union-attr]
+    assert below is not None
+    # the diff is made on the bytes the built-ins leave, not on pristine: a series on one line
+    assert manifest["files"][SPEC]["before"] == below.files[SPEC].after
+    assert manifest["files"][SPEC]["after"] == file_hash((site / SPEC).read_bytes())
+    patched = (site / SPEC).read_bytes()
+
+    states = _states(site, "--patches", str(mine))
+    assert states["my-minimax"] == "applied" and states["eagle3-whitelist"] == "applied"
+    st = json.loads(
+        run_cli("--target", str(site), "--patches", str(mine), "--json", "status").stdout
+    )
+    assert {p["name"]: p["origin"] for p in st["patches"]}["my-minimax"] == str(mine)
+    # without its folder the record still shows it (and apply keeps it)
+    assert _states(site)["my-minimax"] == "applied"
+
+    run_cli("--target", str(site), "--patches", str(mine), "revert", check=True)
+    assert all(touched_match_record(site).values())
+    assert _states(site, "--patches", str(mine))["my-minimax"] == "pending"
+
+    # apply replays the series from pristine: whitelist, then my-minimax, same bytes as captured
+    run_cli("--target", str(site), "--patches", str(mine), "apply", check=True)
+    assert (site / SPEC).read_bytes() == patched
+    # and `git apply` of the diffs in series order gives those bytes too
+    fresh = tmp_path / "fresh"
+    shutil.copytree(site, fresh, ignore=shutil.ignore_patterns(".vllm-patcher"))
+    run_cli("--target", str(fresh), "revert", check=True)
+    for rel in touched_match_record(site):
+        (fresh / rel).write_bytes((CATALOGUE_TREE / rel).read_bytes())
+    for diff in [
+        *(
+            p.folder / "vllm-0.15.1" / "patch.diff"
+            for p in CATALOGUE.patches
+            if "0.15.1" in p.pinned_versions
+        ),
+        folder / "patch.diff",
+    ]:
+        subprocess.run(["git", "apply", str(diff)], cwd=fresh, check=True)
+    assert (fresh / SPEC).read_bytes() == patched
+    run_cli("--target", str(site), "revert", check=True)  # reverted from the record alone
+    assert all(touched_match_record(site).values())
+
+
+def test_a_stacked_patch_alone_is_refused_and_nothing_is_written(tree_copy, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    site, mine = _captured(tree_copy, tmp_path)
+    run_cli("--target", str(site), "--patches", str(mine), "revert", check=True)
+    before = snapshot(site)
+    proc = run_cli("--target", str(site), "--patches", str(mine), "apply", "my-minimax")
+    assert_refused(proc, 13, "my-minimax", "was made on other bytes")
+    assert snapshot(site) == before
+    # naming the ones below it works, and an unknown name is a usage error
+    run_cli(
+        "--target",
+        str(site),
+        "--patches",
+        str(mine),
+        "apply",
+        "eagle3-whitelist",
+        "eagle3-minimax-m2",
+        "eagle3-granite",
+        "my-minimax",
+        check=True,
+    )
+    states = _states(site, "--patches", str(mine))
+    assert states["my-minimax"] == "applied" and states["supports-eagle3"] == "pending"
+    assert_refused(run_cli("--target", str(site), "apply", "no-such-patch"), 2, "no-such-patch")
+
+
+def test_capture_refusals_write_nothing(tree_copy, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    site = tree_copy("0.15.1")
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    before = snapshot(site)
+    assert_refused(run_cli("--target", str(site), "capture", "x"), 2, "--patches")
+    proc = run_cli("--target", str(site), "--patches", str(mine), "capture", "x")
+    assert_refused(proc, 15, "no file")
+    (site / "vllm" / "brand_new.py").write_text("x = 1\n")
+    proc = run_cli(
+        "--target", str(site), "--patches", str(mine), "capture", "x", "vllm/brand_new.py"
+    )
+    assert_refused(proc, 15, "new files")
+    (site / "vllm" / "brand_new.py").unlink()
+    proc = run_cli("--target", str(site), "--patches", str(mine), "capture", "eagle3-whitelist")
+    assert_refused(proc, 13, "already exists")
+    assert snapshot(site) == before
+    assert not any(mine.rglob("*.diff"))
+
+
+def test_port_merges_cleanly_conflicts_and_continues(tree_copy, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    _, mine = _captured(tree_copy, tmp_path)
+    args = ("--patches", str(mine), "port", "my-minimax")
+    assert_refused(run_cli(*args), 2)  # neither --to nor --all
+    proc = run_cli(*args, "--to", "0.15.0", "--to", "0.17.1")
+    assert proc.returncode == 17, proc.stderr
+    assert re.search(r"0\.15\.0\s+clean", proc.stdout) and re.search(
+        r"0\.17\.1\s+conflict", proc.stdout
+    )
+    assert (mine / "my-minimax" / "vllm-0.15.0" / "patch.diff").is_file()
+    assert not (mine / "my-minimax" / "vllm-0.17.1").exists()  # nothing for a conflicted release
+    marked = mine / "my-minimax" / "conflicts" / "vllm-0.17.1" / SPEC
+    assert "<<<<<<< vllm 0.17.1" in marked.read_text()
+    # conflict copies stay out of `git add` of the patches folder
+    subprocess.run(["git", "init", "-q", str(mine)], check=True)
+    subprocess.run(["git", "-C", str(mine), "add", "."], check=True)
+    tracked = subprocess.run(
+        ["git", "-C", str(mine), "ls-files"], capture_output=True, text=True, check=True
+    ).stdout
+    assert "conflicts" not in tracked and "vllm-0.15.0/patch.diff" in tracked
+    # on 0.17.1, status says the conflicts are waiting, with a command that reaches the patch
+    waiting = json.loads(
+        run_cli(
+            "--target", str(tree_copy("0.17.1")), "--patches", str(mine), "--json", "status"
+        ).stdout
+    )
+    detail = {p["name"]: p["detail"] for p in waiting["patches"]}["my-minimax"]
+    assert f"--patches {mine} port my-minimax --to 0.17.1 --continue" in detail, detail
+    assert_refused(run_cli(*args, "--to", "0.17.1", "--continue"), 17, "conflict markers")
+    # resolve as a user would: keep 0.17.1's list and add the entry
+    text = re.sub(
+        r"<<<<<<< [^\n]*\n(.*?)=======\n.*?>>>>>>> [^\n]*\n",
+        lambda m: m.group(1).replace('"minimax_m2",\n', '"minimax_m2",\n            "my_model",\n'),
+        marked.read_text(),
+        flags=re.S,
+    )
+    marked.write_text(text)
+    run_cli(*args, "--to", "0.17.1", "--continue", check=True)
+    assert not (mine / "my-minimax" / "conflicts").exists()
+
+    # the ported diff applies on a real 0.17.1 tree, stacked on the built-ins, and reverts;
+    # applying it on top of the built-ins reports only it as applied now
+    site = tmp_path / "site-0.17.1-b"
+    shutil.copytree(sources.fetch_release("0.17.1"), site)
+    run_cli("--target", str(site), "apply", check=True)
+    out = run_cli("--target", str(site), "--patches", str(mine), "apply", check=True).stdout
+    now = [line.split()[0] for line in out.splitlines() if "applied now" in line]
+    assert now == ["my-minimax"], out
+    assert '"my_model",' in (site / SPEC).read_text()
+    assert _states(site, "--patches", str(mine))["my-minimax"] == "applied"
+    run_cli("--target", str(site), "--patches", str(mine), "revert", check=True)
+    assert all(touched_match_record(site).values())
+
+
+def _patch_folder(root: Path, name: str, toml: str | None = None) -> Path:
+    folder = root / name
+    folder.mkdir(parents=True)
+    (folder / "patch.toml").write_text(
+        toml if toml is not None else f'name = "{name}"\nreleases = ">=0.11"\n'
+    )
+    return folder
+
+
+def _pin_copy(src_patch: str, dest: Path, version: str = "0.15.1") -> Path:
+    patch = CATALOGUE.get(src_patch)
+    assert patch is not None
+    out = dest / f"vllm-{version}"
+    out.mkdir()
+    for f in ("patch.diff", "manifest.json"):
+        (out / f).write_bytes((patch.folder / f"vllm-{version}" / f).read_bytes())
+    return out
+
+
+@pytest.mark.parametrize(
+    "break_it",
+    ["clash", "malformed", "outside", "link", "lying-manifest", "bad-specifier"],
+)
+def test_hostile_patch_folders_are_refused_and_nothing_is_written(
+    tree_copy, tmp_path: Path, break_it: str
+) -> None:  # type: ignore[no-untyped-def]
+    site = tree_copy("0.15.1")
+    mine = tmp_path / "mine"
+    if break_it == "clash":
+        _patch_folder(mine, "eagle3-whitelist")
+        fragment = "two patches are named"
+    elif break_it == "malformed":
+        _patch_folder(mine, "bad", 'name = "bad"\nreleases = [oops\n')
+        fragment = "not valid TOML"
+    elif break_it == "bad-specifier":
+        _patch_folder(mine, "bad", 'name = "bad"\nreleases = "newest please"\n')
+        fragment = "not a PEP 440 specifier"
+    elif break_it == "outside":
+        out = _pin_copy("supports-eagle3", _patch_folder(mine, "evil"))
+        manifest = json.loads((out / "manifest.json").read_text())
+        manifest["files"]["../../etc/x"] = manifest["files"].popitem()[1]
+        (out / "manifest.json").write_text(json.dumps(manifest))
+        fragment = "outside vllm/"
+    elif break_it == "link":
+        folder = _patch_folder(mine, "linked")
+        (folder / "checks").mkdir()
+        (folder / "checks" / "c.py").symlink_to("/etc/hostname")
+        fragment = "symbolic link"
+    else:  # the manifest claims a result the diff does not produce
+        out = _pin_copy("supports-eagle3", _patch_folder(mine, "liar"))
+        manifest = json.loads((out / "manifest.json").read_text())
+        for entry in manifest["files"].values():
+            entry["after"] = "B" * 43
+        (out / "manifest.json").write_text(json.dumps(manifest))
+        fragment = "does not match its diff"
+    before = snapshot(site)
+    for command in ("apply", "status"):
+        only = ["liar"] if break_it == "lying-manifest" and command == "apply" else []
+        proc = run_cli("--target", str(site), "--patches", str(mine), command, *only)
+        if break_it == "lying-manifest" and command == "status":
+            continue  # status reads no diff; apply is where the lie is caught
+        assert_refused(proc, 13, fragment)
+    assert snapshot(site) == before
+
+
+def test_a_patch_at_its_fixed_in_release_is_upstream(tree_copy, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    site = tree_copy("0.15.1")
+    mine = tmp_path / "mine"
+    _patch_folder(mine, "old-news", 'name = "old-news"\nreleases = ">=0.11"\nfixed_in = "0.15.0"\n')
+    _patch_folder(mine, "not-yet", 'name = "not-yet"\nreleases = ">=0.11"\n')
+    states = _states(site, "--patches", str(mine))
+    assert states["old-news"] == "upstream"
+    assert states["not-yet"] == "unported"  # in range, no diff for 0.15.1: not ready, says so
+    out = json.loads(
+        run_cli("--target", str(site), "--patches", str(mine), "--json", "apply", check=True).stdout
+    )
+    assert any("not-yet" in n and "port" in n for n in out["notes"])
+    assert record_of(site)  # the tree is still a valid install
+
+
+MINIMAX = "vllm/model_executor/models/minimax_m2.py"
+
+
+def _upstream_diff(tmp_path: Path) -> Path:
+    """A real upstream change: MiniMax-M2's file from vLLM 0.19.1 to 0.20.0 (where upstream added
+    EAGLE-3), in `git diff` shape, plus a test file an upstream PR would carry."""
+    import difflib
+
+    old = (sources.fetch_release("0.19.1", [MINIMAX]) / MINIMAX).read_text()
+    new = (sources.fetch_release("0.20.0", [MINIMAX]) / MINIMAX).read_text()
+    body = "".join(
+        difflib.unified_diff(
+            old.splitlines(True), new.splitlines(True), f"a/{MINIMAX}", f"b/{MINIMAX}"
+        )
+    )
+    extra = (
+        "diff --git a/tests/models/test_minimax.py b/tests/models/test_minimax.py\n"
+        "--- a/tests/models/test_minimax.py\n+++ b/tests/models/test_minimax.py\n"
+        "@@ -1 +1,2 @@\n import pytest\n+import torch\n"
+    )
+    path = tmp_path / "upstream.diff"
+    path.write_text(f"diff --git a/{MINIMAX} b/{MINIMAX}\n{body}{extra}")
+    return path
+
+
+def test_import_fits_an_upstream_diff_leaves_rejects_and_continues(
+    tree_copy, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    site = tmp_path / "site"
+    shutil.copytree(sources.fetch_release("0.15.1", [MINIMAX]), site)
+    before = snapshot(site)
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    args = ("--target", str(site), "--patches", str(mine), "import", "mm-eagle")
+    proc = run_cli(*args, "--diff", str(_upstream_diff(tmp_path)))
+    assert proc.returncode == 17, proc.stderr
+    assert "dropped (outside vllm/)" in proc.stdout and "rejected" in proc.stdout
+    pending = mine / "mm-eagle" / "conflicts" / "vllm-0.15.1" / MINIMAX
+    assert "<<<<<<< vllm 0.15.1" in pending.read_text()
+    assert pending.with_name(pending.name + ".rej").read_text().startswith("--- a/")
+    assert not (mine / "mm-eagle" / "vllm-0.15.1").exists()
+    assert_refused(run_cli(*args, "--continue"), 17, "conflict markers")
+    # resolve by keeping the installed side of every rejected hunk
+    pending.write_text(
+        re.sub(
+            r"<<<<<<< [^\n]*\n(.*?)=======\n.*?>>>>>>> [^\n]*\n",
+            lambda m: m.group(1),
+            pending.read_text(),
+            flags=re.S,
+        )
+    )
+    run_cli(*args, "--continue", check=True)
+    diff = (mine / "mm-eagle" / "vllm-0.15.1" / "patch.diff").read_text()
+    assert "+from itertools import islice" in diff  # a hunk that fitted
+    assert snapshot(site) == before  # import never writes site-packages
+    assert_refused(run_cli(*args, "--diff", str(tmp_path / "missing.diff")), 2, "cannot read")
+
+
+def test_the_pristine_cache_is_keyed_by_the_files_asked_for(tmp_path: Path) -> None:
+    """A tree cached for the DeepSeek/Kimi files never makes minimax_m2.py look absent."""
+    first = sources.fetch_release("0.15.1", [SPEC], cache=tmp_path)
+    assert (first / SPEC).is_file() and not (first / MINIMAX).exists()
+    again = sources.fetch_release("0.15.1", [SPEC, MINIMAX], cache=tmp_path)
+    assert again == first and (again / MINIMAX).is_file() and (again / SPEC).is_file()
+    assert not list((tmp_path / "wheels").glob("*.whl"))  # the wheel is not kept
+
+
+def test_a_built_wheel_of_the_tool_carries_every_patch_folder(tmp_path: Path) -> None:
+    """A non-editable install finds the built-ins: patch.toml, series, diffs, manifests, checks."""
+    import sys
+    import zipfile
+
+    # build from the committed files only (an in-tree build/ may hold stale modules)
+    src = checkout_copy(tmp_path / "src")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path / "wheel"), str(src)],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    (wheel,) = (tmp_path / "wheel").glob("vllm_patcher-*.whl")
+    with zipfile.ZipFile(wheel) as zf:
+        zf.extractall(tmp_path / "site")
+    probe = (
+        "import json, vllm_patcher.catalogue.folders as ps; c = ps.load_catalogue(); "
+        "print(json.dumps({'root': str(ps.builtin_root()), 'names': list(c.names), "
+        "'pins': {p.name: list(p.pinned_versions) for p in c.patches}, "
+        "'checks': {p.name: len(p.check_files()) for p in c.patches}}))"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, {str(tmp_path / 'site')!r}); {probe}"],
+        capture_output=True, text=True, check=True, cwd=tmp_path,
+    )  # fmt: skip
+    got = json.loads(proc.stdout)
+    assert got["root"].startswith(str(tmp_path / "site"))
+    assert got["names"] == list(CATALOGUE.names)
+    assert got["pins"] == {p.name: list(p.pinned_versions) for p in CATALOGUE.patches}
+    assert got["checks"]["eagle3-minimax-m2"] >= 1

@@ -1,0 +1,1 @@
+"""Tests of the catalogue and release facts."""

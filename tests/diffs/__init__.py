@@ -1,0 +1,1 @@
+"""Tests of exact, fuzzy and three-way diffs."""

@@ -1,0 +1,1 @@
+"""Tests of doctor and serve-args."""

@@ -1,0 +1,116 @@
+"""The README's promises a new user types first: its first code block (patch the venv you already
+have) and the Dockerfile recipe, run as written.
+
+Only what cannot exist here is moved: the placeholders `/path/to/vllm-patcher` (a copy of this
+checkout's committed files) and `/path/to/your-venv` (a hard-linked copy of the real vLLM 0.15.1
+venv, so the shared one is never written), `~` (a fresh HOME), and the Dockerfile's `/opt` and
+`/tmp` (folders under the test's own). Both install the tool with pip, so they need the package
+index (click, libcst, ... are fetched like a user's install fetches them).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+from ..conftest import (
+    REPO,
+    _make_pristine,
+    checkout_copy,
+    make_venv,
+    touched_match_record,
+    venv_site,
+)
+
+README = (REPO / "README.md").read_text(encoding="utf-8")
+
+
+def code_blocks(language: str) -> list[str]:
+    return re.findall(rf"^```{language}\n(.*?)^```", README, flags=re.M | re.S)
+
+
+def clean_env(home: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("VLLM_PATCHER_", "PIP_"))}
+    env.pop("VIRTUAL_ENV", None)
+    env.update(HOME=str(home), PIP_DISABLE_PIP_VERSION_CHECK="1")
+    return env
+
+
+def run_bash(script: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["bash", "-e", "-o", "pipefail", "-c", script],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd,
+        timeout=1500,
+        check=False,
+    )
+
+
+def test_the_first_code_block_patches_an_existing_venv_and_verifies_it(
+    vllm_python: Path, tmp_path: Path
+) -> None:
+    block = code_blocks("bash")[0]
+    assert "/path/to/your-venv apply" in block and "verify" in block, block
+    _make_pristine(vllm_python)  # the copy starts as pip left it, whatever ran before
+    venv = tmp_path / "your-venv"
+    subprocess.run(["cp", "-al", str(vllm_python.parent.parent), str(venv)], check=True)
+    # the one file the tool writes in place: the copy gets a lock of its own, not the shared inode
+    (venv_site(venv / "bin" / "python") / ".vllm-patcher" / "lock").unlink(missing_ok=True)
+    repo = checkout_copy(tmp_path / "vllm-patcher")
+    script = block.replace("/path/to/vllm-patcher", str(repo)).replace(
+        "/path/to/your-venv", str(venv)
+    )
+    home = tmp_path / "home"
+    home.mkdir()
+    try:
+        proc = run_bash(script, clean_env(home), tmp_path)
+        assert proc.returncode == 0, (proc.stdout[-3000:], proc.stderr[-3000:])
+        assert (home / ".vllm-patcher" / "bin" / "vllm-patcher").exists()  # `~` was the new HOME
+        assert "verify: OK" in proc.stdout, proc.stdout
+        site = venv_site(venv / "bin" / "python")
+        assert not any(touched_match_record(site).values())  # every touched file was patched
+        # the shared venv the copy was linked from still holds the installer's bytes
+        assert all(touched_match_record(venv_site(vllm_python)).values())
+    finally:
+        _make_pristine(vllm_python)
+
+
+def _image_python(root: Path) -> Path:
+    """What an image's python3 with vLLM looks like to the tool: a venv holding the real 0.15.1
+    files (the tool never imports vLLM; find_spec needs the package's __init__)."""
+    make_venv(root, vllm=True)
+    (venv_site(root / "bin" / "python") / "vllm" / "__init__.py").touch()
+    return root / "bin"
+
+
+def test_the_dockerfile_recipe_builds_the_wheel_and_patches_the_image_vllm(tmp_path: Path) -> None:
+    build, dockerfile = code_blocks("bash")[-1], code_blocks("dockerfile")[0]
+    assert "pip wheel" in build, build
+    image_bin = _image_python(tmp_path / "image-python")
+    context = tmp_path / "context"
+    context.mkdir()
+    repo = checkout_copy(tmp_path / "vllm-patcher")
+    env = clean_env(tmp_path / "home")
+    proc = run_bash(build.replace("/path/to/vllm-patcher", str(repo)), env, context)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    env["PATH"] = f"{image_bin}{os.pathsep}{env['PATH']}"  # inside the image, python3 is its own
+    # COPY, then the RUN lines, with the image's /opt and /tmp moved under tmp_path
+    copy_line, run = dockerfile.split("\nRUN ", 1)
+    source, dest = copy_line.splitlines()[-1].split()[1:]
+    assert source == "dist/vllm_patcher-*.whl" and dest == "/tmp/"
+    image_tmp = tmp_path / "image-tmp"
+    image_tmp.mkdir()
+    (wheel,) = (context / "dist").glob("vllm_patcher-*.whl")
+    shutil.copy2(wheel, image_tmp / wheel.name)
+    script = run.replace("/tmp/", f"{image_tmp}/").replace("/opt/", f"{tmp_path}/opt/")
+    proc = run_bash(script, env, context)
+    assert proc.returncode == 0, (proc.stdout[-3000:], proc.stderr[-3000:])
+    site = venv_site(image_bin / "python")
+    matches = touched_match_record(site)
+    assert matches and not any(matches.values()), matches  # patched, every file
+    assert (site / ".vllm-patcher" / "state.json").exists()

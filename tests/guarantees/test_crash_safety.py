@@ -1,0 +1,477 @@
+"""Crash safety and concurrency, on real pristine 0.15.1 trees through the real command line.
+
+Kills and races are placed with the tool's own fault hook (``VLLM_PATCHER_FAULT``): a run stops
+at the Nth point of its transaction (lock taken, survey done, plan made, before and after every
+write, after every journal save) and the test kills it there, interrupts it, or lets another run
+start while it waits. Nothing depends on how fast this machine happens to be.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from vllm_patcher import fileops, sources, txn
+from vllm_patcher import status as status_mod
+from vllm_patcher.errors import PatcherError
+from vllm_patcher.install.locate import locate_in_directory
+from vllm_patcher.install.record import file_hash
+
+from ..conftest import CATALOGUE, UNPINNED, record_of, run_cli, snapshot, touched_files
+
+VERSION = "0.15.1"
+MIN_KILLS = int(os.environ.get("VLLM_PATCHER_KILLS", "200"))
+EMPTY_PINS = UNPINNED["VLLM_PATCHER_PATCHES_DIR"]
+
+
+class Trees:
+    """Pristine and patched templates of one release, and the hashes of both."""
+
+    def __init__(self, root: Path) -> None:
+        self.pristine = root / "pristine"
+        shutil.copytree(sources.fetch_release(VERSION), self.pristine)
+        (self.pristine / ".complete").unlink(missing_ok=True)
+        self.patched = root / "patched"
+        shutil.copytree(self.pristine, self.patched)
+        run_cli("--target", str(self.patched), "apply", check=True)
+        self.record = record_of(self.pristine)
+        self.rels = touched_files(self.record, VERSION)
+        self.before = {r: file_hash((self.pristine / r).read_bytes()) for r in self.rels}
+        self.after = {r: file_hash((self.patched / r).read_bytes()) for r in self.rels}
+        assert self.before == {r: self.record[r] for r in self.rels}  # pristine = RECORD
+        # the transform scenario runs the codemod built-ins only (no eagle3-minimax-m2 on top)
+        self.by_transform = by_transform = root / "by-transform"
+        shutil.copytree(self.pristine, by_transform)
+        run_cli("--target", str(by_transform), "apply", env=UNPINNED, check=True)
+        self.after_codemods = {r: file_hash((by_transform / r).read_bytes()) for r in self.rels}
+
+    def patched_hashes(self, rel: str) -> tuple[str, str]:
+        return self.after[rel], self.after_codemods[rel]
+
+    def current(self, site: Path) -> dict[str, str]:
+        return {r: file_hash((site / r).read_bytes()) for r in self.rels}
+
+
+@pytest.fixture(scope="module")
+def trees(tmp_path_factory: pytest.TempPathFactory) -> Trees:
+    return Trees(tmp_path_factory.mktemp("templates"))
+
+
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+class Run:
+    """One tool process, optionally stopped at a fault point."""
+
+    def __init__(
+        self,
+        site: Path,
+        *args: str,
+        fault: str | None = None,
+        fault_dir: Path | None = None,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        full = dict(os.environ)
+        full.pop("VLLM_PATCHER_PATCHES_DIR", None)
+        if fault:
+            assert fault_dir is not None
+            full.update({"VLLM_PATCHER_FAULT": fault, "VLLM_PATCHER_FAULT_DIR": str(fault_dir)})
+        full.update(env or {})
+        self.fault_dir = fault_dir
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "vllm_patcher", "--target", str(site), *args],
+            env=full,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            # A shell runs background jobs with SIGINT ignored, and children inherit that; the
+            # tool must see Ctrl-C the way a terminal delivers it.
+            preexec_fn=_default_sigint,
+        )
+
+    def reached(self, timeout: float = 120) -> bool:
+        """Wait until the run stops at its fault point (True) or exits without reaching it."""
+        assert self.fault_dir is not None
+        marker = self.fault_dir / f"reached-{self.proc.pid}"
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if marker.exists():
+                return True
+            if self.proc.poll() is not None:
+                return marker.exists()
+            time.sleep(0.005)
+        raise AssertionError("the run neither reached its fault point nor exited")
+
+    def finish(self, timeout: float = 120) -> tuple[int, str, str]:
+        out, err = self.proc.communicate(timeout=timeout)
+        return self.proc.returncode, out, err
+
+    def is_waiting(self) -> bool:
+        return self.proc.poll() is None
+
+
+@pytest.fixture
+def fault_dir(tmp_path: Path) -> Path:
+    d = tmp_path / "faults"
+    d.mkdir()
+    return d
+
+
+def check_truthful(site: Path, t: Trees) -> list[str]:
+    """Every file pristine or patched, and status (the object the CLI renders) agrees.
+
+    In-process, so the hundreds of kill runs cost one process each, not four.
+    """
+    problems = []
+    current = t.current(site)
+    for rel, h in current.items():
+        if h != t.before[rel] and h not in t.patched_hashes(rel):
+            problems.append(f"{rel} is neither pristine nor patched")
+    try:
+        st = status_mod.read_status(locate_in_directory(str(site)), CATALOGUE).to_dict()
+    except PatcherError as exc:
+        return [*problems, f"status refused: {exc.message}"]
+    for f in st["files"]:  # type: ignore[attr-defined]
+        if f["sha256"] != current[f["path"]]:
+            problems.append(f"status reports a wrong hash for {f['path']}")
+    for p in st["patches"]:  # type: ignore[attr-defined]
+        files = p["files"]
+        if p["state"] == "applied" and any(current[r] not in t.patched_hashes(r) for r in files):
+            problems.append(f"status says {p['name']} applied but a file is not patched")
+        # pending: pristine, or carrying only the patches below it in the series
+        below = (t.before, t.after_codemods)
+        if p["state"] == "pending" and any(current[r] not in (b[r] for b in below) for r in files):
+            problems.append(f"status says {p['name']} pending but a file is patched")
+        reinstalled = all(
+            f["state"] in ("reinstalled", "applied")
+            for f in st["files"]  # type: ignore[attr-defined]
+            if f["patch"] == p["name"]
+        )
+        if p["state"] == "drifted" and st["interrupted"] is None and not reinstalled:
+            problems.append(f"{p['name']} drifted without an interrupted run to explain it")
+    for f in st["files"]:  # type: ignore[attr-defined]
+        rel = f["path"]
+        want = {"applied": t.patched_hashes(rel), "reinstalled": (t.before[rel],)}.get(f["state"])
+        if want is not None and current[rel] not in want:
+            problems.append(f"status calls {f['path']} {f['state']} but its bytes are not")
+    if st["in_progress"]:
+        problems.append("status says a run is in progress after every run ended")
+    return problems
+
+
+def check_recovers(site: Path, t: Trees) -> list[str]:
+    """The next apply, then revert, bring the tree to patched, then to RECORD bytes."""
+    problems = []
+    try:
+        txn.apply(locate_in_directory(str(site)), CATALOGUE)
+    except PatcherError as exc:
+        return [f"apply after the kill failed: {exc.message}"]
+    if t.current(site) != t.after:
+        problems.append("apply after the kill did not patch every file")
+    try:
+        txn.revert(locate_in_directory(str(site)))
+    except PatcherError as exc:
+        return [*problems, f"revert after the kill failed: {exc.message}"]
+    if t.current(site) != t.before:
+        problems.append("revert did not restore RECORD bytes")
+    state_dir = site / ".vllm-patcher"
+    leftovers = [str(p) for p in site.rglob(f"*{fileops.TMP_SUFFIX}")]
+    leftovers += [str(p) for p in state_dir.rglob("*") if p.is_file() and p.name != "lock"]
+    if leftovers:
+        problems.append(f"left behind after revert: {leftovers}")
+    if not (state_dir / "lock").is_file():
+        problems.append("the lock file was removed")
+    return problems
+
+
+# --- kills at every point of every transaction --------------------------------------------------
+
+# (name, template, arguments, environment): the transactions the kill test walks through.
+SCENARIOS = (
+    ("apply (pinned diff)", "pristine", ("apply",), {}),
+    ("apply (libcst transform)", "pristine", ("apply",), {"VLLM_PATCHER_PATCHES_DIR": EMPTY_PINS}),
+    ("revert", "patched", ("revert",), {}),
+    ("apply over a reinstalled tree", "reinstalled", ("apply",), {}),
+    ("revert of a reinstalled tree", "reinstalled", ("revert",), {}),
+    # a series grows: eagle3-minimax-m2 stacked on files the codemods already patched
+    ("apply stacking on applied files", "codemods", ("apply",), {}),
+)
+
+
+def _prepare(t: Trees, template: str, site: Path) -> None:
+    if template == "reinstalled":  # applied, then `pip install --force-reinstall` of two files
+        shutil.copytree(t.patched, site)
+        for rel in t.rels[:2]:
+            shutil.copyfile(t.pristine / rel, site / rel)
+    elif template == "codemods":
+        shutil.copytree(t.by_transform, site)
+    else:
+        shutil.copytree(t.pristine if template == "pristine" else t.patched, site)
+
+
+def test_sigkill_at_every_point_of_apply_and_revert_never_breaks_the_tree(
+    trees: Trees, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    kills = runs = 0
+    violations: list[str] = []
+    per_scenario: dict[str, int] = {}
+    rounds = 0
+    while kills < MIN_KILLS:
+        rounds += 1
+        for name, template, args, env in SCENARIOS:
+            point = 0
+            while True:
+                point += 1
+                runs += 1
+                site = tmp_path / f"run-{runs}"
+                faults = tmp_path / f"faults-{runs}"
+                faults.mkdir()
+                _prepare(trees, template, site)
+                # the second round kills the run at the same point, then kills the recovery too
+                run = Run(site, *args, fault=f"stop@any#{point}", fault_dir=faults, env=env)
+                if not run.reached():
+                    code, _, err = run.finish()
+                    assert code == 0, (name, err)
+                    shutil.rmtree(site)
+                    break
+                run.proc.send_signal(signal.SIGKILL)
+                run.finish()
+                kills += 1
+                per_scenario[name] = per_scenario.get(name, 0) + 1
+                if rounds > 1:
+                    again = Run(site, "apply", fault=f"stop@any#{point % 7 + 1}", fault_dir=faults)
+                    if again.reached():
+                        again.proc.send_signal(signal.SIGKILL)
+                        kills += 1
+                    again.finish()
+                found = check_truthful(site, trees) + check_recovers(site, trees)
+                violations += [f"{name}, killed at point {point}: {v}" for v in found]
+                shutil.rmtree(site)
+    with capsys.disabled():
+        print(
+            f"\n[crash-safety] {runs} runs, {kills} SIGKILLs placed at every fault point "
+            f"({per_scenario}), {len(violations)} violations"
+        )
+    assert not violations, violations[:10]
+    assert min(per_scenario.values()) >= 10
+
+
+def test_ctrl_c_at_any_point_rolls_back_and_exits_130(trees: Trees, tmp_path: Path) -> None:
+    for template, args in (("pristine", ("apply",)), ("patched", ("revert",))):
+        point = 0
+        while True:
+            point += 1
+            site = tmp_path / f"{args[0]}-{point}"
+            _prepare(trees, template, site)
+            before = snapshot(site)
+            run = Run(site, *args, env={"VLLM_PATCHER_FAULT": f"interrupt@any#{point}"})
+            code, _, err = run.finish()
+            if code == 0:
+                break  # past the last point: the run completed
+            assert code == 130, (args, point, err)
+            assert "interrupted" in err and "Traceback" not in err
+            assert snapshot(site) == before, f"{args[0]} interrupted at point {point} changed files"
+            shutil.rmtree(site)
+        assert point > 10, "too few points to prove anything"
+
+
+# --- races, placed deterministically ------------------------------------------------------------
+
+
+def test_a_run_waiting_on_the_lock_never_refuses_what_the_holder_wrote(
+    trees: Trees, tmp_path: Path, fault_dir: Path
+) -> None:
+    """The false refusal: a second apply used to judge files before taking the lock."""
+    site = tmp_path / "site"
+    shutil.copytree(trees.pristine, site)
+    holder = Run(site, "apply", fault="pause@replaced#6", fault_dir=fault_dir)  # mid-write
+    assert holder.reached()
+    waiter = Run(site, "apply")
+    time.sleep(0.5)
+    assert waiter.is_waiting(), "the second apply did not wait for the lock"
+    (fault_dir / "resume").touch()
+    assert holder.finish()[0] == 0
+    code, out, err = waiter.finish()
+    assert code == 0, err
+    assert "nothing to do" in out
+    assert trees.current(site) == trees.after
+
+
+def test_a_plan_is_never_made_from_bytes_another_run_is_changing(
+    trees: Trees, tmp_path: Path, fault_dir: Path
+) -> None:
+    """The stale plan: an apply racing a revert used to patch only part of the files."""
+    site = tmp_path / "site"
+    shutil.copytree(trees.patched, site)
+    reverting = Run(site, "revert", fault="pause@planned", fault_dir=fault_dir)
+    assert reverting.reached()
+    applying = Run(site, "apply")
+    status = run_cli("--target", str(site), "--json", "status")
+    assert status.returncode == 0
+    assert json.loads(status.stdout)["in_progress"] is True
+    time.sleep(0.3)
+    assert applying.is_waiting()
+    (fault_dir / "resume").touch()
+    assert reverting.finish()[0] == 0
+    code, out, err = applying.finish()
+    assert code == 0, err
+    assert trees.current(site) == trees.after, "not every file was patched"
+    st = json.loads(run_cli("--target", str(site), "--json", "status", check=True).stdout)
+    assert {p["state"] for p in st["patches"]} == {"applied"}
+
+
+def test_an_interrupted_first_apply_never_deletes_state_a_waiting_run_needs(
+    trees: Trees, tmp_path: Path, fault_dir: Path
+) -> None:
+    site = tmp_path / "site"
+    shutil.copytree(trees.pristine, site)
+    first = Run(site, "apply", fault="pause@journal#1", fault_dir=fault_dir)
+    assert first.reached()
+    lock = site / ".vllm-patcher" / "lock"
+    inode = lock.stat().st_ino
+    second = Run(site, "apply")
+    time.sleep(0.3)
+    first.proc.send_signal(signal.SIGINT)  # Ctrl-C while paused in the write phase
+    code, _, err = first.finish()
+    assert code == 130, err
+    code, _, err = second.finish()
+    assert code == 0, err
+    assert lock.stat().st_ino == inode, "the lock file was replaced under a waiting run"
+    assert trees.current(site) == trees.after
+    copies = site / ".vllm-patcher" / "pristine"
+    assert sorted(p.relative_to(copies).as_posix() for p in copies.rglob("*.py")) == sorted(
+        trees.rels
+    )
+    assert run_cli("--target", str(site), "revert").returncode == 0
+    assert trees.current(site) == trees.before
+
+
+def test_a_waiter_that_times_out_leaves_the_holder_intact(
+    trees: Trees, tmp_path: Path, fault_dir: Path
+) -> None:
+    site = tmp_path / "site"
+    shutil.copytree(trees.pristine, site)
+    holder = Run(site, "apply", fault="pause@journal#1", fault_dir=fault_dir)
+    assert holder.reached()
+    for args in (("apply",), ("apply", "--dry-run"), ("revert",)):
+        proc = run_cli("--target", str(site), *args, env={"VLLM_PATCHER_LOCK_TIMEOUT": "0.3"})
+        assert proc.returncode == 8, (args, proc.stderr)
+        assert "another vllm-patcher" in proc.stderr
+    status = run_cli("--target", str(site), "--json", "status")
+    assert status.returncode == 0 and json.loads(status.stdout)["in_progress"] is True
+    (fault_dir / "resume").touch()
+    assert holder.finish()[0] == 0
+    assert (site / ".vllm-patcher" / "state.json").is_file()
+    assert trees.current(site) == trees.after
+    assert run_cli("--target", str(site), "revert").returncode == 0
+    assert trees.current(site) == trees.before
+
+
+@pytest.fixture
+def busy_cpus() -> Iterator[None]:
+    """Load every core, as on the busy CI machine where the false refusal was first seen."""
+    loops = [
+        subprocess.Popen([sys.executable, "-c", "while True: pass"])
+        for _ in range(os.cpu_count() or 2)
+    ]
+    try:
+        yield
+    finally:
+        for p in loops:
+            p.kill()
+            p.wait()
+
+
+def test_concurrent_applies_and_reverts_on_busy_cpus_never_refuse_or_mix(
+    trees: Trees, tmp_path: Path, busy_cpus: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    refusals: list[str] = []
+    mixed = 0
+    runs = 0
+    rounds = 40
+    for round_ in range(rounds):
+        site = tmp_path / f"round-{round_}"
+        shutil.copytree(trees.pristine if round_ % 2 == 0 else trees.patched, site)
+        ops = ["apply", "revert", "apply", "revert", "apply", "apply"]
+        if round_ % 4 == 0:
+            ops = ["apply"] * 6
+        procs = [Run(site, op) for op in ops]
+        for op, run in zip(ops, procs, strict=True):
+            code, _, err = run.finish()
+            runs += 1
+            if code != 0:
+                refusals.append(f"round {round_} {op}: exit {code}: {err.strip()}")
+        current = trees.current(site)
+        all_patched = current == trees.after
+        if not all_patched and current != trees.before:
+            mixed += 1
+        st = json.loads(run_cli("--target", str(site), "--json", "status", check=True).stdout)
+        assert {p["state"] for p in st["patches"]} == ({"applied"} if all_patched else {"pending"})
+        assert (site / ".vllm-patcher" / "state.json").exists() == all_patched
+        shutil.rmtree(site)
+    with capsys.disabled():
+        print(
+            f"\n[stress] {runs} concurrent runs in {rounds} rounds of 6 on busy CPUs: "
+            f"{len(refusals)} refusals, {mixed} mixed end states"
+        )
+    assert not refusals, refusals[:5]
+    assert mixed == 0
+
+
+def test_a_held_lock_times_out_with_a_clear_message(trees: Trees, tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    shutil.copytree(trees.pristine, site)
+    lock_dir = site / ".vllm-patcher"
+    lock_dir.mkdir()
+    (lock_dir / "lock").touch()
+    before = snapshot(site)
+    with open(lock_dir / "lock", "r+") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        proc = run_cli("--target", str(site), "apply", env={"VLLM_PATCHER_LOCK_TIMEOUT": "0.5"})
+    assert proc.returncode == 8
+    assert "another vllm-patcher" in proc.stderr and "Traceback" not in proc.stderr
+    assert snapshot(site) == before
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-1", "soon"])
+def test_an_unusable_lock_timeout_is_a_usage_error(
+    trees: Trees, tmp_path: Path, value: str
+) -> None:
+    """Every command refuses it, not only the ones that happen to wait."""
+    site = tmp_path / "site"
+    shutil.copytree(trees.pristine, site)
+    before = snapshot(site)
+    for command in ("apply", "status", "revert", "verify"):
+        proc = run_cli("--target", str(site), command, env={"VLLM_PATCHER_LOCK_TIMEOUT": value})
+        assert proc.returncode == 2, (command, proc.stderr)
+        assert "VLLM_PATCHER_LOCK_TIMEOUT" in proc.stderr and "Traceback" not in proc.stderr
+    assert snapshot(site) == before
+
+
+def test_rewrite_after_apply_is_drift_and_apply_heals_it(trees: Trees, tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    shutil.copytree(trees.patched, site)
+    # what `pip install --force-reinstall vllm` does to the touched files
+    for rel in trees.rels:
+        shutil.copyfile(trees.pristine / rel, site / rel)
+    st = json.loads(run_cli("--target", str(site), "--json", "status", check=True).stdout)
+    assert {p["state"] for p in st["patches"]} == {"drifted"}
+    run_cli("--target", str(site), "apply", check=True)
+    assert trees.current(site) == trees.after
+    # and a revert after a reinstall never writes stale copies over the reinstalled files
+    for rel in trees.rels:
+        shutil.copyfile(trees.pristine / rel, site / rel)
+    out = json.loads(run_cli("--target", str(site), "--json", "revert", check=True).stdout)
+    assert out["restored"] == [] and sorted(out["already_pristine"]) == sorted(trees.rels)
+    assert not (site / ".vllm-patcher" / "state.json").exists()

@@ -1,0 +1,166 @@
+"""Property tests (hypothesis) on the real pristine 0.15.1 sources.
+
+* Random edits away from the regions a patch touches: the transform still applies, the edits
+  survive byte for byte, the result compiles, and apply + revert restore the edited tree exactly.
+* Random corruption of the regions a patch touches: either a clean, compiling result or a clean
+  refusal with nothing written; never a crash.
+"""
+
+from __future__ import annotations
+
+import difflib
+import shutil
+import tempfile
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from vllm_patcher import sources, txn
+from vllm_patcher.catalogue.model import Catalogue
+from vllm_patcher.errors import PatcherError
+from vllm_patcher.install.locate import locate_in_directory
+
+from ..conftest import CATALOGUE, snapshot
+from .test_hostile_input import _rewrite_record
+
+VERSION = "0.15.1"
+CODEMODS = Catalogue(tuple(p for p in CATALOGUE.patches if p.transforms))
+CHANGES = {c.path: c for p in CODEMODS.patches for c in p.transforms}
+FILES = sorted(CHANGES)
+PRISTINE = sources.fetch_release(VERSION)
+SOURCES = {rel: (PRISTINE / rel).read_text() for rel in FILES}
+OUTPUTS = {rel: CHANGES[rel].rewrite(SOURCES[rel]).source for rel in FILES}
+MARGIN = 3
+
+
+def _opcodes(rel: str) -> list[tuple[str, int, int, int, int]]:
+    a, b = SOURCES[rel].splitlines(True), OUTPUTS[rel].splitlines(True)
+    return difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes()
+
+
+OPCODES = {rel: _opcodes(rel) for rel in FILES}
+
+
+def _safe_points(rel: str) -> list[tuple[int, int]]:
+    """(original line, transformed line) pairs where inserting a line cannot touch a change."""
+    lines = SOURCES[rel].splitlines(True)
+    points = []
+    for tag, i1, i2, j1, _ in OPCODES[rel]:
+        if tag != "equal":
+            continue
+        for p in range(i1 + MARGIN, i2 - MARGIN):
+            if p > 0 and lines[p - 1].rstrip("\n").endswith("\\"):
+                continue  # a line inserted after a backslash continuation is not valid Python
+            points.append((p, j1 + p - i1))
+    return points
+
+
+SAFE = {rel: _safe_points(rel) for rel in FILES}
+TOUCHED = {
+    rel: sorted(
+        {
+            i
+            for tag, i1, i2, _, _ in OPCODES[rel]
+            if tag != "equal"
+            for i in range(max(i1 - 1, 0), max(i2, i1 + 1))
+        }
+    )
+    for rel in FILES
+}
+
+comment_text = st.text(
+    alphabet=st.characters(min_codepoint=32, max_codepoint=0x2FF, blacklist_characters="\\\r"),
+    max_size=30,
+)
+
+
+@st.composite
+def edits(draw: st.DrawFn) -> tuple[str, list[tuple[int, int, str]]]:
+    rel = draw(st.sampled_from(FILES))
+    chosen = draw(st.lists(st.sampled_from(SAFE[rel]), min_size=1, max_size=6, unique=True))
+    texts = [draw(comment_text) for _ in chosen]
+    indents = [draw(st.sampled_from(["", "    ", "        "])) for _ in chosen]
+    return rel, [
+        (p, q, f"{ind}# edit: {t}\n") for (p, q), t, ind in zip(chosen, texts, indents, strict=True)
+    ]
+
+
+def _insert(text: str, at: list[tuple[int, str]]) -> str:
+    lines = text.splitlines(True)
+    for index, line in sorted(at, reverse=True):
+        lines.insert(index, line)
+    return "".join(lines)
+
+
+@settings(max_examples=60, deadline=None)
+@given(edits())
+def test_edits_outside_touched_regions_survive_the_transform(
+    case: tuple[str, list[tuple[int, int, str]]],
+) -> None:
+    rel, inserts = case
+    edited = _insert(SOURCES[rel], [(p, line) for p, _, line in inserts])
+    result = CHANGES[rel].rewrite(edited)
+    assert result.changed
+    assert result.source == _insert(OUTPUTS[rel], [(q, line) for _, q, line in inserts])
+    compile(result.source, rel, "exec")
+    assert not CHANGES[rel].rewrite(result.source).changed
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(edits())
+def test_apply_then_revert_restores_an_edited_tree_byte_for_byte(
+    case: tuple[str, list[tuple[int, int, str]]],
+) -> None:
+    rel, inserts = case
+    with tempfile.TemporaryDirectory() as tmp:
+        site = Path(tmp) / "site"
+        shutil.copytree(PRISTINE, site)
+        _rewrite_record(
+            site, rel, _insert(SOURCES[rel], [(p, line) for p, _, line in inserts]).encode()
+        )
+        before = snapshot(site)
+        result = txn.apply(locate_in_directory(str(site)), CODEMODS)
+        assert {e.path for e in result.edits} == set(FILES)
+        assert {e.method for e in result.edits if e.path == rel} == {"transform"}
+        for other in FILES:
+            compile((site / other).read_bytes(), other, "exec")
+        txn.revert(locate_in_directory(str(site)))
+        after = {k: v for k, v in snapshot(site).items() if not k.startswith(".vllm-patcher/")}
+        assert after == before
+
+
+@st.composite
+def corruptions(draw: st.DrawFn) -> tuple[str, int, int, str]:
+    rel = draw(st.sampled_from(FILES))
+    line = draw(st.sampled_from(TOUCHED[rel]))
+    text = SOURCES[rel].splitlines(True)[line]
+    start = draw(st.integers(0, max(len(text) - 1, 0)))
+    length = draw(st.integers(0, 12))
+    junk = draw(st.sampled_from(["", ",", ")", "(", "x", ":", "  ", "\n", "#", "'"]))
+    return rel, line, start, f"{start}:{length}:{junk}"
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(corruptions())
+def test_corrupted_touched_regions_are_patched_cleanly_or_refused_cleanly(
+    case: tuple[str, int, int, str],
+) -> None:
+    rel, line, _, spec = case
+    start, length, junk = spec.split(":", 2)
+    lines = SOURCES[rel].splitlines(True)
+    text = lines[line]
+    lines[line] = text[: int(start)] + junk + text[int(start) + int(length) :]
+    corrupted = "".join(lines)
+    with tempfile.TemporaryDirectory() as tmp:
+        site = Path(tmp) / "site"
+        shutil.copytree(PRISTINE, site)
+        _rewrite_record(site, rel, corrupted.encode())
+        before = snapshot(site)
+        try:
+            txn.apply(locate_in_directory(str(site)), CODEMODS)
+        except PatcherError:
+            assert snapshot(site) == before, "a refused apply wrote something"
+            return
+        for other in FILES:
+            compile((site / other).read_bytes(), other, "exec")

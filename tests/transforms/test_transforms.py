@@ -1,0 +1,184 @@
+"""Each transform on the real pristine sources of every pinned release."""
+
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+
+import libcst as cst
+import pytest
+
+from vllm_patcher.errors import PatchShapeError
+from vllm_patcher.transforms import image_token, supports_eagle3, whitelist
+
+from ..conftest import CODEMOD_PINNED, KIMI_RELEASES
+
+SPEC = "vllm/config/speculative.py"
+EAGLE = "vllm/v1/spec_decode/eagle.py"
+DEEPSEEK = "vllm/model_executor/models/deepseek_v2.py"
+KIMI = "vllm/model_executor/models/kimi_k25.py"
+
+
+def removed_lines(before: str, after: str) -> list[str]:
+    """Original lines that the rewrite replaced or deleted (everything else is byte-identical)."""
+    a, b = before.splitlines(keepends=True), after.splitlines(keepends=True)
+    out: list[str] = []
+    for tag, i1, i2, _, _ in difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes():
+        if tag in ("replace", "delete"):
+            out.extend(a[i1:i2])
+    return out
+
+
+def read(trees: dict[str, Path], version: str, rel: str) -> str:
+    return (trees[version] / rel).read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("version", CODEMOD_PINNED)
+def test_whitelist_adds_the_four_model_types_once(
+    pristine_trees: dict[str, Path], version: str
+) -> None:
+    before = read(pristine_trees, version, SPEC)
+    result = whitelist.rewrite(before)
+    assert result.changed
+    compile(result.source, SPEC, "exec")
+    for name in ("deepseek_v2", "deepseek_v3", "kimi_k2", "kimi_k25"):
+        assert result.source.count(f'"{name}"') == before.count(f'"{name}"') + 1
+    assert all("_supported = [" in line for line in removed_lines(before, result.source))
+    again = whitelist.rewrite(result.source)
+    assert not again.changed and again.source == result.source
+
+
+@pytest.mark.parametrize("version", KIMI_RELEASES)
+def test_image_token_branch_reads_media_placeholder(
+    pristine_trees: dict[str, Path], version: str
+) -> None:
+    before = read(pristine_trees, version, EAGLE)
+    result = image_token.rewrite(before)
+    assert result.changed
+    compile(result.source, EAGLE, "exec")
+    assert (
+        'elif self.get_model_name(target_model) == "KimiK25ForConditionalGeneration":'
+        in result.source
+    )
+    assert "target_model.config.media_placeholder_token_id" in result.source
+    # a pure insertion: not one original line changes
+    assert removed_lines(before, result.source) == []
+    branch = result.source.index("KimiK25ForConditionalGeneration")
+    fallback = result.source.index("target_model.config.image_token_index", branch)
+    assert branch < fallback, "the Kimi branch must come before the generic fallback"
+    assert not image_token.rewrite(result.source).changed
+
+
+@pytest.mark.parametrize("version", CODEMOD_PINNED)
+def test_supports_eagle3_on_deepseek_is_the_whole_change(
+    pristine_trees: dict[str, Path], version: str
+) -> None:
+    before = read(pristine_trees, version, DEEPSEEK)
+    result = supports_eagle3.rewrite_deepseek(before)
+    assert result.changed
+    compile(result.source, DEEPSEEK, "exec")
+    tree = cst.parse_module(result.source)
+    classes = {n.name.value: n for n in tree.body if isinstance(n, cst.ClassDef)}
+    bases = [cst.Module([]).code_for_node(a.value) for a in classes["DeepseekV2ForCausalLM"].bases]
+    assert "SupportsEagle3" in bases
+    src = result.source
+    assert "def set_aux_hidden_state_layers(self, layers: tuple[int, ...]) -> None:" in src
+    assert "return (2, num_layers // 2, num_layers - 3)" in src
+    assert "self.aux_hidden_state_layers = tuple[int, ...]()" in src
+    assert "hidden_states if residual is None else hidden_states + residual" in src
+    assert "return hidden_states, aux_hidden_states" in src
+    for line in removed_lines(before, src):
+        assert "import" in line or "for layer in islice" in line or "SupportsLoRA" in line, line
+    assert not supports_eagle3.rewrite_deepseek(src).changed
+
+
+@pytest.mark.parametrize("version", KIMI_RELEASES)
+def test_supports_eagle3_on_kimi_delegates_to_its_language_model(
+    pristine_trees: dict[str, Path], version: str
+) -> None:
+    before = read(pristine_trees, version, KIMI)
+    result = supports_eagle3.rewrite_kimi(before)
+    assert result.changed
+    compile(result.source, KIMI, "exec")
+    if "self.language_model = DeepseekV2Model(" in before:
+        # 0.15.x: the language model is a bare DeepseekV2Model; act on it directly.
+        assert "self.language_model.aux_hidden_state_layers = layers" in result.source
+    else:
+        assert "self.language_model.set_aux_hidden_state_layers(layers)" in result.source
+        assert "return self.language_model.get_eagle3_aux_hidden_state_layers()" in result.source
+    for line in removed_lines(before, result.source):
+        assert "import" in line or "SupportsPP" in line, line
+    assert not supports_eagle3.rewrite_kimi(result.source).changed
+
+
+def test_upstream_0_18_needs_nothing() -> None:
+    from vllm_patcher import sources
+
+    tree = sources.fetch_release("0.18.0")
+    assert not whitelist.rewrite((tree / SPEC).read_text()).changed
+    assert not image_token.rewrite((tree / EAGLE).read_text()).changed
+    assert not supports_eagle3.rewrite_deepseek((tree / DEEPSEEK).read_text()).changed
+    assert not supports_eagle3.rewrite_kimi((tree / KIMI).read_text()).changed
+
+
+def test_single_line_lists_keep_their_style() -> None:
+    src = 'class SpeculativeConfig:\n    def f(self):\n        eagle3_target_supported = ["llama", "qwen"]\n'
+    out = whitelist.rewrite(src).source
+    assert (
+        'eagle3_target_supported = ["llama", "qwen", "deepseek_v2", "deepseek_v3", "kimi_k2", "kimi_k25"]\n'
+        in out
+    )
+
+
+def test_exploded_list_with_trailing_comma_stays_exploded() -> None:
+    head = "class SpeculativeConfig:\n    def f(self):\n"
+    src = (
+        head
+        + '        aux_hidden_states_supported = [\n            "llama",\n            "qwen",\n        ]\n'
+    )
+    out = whitelist.rewrite(src).source
+    added = "".join(
+        f'            "{t}",\n' for t in ("deepseek_v2", "deepseek_v3", "kimi_k2", "kimi_k25")
+    )
+    assert out == src.replace('            "qwen",\n', '            "qwen",\n' + added)
+
+
+@pytest.mark.parametrize(
+    ("func", "source", "fragment"),
+    [
+        (whitelist.rewrite, "x = 1\n", "no EAGLE-3 allow-list"),
+        (
+            whitelist.rewrite,
+            "class C:\n    def f(self):\n        eagle3_target_supported = [1]\n",
+            "other than plain strings",
+        ),
+        (whitelist.rewrite, "def f(:\n", "not valid Python"),
+        (image_token.rewrite, "if a:\n    pass\nelse:\n    pass\n", "no image-token fallback"),
+        (
+            supports_eagle3.rewrite_deepseek,
+            "from .interfaces import SupportsPP\n",
+            "DeepseekV2Model",
+        ),
+        (
+            supports_eagle3.rewrite_kimi,
+            "from .interfaces import SupportsPP\n"
+            "class KimiK25ForConditionalGeneration(nn.Module):\n    x = 1\n",
+            "has no __init__",
+        ),
+    ],
+)
+def test_unexpected_shapes_are_refused_with_a_reason(func, source: str, fragment: str) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(PatchShapeError) as info:
+        func(source)
+    assert fragment in info.value.message
+
+
+def test_forward_without_the_layer_loop_is_refused(pristine_trees: dict[str, Path]) -> None:
+    src = read(pristine_trees, "0.15.1", DEEPSEEK)
+    broken = src.replace(
+        "for layer in islice(self.layers, self.start_layer, self.end_layer):",
+        "for layer in self.layers[self.start_layer:self.end_layer]:",
+    )
+    with pytest.raises(PatchShapeError) as info:
+        supports_eagle3.rewrite_deepseek(broken)
+    assert "for layer in islice" in info.value.message

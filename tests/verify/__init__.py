@@ -1,0 +1,1 @@
+"""Tests of verify's behaviour checks."""

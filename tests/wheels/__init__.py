@@ -1,0 +1,1 @@
+"""Tests of the wheel index and fetching."""

@@ -1,0 +1,164 @@
+"""What the catalogue does on one release: the verdict of every patch and, per file, the series
+of steps that produce it (``layout``); the releases pinned; the reference a pin gives."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+from packaging.version import InvalidVersion, Version
+
+from ..releases import LIST_GONE_FROM, base_version
+from .folders import load_catalogue
+from .model import Catalogue, FileChange, Pin, PinnedFile, version_key
+
+
+def pinned_versions(catalogue: Catalogue | None = None) -> list[str]:
+    """Every release at least one patch has a pinned diff for."""
+    catalogue = catalogue or load_catalogue()
+    versions = {v for p in catalogue.patches for v in p.pinned_versions}
+    return sorted(versions, key=version_key)
+
+
+class Verdict(str, Enum):
+    """What one patch means for one release, before any file is read."""
+
+    APPLICABLE = "applicable"
+    UPSTREAM = "upstream"  # the release is at or past the patch's fixed_in
+    OUTSIDE = "outside"  # the release is outside the patch's releases specifier
+    NO_FILES = "no-files"  # the release has none of the files the patch touches
+    UNPORTED = "unported"  # in range, but no diff for this release (and no transform)
+
+
+@dataclass(frozen=True)
+class Step:
+    """One patch's change to one file on one release: a pinned diff, a transform, or both."""
+
+    patch: str
+    path: str
+    pinned: PinnedFile | None
+    pin: Pin | None
+    transform: FileChange | None
+
+
+@dataclass
+class Layout:
+    """The catalogue laid over one release: a verdict per patch and the series per file."""
+
+    version: str
+    catalogue: Catalogue
+    verdicts: dict[str, Verdict]
+    steps: dict[str, list[Step]]  # file -> steps in series order (selected or recorded patches)
+
+    def files_of(self, patch: str) -> list[str]:
+        return [rel for rel, steps in self.steps.items() if any(s.patch == patch for s in steps)]
+
+    @property
+    def all_upstream(self) -> bool:
+        return not self.steps and all(
+            v in (Verdict.UPSTREAM, Verdict.OUTSIDE, Verdict.NO_FILES)
+            for v in self.verdicts.values()
+        )
+
+
+def _unfinished(version: str) -> bool:
+    try:
+        v = Version(version)
+    except InvalidVersion:
+        return False
+    return v.is_prerelease or v.is_devrelease or v.local is not None
+
+
+def layout(
+    catalogue: Catalogue,
+    version: str,
+    record: dict[str, str],
+    recorded: dict[str, list[str]] | None = None,
+) -> Layout:
+    """Lay the catalogue over ``version``; ``recorded`` maps a file to the patches applied on it.
+
+    A file's series holds the selected patches plus those already recorded on it (apply keeps
+    them). A pre-release or local build at or past a built-in's ``fixed_in`` (below 0.22, where
+    the allow-list still exists) is checked by the transform rather than assumed upstream.
+    """
+    recorded = recorded or {}
+    verdicts: dict[str, Verdict] = {}
+    steps: dict[str, list[Step]] = {}
+    for p in catalogue.patches:
+        if not p.covers(version):
+            verdicts[p.name] = Verdict.OUTSIDE
+            continue
+        if p.is_upstream(version) and not (
+            p.transforms
+            and _unfinished(version)
+            and Version(base_version(version)) < LIST_GONE_FROM
+        ):
+            verdicts[p.name] = Verdict.UPSTREAM
+            continue
+        pin = p.pin(version)
+        by_path = {c.path: c for c in p.applicable_transforms(record)}
+        mine: list[tuple[str, PinnedFile | None, FileChange | None]]
+        if pin is not None:
+            mine = [(rel, pin.files[rel], by_path.get(rel)) for rel in sorted(pin.files)]
+        elif by_path:
+            mine = [(rel, None, c) for rel, c in by_path.items()]
+        elif p.transforms:
+            verdicts[p.name] = Verdict.NO_FILES
+            continue
+        else:
+            verdicts[p.name] = Verdict.UNPORTED
+            continue
+        verdicts[p.name] = Verdict.APPLICABLE
+        for rel, pinned, change in mine:
+            if catalogue.is_selected(p.name) or p.name in recorded.get(rel, ()):
+                steps.setdefault(rel, []).append(Step(p.name, rel, pinned, pin, change))
+    return Layout(version, catalogue, verdicts, steps)
+
+
+def builtin_paths(version: str) -> list[str]:
+    """The files a built-in patch may touch on ``version``."""
+    return load_catalogue().paths_for(version)
+
+
+def pinned_reference(
+    version: str, catalogue: Catalogue | None = None
+) -> tuple[dict[str, str], str]:
+    """The pristine hashes the pins of ``version`` start from (each file's first pin in the
+    series), for installs without a RECORD to judge by; and the release they were pinned for."""
+    catalogue = catalogue or load_catalogue()
+    record: dict[str, str] = {}
+    pinned_as = ""
+    for p in catalogue.patches:
+        pin = p.pin(version)
+        if pin is None:
+            continue
+        pinned_as = pin.version
+        for rel, pf in pin.files.items():
+            record.setdefault(rel, pf.before)
+    return record, pinned_as
+
+
+def release_matrix(catalogue: Catalogue) -> list[dict[str, Any]]:
+    """What apply does on every release a patch is pinned for, patch by patch: the rows of
+    ``list`` (``upstream``, ``not-applicable``, ``pinned-diff``, ``transform``, ``unported``)."""
+    rows: list[dict[str, Any]] = []
+    for version in pinned_versions(catalogue):
+        lay = layout(catalogue, version, {})
+        cells = {}
+        for p in catalogue.patches:
+            verdict = lay.verdicts[p.name]
+            # what apply does there: a diff outside releases (or upstream) is not used
+            if verdict is Verdict.UPSTREAM:
+                cells[p.name] = "upstream"
+            elif verdict is Verdict.OUTSIDE:
+                cells[p.name] = "not-applicable"
+            elif p.pin(version) is not None:
+                cells[p.name] = "pinned-diff"
+            elif p.transforms:  # a release the codemods were pinned for, without this change
+                pinned_here = any(q.pin(version) for q in catalogue.patches if q.transforms)
+                cells[p.name] = "not-applicable" if pinned_here else "transform"
+            else:
+                cells[p.name] = "unported"
+        rows.append({"version": version, "pinned": True, "patches": cells})
+    return rows

@@ -1,0 +1,286 @@
+"""capture, import, port, pin: writing patches into a patches folder."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from .. import progress
+from ..catalogue.folders import load_catalogue
+from ..errors import (
+    BadSetting,
+    PortConflict,
+)
+from ..sources import installed_release_wheels, wheels_by_release
+from .app import (
+    Command,
+    Options,
+    check_names,
+    echo,
+    json_report,
+    waiting,
+)
+
+
+def _wheel_option(func: Any) -> Any:
+    return click.option(
+        "--wheel",
+        "wheel_files",
+        multiple=True,
+        metavar="FILE",
+        type=click.Path(path_type=Path),
+        help="A vLLM release wheel on disk, read instead of fetching that release (repeatable).",
+    )(func)
+
+
+@click.command(cls=Command)
+@click.argument("name")
+@click.argument("paths", nargs=-1)
+@click.option(
+    "--releases", metavar="SPEC", help='PEP 440 specifier for patch.toml (default "==VERSION").'
+)
+@click.option("--summary", metavar="TEXT", help="One line for patch.toml and `list`.")
+@_wheel_option
+@click.pass_obj
+def capture(
+    opts: Options,
+    name: str,
+    paths: tuple[str, ...],
+    releases: str | None,
+    summary: str | None,
+    wheel_files: tuple[Path, ...],
+) -> None:
+    """Turn your edits of the installed vLLM into patch NAME in your patches folder.
+
+    Compares every file vLLM installed (or only PATHS) with what the patches below NAME produce,
+    writes NAME/vllm-VERSION/ (diff and manifest) and records NAME as applied.
+    """
+    from ..capture import capture as run_capture
+
+    check_names(name)
+    _check_releases(releases)
+    folders = opts.patch_folders("capture")
+    target = opts.target()
+    wheels = installed_release_wheels(wheel_files, target.version)
+    result = run_capture(
+        target,
+        opts.catalogue(),  # a --patches folder must exist: capture never creates one
+        folders,
+        name,
+        paths,
+        releases,
+        summary,
+        on_wait=waiting(opts, "capture"),
+        wheels=wheels,
+    )
+    if opts.as_json:
+        json_report(0, result.to_dict())
+        return
+    verb = "replaced" if result.replaced else "wrote"
+    echo(f"{verb} {result.folder / ('vllm-' + result.version)} ({', '.join(result.files)})")
+    echo(
+        f"{name} is recorded as applied on vLLM {result.version}; "
+        f"`{target.command('revert')}` takes it out"
+    )
+
+
+@click.command(cls=Command)
+@click.argument("name")
+@click.option(
+    "--to", "versions", multiple=True, metavar="VERSION", help="A release to port to (repeatable)."
+)
+@click.option(
+    "--all", "all_releases", is_flag=True, help="Every release its specifier covers below fixed_in."
+)
+@click.option(
+    "--continue",
+    "resume",
+    is_flag=True,
+    help="Turn resolved conflict files into the release's diff.",
+)
+@_wheel_option
+@click.pass_obj
+def port(
+    opts: Options,
+    name: str,
+    versions: tuple[str, ...],
+    all_releases: bool,
+    resume: bool,
+    wheel_files: tuple[Path, ...],
+) -> None:
+    """Carry patch NAME to other vLLM releases by a three-way merge per file.
+
+    Writes NAME/vllm-VERSION/ for every release that merges cleanly; a conflict leaves the merged
+    files with markers under NAME/conflicts/vllm-VERSION/ for `--continue`. Never touches vLLM.
+    """
+    from .. import porting
+
+    check_names(name)
+    if versions and all_releases:
+        raise BadSetting("port needs --to VERSION (repeatable) or --all, not both")
+    if resume and all_releases:
+        raise BadSetting("--continue works on the releases named with --to, not --all")
+    if not (versions or all_releases or wheel_files):
+        raise BadSetting("port needs --to VERSION (repeatable), --all, or --wheel FILE")
+    catalogue = opts.catalogue()
+    patch = catalogue.get(name)
+    if patch is None:
+        raise BadSetting(f"no patch named {name!r}; known: {', '.join(catalogue.names)}")
+    wheels = wheels_by_release(wheel_files)
+    targets = porting.releases_to_port(patch, versions, all_releases, wheels)
+    result = porting.port(catalogue, name, targets, resume=resume, wheels=wheels)
+    if opts.as_json:
+        json_report(0 if result.ok else PortConflict.exit_code, result.to_dict())
+    else:
+        for r in result.releases:
+            extra = f" ({', '.join(r.files)})" if r.files else ""
+            where = f" -> {r.folder}" if r.folder else ""
+            echo(f"  vllm {r.version:<10} {r.outcome}{extra}{where}")
+        for note in result.notes:
+            echo(f"note: {note}")
+        if result.having(porting.CONFLICT):
+            echo(
+                f"resolve the markers in {patch.folder / porting.CONFLICTS}, then run "
+                f"`vllm-patcher {patch.args(f'port {name} --to VERSION --continue')}`"
+            )
+    # --continue with markers left is a refusal for those releases (the others were written)
+    refusal = porting.markers_left(patch, result)
+    if refusal:
+        echo(f"vllm-patcher: error: {refusal}", err=True)
+    if not result.ok:
+        sys.exit(PortConflict.exit_code)
+
+
+@click.command("import", cls=Command)
+@click.argument("name")
+@click.option(
+    "--diff",
+    "diff_file",
+    metavar="FILE",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="A unified diff with a/vllm/... paths (a PR's .diff, a git diff).",
+)
+@click.option(
+    "--continue", "resume", is_flag=True, help="Finish after fixing the conflict-marked files."
+)
+@click.option(
+    "--releases", metavar="SPEC", help='PEP 440 specifier for patch.toml (default "==VERSION").'
+)
+@click.option("--summary", metavar="TEXT", help="One line for patch.toml and `list`.")
+@_wheel_option
+@click.pass_obj
+def import_(
+    opts: Options,
+    name: str,
+    diff_file: Path | None,
+    resume: bool,
+    releases: str | None,
+    summary: str | None,
+    wheel_files: tuple[Path, ...],
+) -> None:
+    """Start patch NAME from an upstream diff, fitted to the installed release's pristine files.
+
+    Writes NAME/vllm-VERSION/ into your patches folder (never into vLLM: `apply` does that).
+    Hunks that do not fit leave a .rej and a conflict-marked copy for `--continue`.
+    """
+    from .. import importing
+
+    check_names(name)
+    if bool(diff_file) == resume:
+        raise BadSetting("import needs --diff FILE, or --continue after fixing the conflicts")
+    _check_releases(releases)
+    folders = opts.patch_folders("import")
+    target = opts.target()
+    wheels = installed_release_wheels(wheel_files, target.version)
+    catalogue = opts.catalogue()  # a --patches folder must exist: import never creates one
+    if resume:
+        result = importing.continue_import(target, catalogue, folders, name, wheels)
+    else:
+        assert diff_file is not None
+        try:
+            text = diff_file.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise BadSetting(f"cannot read {diff_file}: {exc}") from None
+        result = importing.import_diff(
+            target,
+            catalogue,
+            folders,
+            name,
+            text,
+            diff_file.name,
+            releases,
+            summary,
+            wheels=wheels,
+        )
+    if opts.as_json:
+        json_report(0 if result.written else PortConflict.exit_code, result.to_dict())
+    else:
+        for rel, how in result.files.items():
+            echo(f"  {rel:<50} {how}")
+        for rel in result.dropped:
+            echo(f"  {rel:<50} dropped (outside vllm/)")
+        for note in result.notes:
+            echo(f"note: {note}")
+        if result.written:
+            from ..capture import patches_args
+
+            # naming the patches it is stacked on too: `apply NAME` alone refuses without them
+            names = " ".join([*result.stacked_on, name])
+            apply = target.command(f"{patches_args(folders)} apply {names}")
+            echo(
+                f"wrote {result.folder / ('vllm-' + result.version)}; `{apply}` patches vLLM with it"
+            )
+    if not result.written:
+        sys.exit(PortConflict.exit_code)
+
+
+def _check_releases(releases: str | None) -> None:
+    if releases is None:
+        return
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+    try:
+        SpecifierSet(releases)
+    except InvalidSpecifier:
+        raise BadSetting(
+            f'--releases {releases!r} is not a PEP 440 specifier (e.g. ">=0.11.1")'
+        ) from None
+
+
+@click.command(cls=Command)
+@click.argument("versions", nargs=-1)
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="patches folder to write (default: the built-ins this tool ships).",
+)
+@_wheel_option
+@click.pass_obj
+def pin(
+    opts: Options, versions: tuple[str, ...], out_dir: Path | None, wheel_files: tuple[Path, ...]
+) -> None:
+    """Maintainer: fetch each release's wheel, run the built-ins' codemods, write their diffs.
+
+    With --wheel FILE the release is read from that wheel (no VERSION needed, no network).
+    """
+    from ..catalogue.folders import builtin_root
+    from ..pin_generator import pin_release
+
+    if not versions and not wheel_files:
+        raise BadSetting("pin needs VERSIONS (releases to pin) or --wheel FILE (repeatable)")
+    wheels = wheels_by_release(wheel_files)
+    root = out_dir or builtin_root()
+    catalogue = load_catalogue()
+    fetching = None if opts.as_json else progress.Progress.for_stderr(False, prefix="pin")
+    releases = list(dict.fromkeys([*versions, *wheels]))
+    results = [pin_release(v, catalogue, root, progress=fetching, wheels=wheels) for v in releases]
+    if opts.as_json:
+        json_report(0, {"patches_dir": str(root), "releases": [r.__dict__ for r in results]})
+        return
+    for r in results:
+        echo(f"vllm {r.version}: {r.outcome}" + (f" ({', '.join(r.files)})" if r.files else ""))

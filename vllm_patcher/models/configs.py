@@ -1,0 +1,204 @@
+"""The target's and the drafter's configs and the drafter's safetensors headers, read without torch
+(the headers are JSON)."""
+
+from __future__ import annotations
+
+import json
+import math
+import struct
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeGuard
+
+from ..errors import ModelFilesError
+
+AUX_KEY = "eagle_aux_hidden_state_layer_ids"
+
+
+NESTED_KEY = f"eagle_config.{AUX_KEY}"
+
+
+# safetensors refuses headers above 100 MB; a bigger length means a corrupt or foreign file.
+MAX_HEADER_BYTES = 100_000_000
+
+
+DTYPE_BYTES = {
+    "BOOL": 1,
+    "U8": 1,
+    "I8": 1,
+    "F8_E4M3": 1,
+    "F8_E5M2": 1,
+    "I16": 2,
+    "U16": 2,
+    "F16": 2,
+    "BF16": 2,
+    "I32": 4,
+    "U32": 4,
+    "F32": 4,
+    "I64": 8,
+    "U64": 8,
+    "F64": 8,
+}
+
+
+@dataclass(frozen=True)
+class TargetModel:
+    """The facts doctor needs from the target's config (its text config for Kimi-K2.5)."""
+
+    path: str
+    model_type: str
+    text_model_type: str
+    hidden_size: int
+    num_layers: int
+    vocab_size: int
+
+
+@dataclass(frozen=True)
+class Tensor:
+    dtype: str
+    shape: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class DrafterModel:
+    path: str
+    config: dict[str, Any] = field(repr=False)
+    weight_files: tuple[str, ...]
+    tensors: dict[str, Tensor] = field(repr=False)
+
+    @property
+    def config_path(self) -> Path:
+        return Path(self.path) / "config.json"
+
+
+def _read_config(directory: Path, role: str) -> dict[str, Any]:
+    if not directory.is_dir():
+        raise ModelFilesError(f"{role} directory {directory} does not exist")
+    path = directory / "config.json"
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ModelFilesError(f"{role} directory {directory} has no config.json") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ModelFilesError(f"cannot read {path}: {exc}") from None
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise ModelFilesError(f"{path} is not valid JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise ModelFilesError(f"{path} is not a JSON object")
+    return data
+
+
+def _positive_int(config: dict[str, Any], key: str) -> int | None:
+    value = config.get(key)
+    # bool is an int to Python, never a size to a model config
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return value
+    return None
+
+
+def read_target(directory: str | Path) -> TargetModel:
+    """The target's hidden size, layer count and vocabulary, from ``text_config`` when it has one."""
+    root = Path(directory)
+    return target_from_config(root, _read_config(root, "model"))
+
+
+def target_from_config(root: Path, config: dict[str, Any]) -> TargetModel:
+    text = config.get("text_config")
+    text_config = text if isinstance(text, dict) else config
+    path = root / "config.json"
+    values: dict[str, int] = {}
+    for key in ("hidden_size", "num_hidden_layers", "vocab_size"):
+        value = _positive_int(text_config, key)
+        if value is None and key == "vocab_size":
+            value = _positive_int(config, key)
+        if value is None:
+            where = "text_config" if text_config is not config else "the top level"
+            raise ModelFilesError(f"{path} has no positive integer {key} at {where}")
+        values[key] = value
+    model_type = str(config.get("model_type", ""))
+    return TargetModel(
+        path=str(root),
+        model_type=model_type,
+        text_model_type=str(text_config.get("model_type", model_type)),
+        hidden_size=values["hidden_size"],
+        num_layers=values["num_hidden_layers"],
+        vocab_size=values["vocab_size"],
+    )
+
+
+def read_safetensors_header(path: str | Path) -> dict[str, Tensor]:
+    """Tensor names, dtypes and shapes of one safetensors file, from its JSON header only."""
+    file = Path(path)
+
+    def corrupt(why: str) -> ModelFilesError:
+        return ModelFilesError(f"{file} is not a readable safetensors file: {why}")
+
+    try:
+        size = file.stat().st_size
+        with file.open("rb") as fh:
+            prefix = fh.read(8)
+            if len(prefix) < 8:
+                raise corrupt(f"{size} bytes, shorter than the 8-byte header length")
+            (length,) = struct.unpack("<Q", prefix)
+            if length > MAX_HEADER_BYTES or 8 + length > size:
+                raise corrupt(f"header length {length} does not fit in {size} bytes")
+            raw = fh.read(length)
+    except OSError as exc:
+        raise ModelFilesError(f"cannot read {file}: {exc.strerror or exc}") from None
+    try:
+        header = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        raise corrupt("the header is not JSON") from None
+    if not isinstance(header, dict):
+        raise corrupt("the header is not a JSON object")
+    data_bytes = size - 8 - length
+    tensors: dict[str, Tensor] = {}
+    for name, entry in header.items():
+        if name == "__metadata__":
+            continue
+        if not isinstance(entry, dict):
+            raise corrupt(f"entry {name!r} is not an object")
+        dtype, shape, offsets = entry.get("dtype"), entry.get("shape"), entry.get("data_offsets")
+        if not isinstance(dtype, str) or not _int_list(shape, minimum=0):
+            raise corrupt(f"entry {name!r} has no valid dtype and shape")
+        if (
+            not _int_list(offsets, minimum=0)
+            or len(offsets) != 2
+            or not offsets[0] <= offsets[1] <= data_bytes
+        ):
+            raise corrupt(
+                f"entry {name!r} has data_offsets {offsets} outside the {data_bytes} data bytes"
+            )
+        width = DTYPE_BYTES.get(dtype)
+        if width is not None and offsets[1] - offsets[0] != width * math.prod(shape):
+            raise corrupt(
+                f"entry {name!r} holds {offsets[1] - offsets[0]} bytes, not {dtype} x {shape}"
+            )
+        tensors[name] = Tensor(dtype=dtype, shape=tuple(shape))
+    return tensors
+
+
+def _int_list(value: object, minimum: int | None = None) -> TypeGuard[list[int]]:
+    return isinstance(value, list) and all(
+        isinstance(v, int) and not isinstance(v, bool) and (minimum is None or v >= minimum)
+        for v in value
+    )
+
+
+def read_drafter(directory: str | Path, config: dict[str, Any] | None = None) -> DrafterModel:
+    """The drafter's config and, when it ships safetensors, the tensors they declare."""
+    root = Path(directory)
+    if config is None:
+        config = _read_config(root, "drafter")
+    files = sorted(root.glob("*.safetensors"))
+    tensors: dict[str, Tensor] = {}
+    for file in files:
+        tensors.update(read_safetensors_header(file))
+    return DrafterModel(
+        path=str(root),
+        config=config,
+        weight_files=tuple(f.name for f in files),
+        tensors=tensors,
+    )

@@ -1,0 +1,63 @@
+"""Model families and roles: which model_type is DeepSeek-V3 or MiniMax-M2, and whether a config
+is a target or an EAGLE-3 drafter."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from .configs import AUX_KEY, TargetModel
+
+EAGLE3_ARCHITECTURES = ("LlamaForCausalLMEagle3", "Eagle3LlamaForCausalLM")
+
+
+DEEPSEEK_V3_FAMILY = ("deepseek_v2", "deepseek_v3", "deepseek_v32", "kimi_k2", "kimi_k25")
+
+
+MINIMAX_M2 = "minimax_m2"
+
+
+def _is_deepseek_v3(target: TargetModel) -> bool:
+    return target.text_model_type in DEEPSEEK_V3_FAMILY or target.model_type in DEEPSEEK_V3_FAMILY
+
+
+def _is_minimax_m2(target: TargetModel) -> bool:
+    return MINIMAX_M2 in (target.model_type, target.text_model_type)
+
+
+def _architectures(config: dict[str, Any]) -> list[str]:
+    archs = config.get("architectures")
+    return [a for a in archs if isinstance(a, str)] if isinstance(archs, list) else []
+
+
+def _looks_like_drafter(config: dict[str, Any]) -> bool:
+    """An EAGLE head: its architecture says so, or it carries EAGLE-3's aux-layer key."""
+    return (
+        any("eagle" in a.lower() for a in _architectures(config))
+        or AUX_KEY in config
+        or isinstance(config.get("eagle_config"), dict)
+    )
+
+
+def _model_types(config: dict[str, Any]) -> set[str]:
+    text = config.get("text_config")
+    types = {config.get("model_type")}
+    if isinstance(text, dict):
+        types.add(text.get("model_type"))
+    return {t for t in types if isinstance(t, str)}
+
+
+def _looks_like_target(config: dict[str, Any]) -> bool:
+    """A model of a family doctor serves (never an EAGLE head)."""
+    known = {*DEEPSEEK_V3_FAMILY, MINIMAX_M2}
+    return not _looks_like_drafter(config) and bool(_model_types(config) & known)
+
+
+def _seen(config: dict[str, Any]) -> str:
+    layers = config.get("num_hidden_layers")
+    text = config.get("text_config")
+    if layers is None and isinstance(text, dict):
+        layers = text.get("num_hidden_layers")
+    types = "/".join(sorted(_model_types(config))) or "none"
+    count = f"{layers} layer{'s' * (layers != 1)}" if isinstance(layers, int) else "no layer count"
+    return f"architectures {json.dumps(config.get('architectures'))}, model_type {types}, {count}"
