@@ -1482,3 +1482,50 @@ def test_fix_never_edits_a_hugging_face_cache_entry(tmp_path: Path) -> None:
         assert snapshot(hf_home) == before
     finally:
         hub.close()
+
+
+# --- Granite targets --------------------------------------------------------------------------------
+
+
+def granite_target(root: Path, model_type: str = "granite") -> Path:
+    write_json(
+        root / model_type / "config.json",
+        {
+            "architectures": ["GraniteForCausalLM"],
+            "model_type": model_type,
+            "hidden_size": HIDDEN,
+            "num_hidden_layers": 40,
+            "vocab_size": KIMI_VOCAB,
+        },
+    )
+    return root / model_type
+
+
+def test_a_granite_target_is_known_and_gets_the_default_aux_layers(tmp_path: Path) -> None:
+    drafter = specforge_drafter(tmp_path, weights=drafter_weights())
+    report = check(granite_target(tmp_path), drafter, "0.31.0")
+    assert by_check(report, "target") == [
+        ("ok", f"granite target: 40 layers, hidden size {HIDDEN}, vocab {KIMI_VOCAB}")
+    ]
+    assert report.aux.vllm_ids == (2, 20, 37) and report.aux.source == "default"
+    assert not [f for f in report.problems if f.check == "vllm-release"]
+
+
+def test_granite_on_a_release_before_0_11_0_names_eagle3_granite_and_its_range(
+    tmp_path: Path,
+) -> None:
+    drafter = specforge_drafter(tmp_path, weights=drafter_weights())
+    code, data = doctor_json(
+        "--model", str(granite_target(tmp_path)), "--drafter", str(drafter), "--vllm-version", "0.10.2"
+    )  # fmt: skip
+    assert code == 1
+    (release,) = [f for f in data["findings"] if f["check"] == "vllm-release"]
+    assert release["level"] == PROBLEM and "on a Granite target" in release["message"]
+    assert "eagle3-granite" in release["message"] and "0.32.0" in release["message"]
+
+
+def test_granitemoe_is_not_taken_for_granite(tmp_path: Path) -> None:
+    drafter = specforge_drafter(tmp_path, weights=drafter_weights())
+    report = check(granite_target(tmp_path, "granitemoe"), drafter, "0.31.0")
+    (target,) = by_check(report, "target")
+    assert target[0] == WARNING and "'granitemoe' is neither" in target[1]

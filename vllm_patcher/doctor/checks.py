@@ -24,8 +24,10 @@ from ..models.configs import (
 from ..models.families import (
     DEEPSEEK_V3_FAMILY,
     EAGLE3_ARCHITECTURES,
+    GRANITE,
     MINIMAX_M2,
     _is_deepseek_v3,
+    _is_granite,
     _is_minimax_m2,
     _looks_like_drafter,
     _looks_like_target,
@@ -56,6 +58,7 @@ KIMI_K25_PATCHES = ("kimi-k25-image-token",)
 
 
 MINIMAX_M2_PATCHES = ("eagle3-minimax-m2",)
+GRANITE_PATCHES = ("eagle3-granite",)
 
 
 def _outputs(ids: tuple[int, ...]) -> str:
@@ -211,7 +214,7 @@ def check_drafter(drafter: DrafterModel, target: TargetModel) -> list[Finding]:
     has_weights = bool(drafter.weight_files)
     findings: list[Finding] = []
 
-    if _is_deepseek_v3(target) or _is_minimax_m2(target):
+    if _is_deepseek_v3(target) or _is_minimax_m2(target) or _is_granite(target):
         findings.append(
             Finding(
                 "target",
@@ -226,8 +229,8 @@ def check_drafter(drafter: DrafterModel, target: TargetModel) -> list[Finding]:
                 "target",
                 WARNING,
                 f"target model_type {target.model_type!r} is neither a DeepSeek-V3-family type "
-                f"({', '.join(DEEPSEEK_V3_FAMILY)}) nor {MINIMAX_M2}; the aux-layer default "
-                "assumed here is theirs",
+                f"({', '.join(DEEPSEEK_V3_FAMILY)}) nor {MINIMAX_M2} nor {GRANITE}; the aux-layer "
+                "default assumed here is theirs",
             )
         )
 
@@ -389,10 +392,14 @@ def _check_weight_names(drafter: DrafterModel) -> list[Finding]:
     ]
 
 
-def _family_patches(model_type: str, family_minimax: bool) -> tuple[str, ...]:
-    if family_minimax:
-        return MINIMAX_M2_PATCHES
-    return DEEPSEEK_PATCHES + (KIMI_K25_PATCHES if model_type == "kimi_k25" else ())
+def _family(target: TargetModel) -> tuple[str, tuple[str, ...]]:
+    """The family's name and the built-in patches its EAGLE-3 needs."""
+    if _is_minimax_m2(target):
+        return "MiniMax-M2", MINIMAX_M2_PATCHES
+    if _is_granite(target):
+        return "Granite", GRANITE_PATCHES
+    kimi = KIMI_K25_PATCHES if target.model_type == "kimi_k25" else ()
+    return "DeepSeek-V3-family", DEEPSEEK_PATCHES + kimi
 
 
 def check_release(vllm_version: str, target: TargetModel) -> list[Finding]:
@@ -403,10 +410,9 @@ def check_release(vllm_version: str, target: TargetModel) -> list[Finding]:
     """
     from ..catalogue.folders import load_catalogue
 
-    minimax = _is_minimax_m2(target)
-    family = "MiniMax-M2" if minimax else "DeepSeek-V3-family"
+    family, patches = _family(target)
     catalogue = load_catalogue()
-    needed = [p for p in catalogue.patches if p.name in _family_patches(target.model_type, minimax)]
+    needed = [p for p in catalogue.patches if p.name in patches]
     missing = [p for p in needed if not p.is_upstream(vllm_version) and not p.covers(vllm_version)]
     if not missing:
         return []

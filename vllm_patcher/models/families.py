@@ -1,5 +1,5 @@
-"""Model families and roles: which model_type is DeepSeek-V3 or MiniMax-M2, and whether a config
-is a target or an EAGLE-3 drafter."""
+"""Model families and roles: which model_type is DeepSeek-V3, MiniMax-M2 or Granite, and whether a
+config is a target or an EAGLE-3 drafter."""
 
 from __future__ import annotations
 
@@ -16,6 +16,9 @@ DEEPSEEK_V3_FAMILY = ("deepseek_v2", "deepseek_v3", "deepseek_v32", "kimi_k2", "
 
 MINIMAX_M2 = "minimax_m2"
 
+# exactly this model_type: granitemoe, granitemoeshared and granitemoehybrid have no EAGLE-3
+GRANITE = "granite"
+
 
 def _is_deepseek_v3(target: TargetModel) -> bool:
     return target.text_model_type in DEEPSEEK_V3_FAMILY or target.model_type in DEEPSEEK_V3_FAMILY
@@ -23,6 +26,10 @@ def _is_deepseek_v3(target: TargetModel) -> bool:
 
 def _is_minimax_m2(target: TargetModel) -> bool:
     return MINIMAX_M2 in (target.model_type, target.text_model_type)
+
+
+def _is_granite(target: TargetModel) -> bool:
+    return GRANITE in (target.model_type, target.text_model_type)
 
 
 def _architectures(config: dict[str, Any]) -> list[str]:
@@ -49,7 +56,7 @@ def _model_types(config: dict[str, Any]) -> set[str]:
 
 def _looks_like_target(config: dict[str, Any]) -> bool:
     """A model of a family doctor serves (never an EAGLE head)."""
-    known = {*DEEPSEEK_V3_FAMILY, MINIMAX_M2}
+    known = {*DEEPSEEK_V3_FAMILY, MINIMAX_M2, GRANITE}
     return not _looks_like_drafter(config) and bool(_model_types(config) & known)
 
 
