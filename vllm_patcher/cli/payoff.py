@@ -11,6 +11,7 @@ import click
 from ..errors import (
     BadSetting,
 )
+from ..payoff import run as payoff_run
 from .app import (
     Options,
     SubGroup,
@@ -87,8 +88,6 @@ def payoff_report(
     watch: bool,
     plot: Path | None,
 ) -> None:
-    from ..payoff import run as payoff_run
-
     url = None
     if metrics:
         metrics = metrics + tuple(Path(s) for s in sources)
