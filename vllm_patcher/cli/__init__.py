@@ -78,7 +78,7 @@ def main(
     )
     if ctx.obj.python and ctx.obj.directory:
         raise BadSetting("--python and --target are exclusive; pass one")
-    from ..journal import lock_timeout
+    from ..journal import lock_timeout  # --help and --version never need the journal
 
     lock_timeout()  # a bad VLLM_PATCHER_LOCK_TIMEOUT is a usage error for every command
 

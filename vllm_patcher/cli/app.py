@@ -16,7 +16,7 @@ import click
 
 from .. import fileops, progress
 from ..catalogue.folders import load_catalogue, user_folders
-from ..catalogue.model import Catalogue
+from ..catalogue.model import NAME_RULE, Catalogue, valid_patch_name
 from ..errors import (
     EXIT_INTERRUPTED,
     BadSetting,
@@ -56,8 +56,6 @@ class Options:
 
 def check_names(*names: str) -> None:
     """A NAME argument must be a patch name the loader takes (a usage error otherwise)."""
-    from ..catalogue.model import NAME_RULE, valid_patch_name
-
     for name in names:
         if not valid_patch_name(name):
             raise BadSetting(f"{name!r} is not a patch name; {NAME_RULE}")

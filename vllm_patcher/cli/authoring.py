@@ -58,7 +58,7 @@ def capture(
     Compares every file vLLM installed (or only PATHS) with what the patches below NAME produce,
     writes NAME/vllm-VERSION/ (diff and manifest) and records NAME as applied.
     """
-    from ..capture import capture as run_capture
+    from ..capture import capture as run_capture  # each command loads only its own machinery
 
     check_names(name)
     _check_releases(releases)
@@ -116,7 +116,7 @@ def port(
     Writes NAME/vllm-VERSION/ for every release that merges cleanly; a conflict leaves the merged
     files with markers under NAME/conflicts/vllm-VERSION/ for `--continue`. Never touches vLLM.
     """
-    from .. import porting
+    from .. import porting  # three-way merges: port only
 
     check_names(name)
     if versions and all_releases:
@@ -186,7 +186,7 @@ def import_(
     Writes NAME/vllm-VERSION/ into your patches folder (never into vLLM: `apply` does that).
     Hunks that do not fit leave a .rej and a conflict-marked copy for `--continue`.
     """
-    from .. import importing
+    from .. import importing  # diff fitting: import only
 
     check_names(name)
     if bool(diff_file) == resume:
@@ -240,7 +240,7 @@ def import_(
 def _check_releases(releases: str | None) -> None:
     if releases is None:
         return
-    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet  # only with --releases
 
     try:
         SpecifierSet(releases)
@@ -268,6 +268,7 @@ def pin(
 
     With --wheel FILE the release is read from that wheel (no VERSION needed, no network).
     """
+    # the codemods (libcst): pin only
     from ..catalogue.folders import builtin_root
     from ..pin_generator import pin_release
 

@@ -7,6 +7,7 @@ from typing import Any
 
 import click
 
+from .. import cluster as cluster_mod
 from ..install import locate as locate_mod
 from .app import (
     Options,
@@ -41,8 +42,6 @@ def _cluster_options(func: Any) -> Any:
 def _run_cluster(
     opts: Options, command: str, address: str, timeout: float, strict: bool = False
 ) -> None:
-    from .. import cluster as cluster_mod
-
     if opts.directory:
         raise click.UsageError(
             "cluster works through an interpreter (--python); for a bare site-packages on a node "

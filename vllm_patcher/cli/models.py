@@ -8,9 +8,11 @@ from typing import Any
 
 import click
 
+from .. import doctor as doctor_mod
 from ..errors import (
     EXIT_CHECK_FAILED,
     ServeRefused,
+    TargetNotFound,
 )
 from ..install import locate as locate_mod
 from .app import (
@@ -34,8 +36,6 @@ def _doctor_release(opts: Options, vllm_version: str | None) -> str:
     """The release doctor judges for: --vllm-version, else the installed vLLM's."""
     if vllm_version is not None:
         return vllm_version
-    from ..errors import TargetNotFound
-
     try:
         return opts.target().version
     except TargetNotFound as exc:
@@ -43,8 +43,6 @@ def _doctor_release(opts: Options, vllm_version: str | None) -> str:
 
 
 def _doctor_lines(report: Any, fix: bool) -> list[str]:
-    from .. import doctor as doctor_mod
-
     lines: list[str] = []
     if report.fix is not None:
         lines.append(f"--fix wrote to {report.fix.config} (original kept as {report.fix.backup}):")
@@ -97,8 +95,6 @@ def doctor(
     opts: Options, model_dir: str, drafter_dir: str, vllm_version: str | None, fix: bool
 ) -> None:
     """Preflight: check the drafter against the target for this vLLM release, before any load."""
-    from .. import doctor as doctor_mod
-
     if vllm_version is not None:
         doctor_mod.release_version(vllm_version)  # a usage error before any file is read
     release = _doctor_release(opts, vllm_version)
@@ -148,8 +144,6 @@ def serve_args(
     stdout is that one line and nothing else, with or without --json (it is vLLM's input, not a
     report); a problem refuses with exit 1, the problems on stderr.
     """
-    from .. import doctor as doctor_mod
-
     if vllm_version is not None:
         doctor_mod.release_version(vllm_version)
     release = _doctor_release(opts, vllm_version)

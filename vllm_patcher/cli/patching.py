@@ -9,10 +9,12 @@ import click
 
 from .. import progress, releases
 from .. import status as status_mod
+from ..catalogue.layout import release_matrix
 from ..errors import (
     EXIT_CHECK_FAILED,
 )
 from ..install import target as target_mod
+from ..journal import left_in_place
 from .app import (
     Command,
     Options,
@@ -93,7 +95,7 @@ def status(opts: Options, check: bool) -> None:
 @click.pass_obj
 def apply(opts: Options, dry_run: bool, strict: bool, names: tuple[str, ...]) -> None:
     """Apply every pending patch (or only NAMES), all files or none."""
-    from .. import txn
+    from .. import txn  # status never loads the transaction (plan, diffs)
 
     check_names(*names)
     target = opts.target()
@@ -151,6 +153,7 @@ def verify(opts: Options) -> None:
 
     Stops after the state tier when a patch is not applied, and names the command that fixes it.
     """
+    # verify's module is only loaded for verify
     from ..verify import TIERS
     from ..verify import verify as run_verify
 
@@ -203,7 +206,7 @@ def verify(opts: Options) -> None:
 @click.pass_obj
 def revert(opts: Options, force: bool) -> None:
     """Restore every touched file to the bytes pip installed."""
-    from .. import txn
+    from .. import txn  # status never loads the transaction (plan, diffs)
 
     target = opts.target()
     result = txn.revert(target, force=force, on_wait=waiting(opts, "revert"))
@@ -228,8 +231,6 @@ def revert(opts: Options, force: bool) -> None:
         echo(f"your edited {rel} was kept at {where}")
     for rel in result.already_pristine:
         echo(f"{rel} was already pristine")
-    from ..journal import left_in_place
-
     echo(left_in_place(target.site_packages))
 
 
@@ -237,8 +238,6 @@ def revert(opts: Options, force: bool) -> None:
 @click.pass_obj
 def list_(opts: Options) -> None:
     """The catalogue: every patch, where it comes from, and which releases it has diffs for."""
-    from ..catalogue.layout import release_matrix
-
     catalogue = opts.catalogue()
     # The catalogue needs no vLLM; an environment named anyway must exist, and its row is marked.
     installed = opts.target() if (opts.python or opts.directory) else None

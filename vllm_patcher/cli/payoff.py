@@ -11,6 +11,7 @@ import click
 from ..errors import (
     BadSetting,
 )
+from ..payoff import run as payoff_run
 from .app import (
     Options,
     SubGroup,
@@ -87,8 +88,6 @@ def payoff_report(
     watch: bool,
     plot: Path | None,
 ) -> None:
-    from ..payoff import run as payoff_run
-
     url = None
     if (metrics or log) and any(s.startswith(("http://", "https://")) for s in sources):
         raise BadSetting("give exactly one of URL, --metrics FILE [FILE] or --log FILE")
