@@ -90,6 +90,10 @@ def test_without_a_baseline_the_speedup_is_unknown_and_never_guessed() -> None:
             ),
             "--concurrency",
         ),
+        (("--log", "x.log", "--baseline", "http://127.0.0.1:2"), "no baseline can be compared"),
+        (("--metrics", "a", "--baseline", "http://127.0.0.1:2"), "the same way as the server"),
+        (("http://127.0.0.1:1", "--baseline", "b.txt"), "the same way as the server"),
+        (("--metrics", "a", "--metrics", "b", "--baseline", "c"), "give the same number"),
     ],
 )
 def test_bad_payoff_options_are_usage_errors(args: tuple[str, ...], fragment: str) -> None:
@@ -101,4 +105,20 @@ def test_a_file_that_is_not_metrics_is_refused_with_its_own_code(tmp_path: Path)
     junk.write_text("hello world\n")
     assert_refused(run_cli("payoff", "--metrics", str(junk)), 18, "vllm")
     assert_refused(run_cli("payoff", "--metrics", str(tmp_path / "missing.txt")), 18, "cannot read")
-    assert_refused(run_cli("payoff", "--log", str(junk)), 18, "SpecDecoding")
+    assert_refused(run_cli("payoff", "--log", str(junk)), 19, "SpecDecoding")
+
+
+def test_a_plain_step_slower_than_a_speculative_one_fits_no_cost_and_predicts_nothing() -> None:
+    """Servers not under the same load: the measured speedup stays, the model is not made up."""
+    a = analyse(_window(100, (80, 40, 20), step_s=0.008, steps=100), _plain(0.010, 100))
+    assert a.speedup is not None and a.verdict == "pays"
+    assert a.draft_cost_s is None and a.expected_speedup == {} and a.best_k is None
+    assert a.break_even_length is None
+    assert any("not under the same load" in line for line in a.advice)
+
+
+def test_a_small_window_says_its_figures_are_noisy() -> None:
+    a = analyse(_window(100, (80, 40, 20), step_s=0.016, steps=100), _plain(0.010, 100))
+    assert any("only 100 drafts" in line for line in a.advice)
+    big = analyse(_window(1000, (800, 400, 200), step_s=0.016, steps=1000), _plain(0.010, 1000))
+    assert not any("noisy" in line for line in big.advice)

@@ -33,6 +33,14 @@ class _DefaultGroup(SubGroup):
             return super().resolve_command(ctx, args)
         return "", self.commands[self.default], args
 
+    def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """``payoff --help`` shows the report's own options, then the subcommands."""
+        report = self.commands[self.default]
+        rows = [r for p in report.get_params(ctx) if (r := p.get_help_record(ctx)) is not None]
+        with formatter.section("Options of the report (payoff URL ...)"):
+            formatter.write_dl(rows)
+        self.format_commands(ctx, formatter)
+
 
 _PAYOFF_SOURCES = (
     "URL: the server's base URL (its /metrics is read twice, --window apart); or --metrics FILE "
@@ -46,7 +54,8 @@ _PAYOFF_SOURCES = (
     invoke_without_command=True,
     no_args_is_help=False,
     context_settings={"ignore_unknown_options": True},
-    help="Does speculative decoding pay? " + _PAYOFF_SOURCES,
+    help="Does speculative decoding pay? " + _PAYOFF_SOURCES + " `payoff bench URL "
+    "--baseline-url URL2` drives vLLM's own benchmark client against both.",
 )
 @click.pass_context
 def payoff(ctx: click.Context) -> None:
@@ -57,9 +66,20 @@ def payoff(ctx: click.Context) -> None:
 @payoff.command("report", hidden=True)
 @click.argument("sources", nargs=-1)
 @click.option(
-    "--metrics", "metrics", multiple=True, type=click.Path(path_type=Path), metavar="FILE"
+    "--metrics",
+    "metrics",
+    multiple=True,
+    type=click.Path(path_type=Path),
+    metavar="FILE",
+    help="A saved scrape of /metrics (one: since start; two: the window between them).",
 )
-@click.option("--log", "log", type=click.Path(path_type=Path), metavar="FILE")
+@click.option(
+    "--log",
+    "log",
+    type=click.Path(path_type=Path),
+    metavar="FILE",
+    help="vLLM's log: its SpecDecoding lines (approximate; no baseline).",
+)
 @click.option(
     "--window",
     "window_s",
@@ -158,14 +178,23 @@ def payoff_bench(
     if target.python is None:
         raise BadSetting("payoff bench runs vLLM's benchmark client: give --python, not --target")
     result = bench.run(
-        str(target.python), url, baseline_url, levels, num_prompts, dataset, client_args
+        str(target.python),
+        url,
+        baseline_url,
+        levels,
+        num_prompts,
+        dataset,
+        client_args,
+        progress=not opts.as_json,
     )
     if plot is not None:
         from ..payoff.plot import draw_bench
 
         draw_bench(result, plot)
+    code = 0 if result.pays_at else 1  # as payoff's own verdicts: 1 when it pays nowhere
     if opts.as_json:
-        json_report(0, result.to_dict())
+        json_report(code, result.to_dict())
     else:
         for line in bench.lines(result):
             echo(line)
+    sys.exit(code)

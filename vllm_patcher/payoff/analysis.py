@@ -23,6 +23,7 @@ from .window import Window
 
 PAYS, BREAK_EVEN, LOSES, UNKNOWN = "pays", "break-even", "loses", "unknown"
 MARGIN = 0.05  # within +-5% of 1.0x is break-even
+SMALL_SAMPLE = 500  # drafts; a tryout's 5 s windows of 50-150 drafts swung from 0.36x to 3.67x
 
 
 @dataclass
@@ -126,6 +127,11 @@ def analyse(w: Window, baseline: Window | None = None) -> Analysis:
         step_s=step_s,
         per_token_s=per_token_s,
     )
+    if w.drafts < SMALL_SAMPLE:
+        notes.append(
+            f"only {int(w.drafts)} drafts in the window: the figures are noisy at this size; "
+            f"widen --window (or send more traffic) for {SMALL_SAMPLE} or more"
+        )
     a.advice.extend(notes)
     if baseline is not None:
         _with_baseline(a, baseline)
@@ -140,7 +146,14 @@ def _with_baseline(a: Analysis, baseline: Window) -> None:
         return
     a.speedup = base_per_token / a.per_token_s
     a.verdict = verdict(a.speedup)
-    if a.k:
+    if a.k and a.step_s <= t0:
+        a.advice.append(
+            f"a speculative step ({a.step_s * 1000:.2f} ms) took no longer than a plain one "
+            f"({t0 * 1000:.2f} ms), so the two servers were not under the same load (or the "
+            "window is too short): no step cost can be fitted, and no shorter draft predicted; "
+            "put the same load on both at the same time and widen --window"
+        )
+    elif a.k:
         a.draft_cost_s = (a.step_s - t0) / a.k
         for kk in range(1, a.k + 1):
             length = 1 + sum(a.prefix[:kk])

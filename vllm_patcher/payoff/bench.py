@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import BadSetting, ServerUnreachable
+from ..errors import BadSetting, NoDrafts, ServerUnreachable
 from . import scrape
 from .analysis import Analysis, analyse, verdict
 from .window import between
@@ -65,9 +65,14 @@ class BenchResult:
                 return last_paying
         return None
 
+    @property
+    def pays_at(self) -> list[int]:
+        return [p.concurrency for p in self.points if p.speedup is not None and p.speedup >= 1.05]
+
     def to_dict(self) -> dict[str, object]:
         return {
             "points": [p.to_dict() for p in self.points],
+            "pays_at": self.pays_at,
             "stops_paying_above": self.stops_paying_above,
         }
 
@@ -83,6 +88,9 @@ def _client(python: str, argv: list[str]) -> dict[str, Any]:
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise ServerUnreachable(f"vllm bench serve did not finish: {exc}") from None
+    if proc.returncode == 2 and "error:" in proc.stderr:  # the client's own argument parser
+        said = proc.stderr.strip().splitlines()[-1].split("error:", 1)[-1].strip()
+        raise BadSetting(f"vllm bench serve refused its arguments: {said}")
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
     answer = json.loads(lines[-1]) if lines else {"error": proc.stderr.strip()[-300:]}
     if "error" in answer:
@@ -104,6 +112,7 @@ def run(
     num_prompts: int,
     dataset: str,
     extra: tuple[str, ...] = (),
+    progress: bool = True,
 ) -> BenchResult:
     if not concurrencies or any(c < 1 for c in concurrencies):
         raise BadSetting("--concurrency takes positive integers, e.g. 1,4,16")
@@ -129,11 +138,11 @@ def run(
                 results[side] = _client(python, argv)
                 windows[side] = between(before, scrape.fetch(base_url))
             if not windows["spec"].spec or windows["spec"].drafts <= 0:
-                raise ServerUnreachable(
+                raise NoDrafts(
                     f"{url} made no drafts under the benchmark: is it the speculative server?"
                 )
             out.points.append(Point(c, results["spec"], results["base"], analyse(windows["spec"])))
-            if sys.stderr.isatty():
+            if progress:
                 print(f"payoff bench: concurrency {c} measured", file=sys.stderr, flush=True)
     return out
 

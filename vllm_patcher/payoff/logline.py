@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from ..errors import ServerUnreachable
+from ..errors import NoSpeculation, ServerUnreachable
 from .window import Window
 
 LINE = re.compile(
@@ -47,7 +47,7 @@ def read_log(path: Path) -> Window:
             per_pos[i] += rate * n
         lines += 1
     if not lines:
-        raise ServerUnreachable(
+        raise NoSpeculation(
             f"{path} has no 'SpecDecoding metrics:' line (vLLM prints one every "
             "VLLM_LOG_STATS_INTERVAL seconds while a speculative server is busy, not with "
             "--disable-log-stats or several API servers); give a server URL or a saved /metrics"

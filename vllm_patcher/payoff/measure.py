@@ -46,6 +46,21 @@ def measure(
         raise BadSetting(f"--window {window_s} is not a number of seconds >= 0")
     if len(baseline) > 2 or (baseline and any(_is_url(b) for b in baseline) and len(baseline) > 1):
         raise BadSetting("--baseline takes one URL, or one or two saved scrapes")
+    if baseline and log is not None:
+        raise BadSetting(
+            "--log has no step times, so no baseline can be compared with it; give the server's "
+            "URL or saved scrapes of its /metrics"
+        )
+    if baseline and _is_url(baseline[0]) != (url is not None):
+        raise BadSetting(
+            "give the baseline the same way as the server: both URLs (read at the same moments), "
+            "or both saved scrapes taken at the same times (--baseline FILE --baseline FILE)"
+        )
+    if baseline and not _is_url(baseline[0]) and len(baseline) != len(metrics):
+        raise BadSetting(
+            f"{len(metrics)} saved scrape(s) of the server but {len(baseline)} of the baseline: "
+            "give the same number, taken at the same times"
+        )
     live: list[tuple[str, list[Reading]]] = []
     spec_files = None if log is not None else _pair(url, metrics, live)
     base_url = baseline[0] if baseline and _is_url(baseline[0]) else None

@@ -92,6 +92,7 @@ def draw_bench(result: BenchResult, path: Path) -> None:
             range(1, len(prefix) + 1), [x * 100 for x in prefix], "o-", label=f"c={p.concurrency}"
         )
     right.set_xlabel("draft position")
+    right.set_xticks(range(1, max((len(p.analysis.prefix) for p in result.points), default=1) + 1))
     right.set_ylabel("% of drafts accepted up to here")
     right.set_ylim(0, 105)
     right.legend(loc="best")
