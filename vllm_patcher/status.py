@@ -312,6 +312,21 @@ def _judge_recorded(
             f"{rel} holds an earlier version of {patch}, whose current version no longer "
             f"changes it; `{apply_command(target, lay.catalogue, [patch])}` takes that out"
         )
+    elif journal.finished and (given := lay.catalogue.get(patch)) is not None:
+        # its folder is given, but for this release it now produces nothing: out of its
+        # releases, no diff any more, or upstream; the recorded bytes are not what it gives now
+        verdict = lay.verdicts.get(patch)
+        why = {
+            Verdict.OUTSIDE: f"its releases ({given.releases}) no longer include vLLM {target.version}",
+            Verdict.UNPORTED: f"its folder no longer has a diff for vLLM {target.version}",
+            Verdict.UPSTREAM: f"it is now marked upstream from {given.fixed_in}",
+        }.get(verdict, "its current version no longer changes this release")  # type: ignore[arg-type]
+        fs.state = FileState.OUTDATED
+        fs.detail = (
+            f"{rel} holds {patch} as recorded, but {why}; "
+            f"`{apply_command(target, lay.catalogue, [])}` brings the files to what the "
+            "patches given now produce"
+        )
     return fs
 
 

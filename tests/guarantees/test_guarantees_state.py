@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
+import pytest
 
 from vllm_patcher import cluster, sources
 from vllm_patcher.install.record import file_hash
@@ -313,3 +314,34 @@ def test_revert_refuses_a_pristine_copy_that_record_contradicts(tree_copy) -> No
     proc = run_cli("--target", str(site), "revert")
     assert_refused(proc, 7, SPEC, "RECORD", "pip install --force-reinstall --no-deps vllm==0.15.1")
     assert snapshot(site) == before
+
+
+@pytest.mark.parametrize("how", ["releases-narrowed", "pin-emptied", "pin-deleted"])
+def test_a_recorded_patch_its_folder_no_longer_produces_for_this_release_is_outdated(
+    tree_copy,
+    tmp_path: Path,
+    how: str,  # type: ignore[no-untyped-def]
+) -> None:
+    """The attack's false green: my-edit applied and recorded, then its folder changed so that it
+    gives nothing for 0.15.1: status must not call the old bytes applied; apply takes them out."""
+    t = tree_copy("0.15.1")
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    run_cli("--target", str(t), "apply", check=True)
+    _edit(t, LOAD, "\n", "\n# attack edit\n")
+    run_cli("--target", str(t), "--patches", str(mine), "capture", "my-edit", check=True)
+    pin = mine / "my-edit" / "vllm-0.15.1"
+    if how == "releases-narrowed":
+        toml = mine / "my-edit" / "patch.toml"
+        toml.write_text(toml.read_text().replace('releases = "==0.15.1"', 'releases = "==0.16.0"'))
+    elif how == "pin-emptied":
+        for f in pin.iterdir():
+            f.unlink()
+    else:
+        shutil.rmtree(pin)
+    check = run_cli("--target", str(t), "--patches", str(mine), "status", "--check")
+    assert check.returncode == 1, check.stdout
+    assert _states(t, "--patches", str(mine))["my-edit"] == "outdated"
+    run_cli("--target", str(t), "--patches", str(mine), "apply", check=True)
+    assert (t / LOAD).read_bytes() == (PRISTINE / LOAD).read_bytes()
+    assert _states(t, "--patches", str(mine))["my-edit"] in ("not-applicable", "unported")
