@@ -122,3 +122,117 @@ def test_a_small_window_says_its_figures_are_noisy() -> None:
     assert any("only 100 drafts" in line for line in a.advice)
     big = analyse(_window(1000, (800, 400, 200), step_s=0.016, steps=1000), _plain(0.010, 1000))
     assert not any("noisy" in line for line in big.advice)
+
+
+def _scrape_text(
+    drafts: str = "100", accepted: str = "60", itl_sum: str = "1.0", pos: str = "0"
+) -> str:
+    return "\n".join(
+        [
+            f'vllm:spec_decode_num_drafts_total{{engine="0",model_name="m"}} {drafts}',
+            'vllm:spec_decode_num_draft_tokens_total{engine="0",model_name="m"} 300',
+            f'vllm:spec_decode_num_accepted_tokens_total{{engine="0",model_name="m"}} {accepted}',
+            f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{engine="0",model_name="m",position="{pos}"}} 50',
+            'vllm:generation_tokens_total{engine="0",model_name="m"} 1000',
+            'vllm:time_to_first_token_seconds_count{engine="0",model_name="m"} 10',
+            f'vllm:inter_token_latency_seconds_sum{{engine="0",model_name="m"}} {itl_sum}',
+            'vllm:inter_token_latency_seconds_count{engine="0",model_name="m"} 500',
+            "",
+        ]
+    )
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"drafts": "NaN"},
+        {"drafts": "+Inf"},
+        {"itl_sum": "+Inf"},
+        {"itl_sum": "-5"},
+        {"accepted": "400"},  # more accepted than drafted
+        {"pos": "100000000000"},
+        {"pos": "-3"},
+    ],
+)
+def test_counters_no_vllm_server_can_have_are_refused_never_judged(
+    tmp_path: Path, bad: dict[str, str]
+) -> None:
+    path = tmp_path / "bad.txt"
+    path.write_text(_scrape_text(**bad))
+    assert_refused(run_cli("payoff", "--metrics", str(path)), 18)
+    assert_refused(run_cli("--json", "payoff", "--metrics", str(path)), 18)
+
+
+def test_baseline_scrapes_in_the_wrong_order_are_refused_not_read_as_a_restart(
+    tmp_path: Path,
+) -> None:
+    s1, s2 = tmp_path / "s1.txt", tmp_path / "s2.txt"
+    s1.write_text(_scrape_text(drafts="100"))
+    s2.write_text(_scrape_text(drafts="200", accepted="120").replace("1000", "2000"))
+    b1, b2 = tmp_path / "b1.txt", tmp_path / "b2.txt"
+    b1.write_text('vllm:inter_token_latency_seconds_sum{engine="0",model_name="m"} 1.0\n')
+    b2.write_text('vllm:inter_token_latency_seconds_sum{engine="0",model_name="m"} 3.0\n')
+    swapped = run_cli(
+        "payoff", "--metrics", str(s1), str(s2), "--baseline", str(b2), "--baseline", str(b1)
+    )
+    assert_refused(swapped, 2, "went down")
+
+
+def test_two_readings_of_different_servers_are_refused(tmp_path: Path) -> None:
+    a, b = tmp_path / "a.txt", tmp_path / "b.txt"
+    a.write_text(_scrape_text())
+    b.write_text(_scrape_text(drafts="200").replace('model_name="m"', 'model_name="other"'))
+    assert_refused(
+        run_cli("payoff", "--metrics", str(a), str(b)), 2, "not two readings of one server"
+    )
+
+
+def test_a_plot_that_cannot_be_written_is_refused_before_anything_is_measured(
+    tmp_path: Path,
+) -> None:
+    a = tmp_path / "a.txt"
+    a.write_text(_scrape_text())
+    proc = run_cli(
+        "--json", "payoff", "--metrics", str(a), "--plot", str(tmp_path / "no" / "x.png")
+    )
+    assert proc.returncode == 2 and proc.stdout.count('"schema"') == 1, proc.stdout
+
+
+@pytest.mark.parametrize("mode", ["garbage", "trickle"])
+def test_a_server_that_answers_garbage_or_trickles_is_a_clean_refusal(mode: str) -> None:
+    import socket
+    import threading
+    import time
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(4)
+    port = server.getsockname()[1]
+    stop = threading.Event()
+
+    def answer() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            conn.recv(4096)
+            if mode == "garbage":
+                conn.sendall(b"\x00\x01 not http at all\r\n\r\n")
+            else:  # a valid start, then one byte every second, for ever
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\n")
+                while not stop.is_set():
+                    try:
+                        conn.sendall(b"#")
+                    except OSError:
+                        break
+                    time.sleep(1)
+            conn.close()
+
+    thread = threading.Thread(target=answer, daemon=True)
+    thread.start()
+    try:
+        assert_refused(run_cli("payoff", f"http://127.0.0.1:{port}", "--window", "0"), 18)
+    finally:
+        stop.set()
+        server.close()

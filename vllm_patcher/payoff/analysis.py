@@ -17,6 +17,7 @@ The model, in one place:
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 
 from .window import Window
@@ -81,11 +82,11 @@ class Analysis:
 
 
 def _round(value: float | None, places: int = 4) -> float | None:
-    return None if value is None else round(value, places)
+    return None if value is None or not math.isfinite(value) else round(value, places)
 
 
 def _ms(seconds: float | None) -> float | None:
-    return None if seconds is None else round(seconds * 1000, 3)
+    return None if seconds is None or not math.isfinite(seconds) else round(seconds * 1000, 3)
 
 
 def _per_token(w: Window) -> tuple[float | None, float | None, float | None]:

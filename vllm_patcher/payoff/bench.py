@@ -141,6 +141,11 @@ def run(
                 raise NoDrafts(
                     f"{url} made no drafts under the benchmark: is it the speculative server?"
                 )
+            if windows["base"].spec and windows["base"].drafts > 0:
+                raise BadSetting(
+                    f"the baseline {baseline_url} made drafts under the benchmark: give the same "
+                    "model served without --speculative-config"
+                )
             out.points.append(Point(c, results["spec"], results["base"], analyse(windows["spec"])))
             if progress:
                 print(f"payoff bench: concurrency {c} measured", file=sys.stderr, flush=True)
@@ -162,6 +167,8 @@ def lines(result: BenchResult) -> list[str]:
     above = result.stops_paying_above
     if above is not None:
         out.append(f"speculation stops paying above concurrency {above}")
+    elif any(p.speedup is None for p in result.points):
+        out.append("the benchmark client reported no per-token time for some concurrencies")
     elif all(p.speedup is not None and p.speedup >= 1.05 for p in result.points):
         out.append("speculation pays at every concurrency measured")
     else:

@@ -33,11 +33,20 @@ def read_log(path: Path) -> Window:
     per_pos: list[float] = []
     lines = 0
     for match in LINE.finditer(text):
-        rates = [float(r) for r in match["pos"].split(",") if r.strip()]
+        try:
+            rates = [float(r) for r in match["pos"].split(",") if r.strip()]
+            acc, drafted = float(match["acc"]), float(match["drafted"])
+            mal = float(match["mal"]) if match["mal"] != "nan" else 1.0
+        except ValueError:
+            rates, acc, drafted, mal = [-1.0], 0.0, 0.0, 0.0
         k = len(rates)
-        acc, drafted = float(match["acc"]), float(match["drafted"])
-        mal = float(match["mal"]) if match["mal"] != "nan" else 1.0
-        n = acc / (mal - 1) if acc > 0 and mal > 1 else (drafted / k if k else 0.0)
+        if not k or any(not 0 <= r <= 1 for r in rates) or acc > drafted or mal < 1:
+            raise ServerUnreachable(
+                f"{path}: a SpecDecoding line vLLM would not print ({match.group(0)[:120]}...)"
+            )
+        # each draft has at most k tokens, so there are at least drafted / k drafts; the mean
+        # length (two decimals) gives the count better only when it is well above 1
+        n = max(acc / (mal - 1) if mal - 1 >= 0.1 else 0.0, drafted / k)
         drafts += n
         draft_tokens += drafted
         accepted += acc

@@ -3,6 +3,7 @@ or log lines; the same for the baseline. Refuses what cannot give a verdict's in
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -42,8 +43,8 @@ def measure(
     """The speculative server's window and the baseline's (None without one)."""
     if sum(x is not None and x != () for x in (url, metrics or None, log)) != 1:
         raise BadSetting("give exactly one of URL, --metrics FILE [FILE] or --log FILE")
-    if window_s < 0 or window_s != window_s:
-        raise BadSetting(f"--window {window_s} is not a number of seconds >= 0")
+    if not math.isfinite(window_s) or not 0 <= window_s <= 86400:
+        raise BadSetting(f"--window {window_s} is not a number of seconds from 0 to 86400")
     if len(baseline) > 2 or (baseline and any(_is_url(b) for b in baseline) and len(baseline) > 1):
         raise BadSetting("--baseline takes one URL, or one or two saved scrapes")
     if baseline and log is not None:
@@ -107,6 +108,12 @@ def measure(
             assert base_files is not None
             base_pair = base_files
         base = between(*base_pair)
+        if base.reset or spec.reset:
+            which = "the baseline's" if base.reset else "the server's"
+            raise BadSetting(
+                f"{which} counters went down between its readings (given in the wrong order, or "
+                "it restarted): the two windows cannot be compared; read both again"
+            )
         if base.spec and base.drafts > 0:
             raise BadSetting(
                 f"the baseline {base.source} runs speculative decoding too; give the same model "

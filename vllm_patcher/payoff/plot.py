@@ -28,6 +28,11 @@ def check_available(path: Path) -> None:
     """Before anything is measured: a plot that cannot be drawn is a usage error."""
     if path.suffix.lower() != ".png":
         raise BadSetting(f"--plot {path}: give a .png file name")
+    import os
+
+    folder = path.parent if str(path.parent) else Path(".")
+    if path.is_dir() or not folder.is_dir() or not os.access(folder, os.W_OK):
+        raise BadSetting(f"--plot {path}: not a file that can be written (check the folder)")
     if _pyplot() is None:
         raise BadSetting(
             "--plot needs matplotlib: pip install 'vllm-patcher[plot]' (or matplotlib) into "

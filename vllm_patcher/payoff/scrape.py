@@ -7,13 +7,16 @@ come from the server (``GET BASE/metrics``), from a saved file, in the classic f
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import ServerUnreachable
 
-TIMEOUT = 10.0  # seconds for one GET of /metrics
+TIMEOUT = 10.0  # seconds for one GET of /metrics, the whole answer
+MAX_BYTES = 64 * 2**20  # a vLLM server's /metrics is a few hundred kB
+MAX_K = 64  # draft positions: vLLM's suffix decoding defaults to 24
 
 SPEC = "spec_decode_num_"  # the four speculative-decoding counters share this stem
 
@@ -70,11 +73,21 @@ def parse(text: str, source: str, at: float) -> Reading:
                 if key is None:
                     continue
                 seen_vllm = True
+                if not math.isfinite(sample.value) or sample.value < 0:
+                    raise ServerUnreachable(
+                        f"{source}: {sample.name} is {sample.value}, which no vLLM counter can "
+                        "be; is this a vLLM server's /metrics, unedited?"
+                    )
                 if "engine" in sample.labels:
                     engines.add(sample.labels["engine"])
                 model = model or sample.labels.get("model_name", "")
                 if key == f"{SPEC}accepted_tokens_per_pos_total":
                     pos = int(sample.labels.get("position", "0"))
+                    if not 0 <= pos < MAX_K:
+                        raise ServerUnreachable(
+                            f"{source}: position label {pos} is not a draft position "
+                            f"(0 to {MAX_K - 1})"
+                        )
                     per_pos[pos] = per_pos.get(pos, 0.0) + sample.value
                 elif key.startswith(SPEC) and key.endswith("_created"):
                     created.append(sample.value)
@@ -89,6 +102,14 @@ def parse(text: str, source: str, at: float) -> Reading:
         raise ServerUnreachable(f"{source} has no vllm: metrics; is it a vLLM server's /metrics?")
     spec = f"{SPEC}drafts_total" in sums
     k = max(per_pos) + 1 if per_pos else 0
+    drafts = sums.get(f"{SPEC}drafts_total", 0.0)
+    if sums.get(f"{SPEC}accepted_tokens_total", 0.0) > sums.get(
+        f"{SPEC}draft_tokens_total", 0.0
+    ) or any(v > drafts for v in per_pos.values()):
+        raise ServerUnreachable(
+            f"{source}: more tokens accepted than drafted, or a position counted more often "
+            "than there were drafts: these are not one vLLM server's counters"
+        )
     return Reading(
         source=source,
         at=at,
@@ -123,11 +144,28 @@ def fetch(base: str, timeout: float = TIMEOUT) -> Reading:
     url = metrics_url(base)
     if not url.startswith(("http://", "https://")):
         raise ServerUnreachable(f"{base} is not an http(s) URL; give the server's base URL")
+    import http.client
+
+    deadline = time.monotonic() + timeout
     try:
         with urllib.request.urlopen(url, timeout=timeout) as answer:  # noqa: S310 (http only)
-            text = answer.read().decode("utf-8", errors="replace")
+            chunks: list[bytes] = []
+            size = 0
+            while chunk := answer.read1(65536):  # what has arrived: a trickle meets the deadline
+                size += len(chunk)
+                if size > MAX_BYTES or time.monotonic() > deadline:
+                    raise ServerUnreachable(
+                        f"{url} sent more than {MAX_BYTES >> 20} MB or took longer than "
+                        f"{timeout:.0f} s; is it a vLLM server's /metrics?"
+                    )
+                chunks.append(chunk)
+            text = b"".join(chunks).decode("utf-8", errors="replace")
     except urllib.error.HTTPError as exc:
         raise ServerUnreachable(f"{url} answered HTTP {exc.code}; is it a vLLM server?") from None
+    except http.client.HTTPException as exc:
+        raise ServerUnreachable(
+            f"{url} did not answer as an HTTP server does ({type(exc).__name__}); is the URL right?"
+        ) from None
     except (urllib.error.URLError, OSError, ValueError) as exc:
         reason = getattr(exc, "reason", exc)
         raise ServerUnreachable(
@@ -139,6 +177,10 @@ def fetch(base: str, timeout: float = TIMEOUT) -> Reading:
 def read_file(path: Path) -> Reading:
     """A saved scrape (``curl -s BASE/metrics > FILE``); its time is the file's mtime."""
     try:
+        if path.exists() and (not path.is_file() or path.stat().st_size > MAX_BYTES):
+            raise ServerUnreachable(
+                f"{path} is not a saved scrape (not a regular file, or over {MAX_BYTES >> 20} MB)"
+            )
         text = path.read_text(encoding="utf-8")
         at = path.stat().st_mtime
     except (OSError, UnicodeDecodeError) as exc:

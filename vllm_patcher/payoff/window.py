@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..errors import BadSetting
 from .scrape import Reading
 
 
@@ -51,6 +52,13 @@ _COUNTERS = (
 def between(first: Reading | None, last: Reading) -> Window:
     if first is None:
         return _since_start(last)
+    if (first.model and last.model and first.model != last.model) or (
+        first.k and last.k and first.k != last.k
+    ):
+        raise BadSetting(
+            f"{first.source} and {last.source} are not two readings of one server (model "
+            f"{first.model or '?'} with k = {first.k}, then {last.model or '?'} with k = {last.k})"
+        )
     k = max(first.k, last.k)
     before = tuple(first.per_pos) + (0.0,) * (k - first.k)
     after = tuple(last.per_pos) + (0.0,) * (k - last.k)
