@@ -605,16 +605,16 @@ def test_a_setup_py_develop_install_is_a_source_install() -> None:
 
 
 def test_an_editable_install_of_an_upstream_release_needs_nothing(tmp_path: Path) -> None:
-    """0.20.0 has every change (the MiniMax-M2 one from 0.20.0): no pin is needed, nothing is
-    refused and nothing is written."""
-    upstream = sources.fetch_release("0.20.0")
+    """0.32.0 has every change (the Granite one from 0.32.0, the last built-in to go upstream):
+    no pin is needed, nothing is refused and nothing is written."""
+    upstream = sources.fetch_release("0.32.0")
 
     def build_tree(tree: Path) -> None:
         shutil.copytree(upstream / "vllm", tree / "vllm")
         (tree / "vllm" / "__init__.py").touch()
-        (tree / "pyproject.toml").write_text(PYPROJECT.format(version="0.20.0"))
+        (tree / "pyproject.toml").write_text(PYPROJECT.format(version="0.32.0"))
 
-    tree = _atomic_dir(SHAPES / "src" / "touched-0.20.0", build_tree)
+    tree = _atomic_dir(SHAPES / "src" / "touched-0.32.0", build_tree)
     python = _editable_venv("editable", tree)
     before = snapshot(tree)
     st = _status("--python", str(python))
