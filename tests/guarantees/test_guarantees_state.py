@@ -229,6 +229,21 @@ def test_a_changed_builtin_pin_under_an_applied_tree_is_outdated_and_apply_upgra
             (MINIMAX, (PRISTINE / MINIMAX).read_text(), (site / MINIMAX).read_text()),
         ],
     )
+    # eagle3-granite stacks on both in the allow-list file: the upgrade re-pins it too
+    granite = "vllm/model_executor/models/granite.py"
+    new_granite = (
+        (site / SPEC).read_text().replace(LIST_0151, '"kimi_k25", "deepseek_mtp", "minimax_m2"]')
+    )
+    assert new_granite != (site / SPEC).read_text()
+    pinned.write_pin(
+        pins / "eagle3-granite" / "vllm-0.15.1",
+        "0.15.1",
+        "eagle3-granite",
+        [
+            (SPEC, new_minimax, new_granite),
+            (granite, (PRISTINE / granite).read_text(), (site / granite).read_text()),
+        ],
+    )
     states = _states(site, env=env)
     assert states["eagle3-whitelist"] == "outdated", states
     assert states["eagle3-minimax-m2"] == "outdated", states
@@ -236,7 +251,7 @@ def test_a_changed_builtin_pin_under_an_applied_tree_is_outdated_and_apply_upgra
     assert run_cli("--target", str(site), "status", "--check", env=env).returncode == 1
 
     run_cli("--target", str(site), "apply", env=env, check=True)
-    assert (site / SPEC).read_text() == new_minimax
+    assert (site / SPEC).read_text() == new_granite  # the top of the re-pinned series
     assert set(_states(site, env=env).values()) == {"applied"}
     run_cli("--target", str(site), "revert", env=env, check=True)
     assert all(touched_match_record(site).values())
