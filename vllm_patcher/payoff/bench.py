@@ -6,7 +6,6 @@ before and after), and the concurrency above which speculation stops paying."""
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass, field
@@ -36,6 +35,7 @@ class Point:
 
     def to_dict(self) -> dict[str, object]:
         s = self.speedup
+        acceptance = self.analysis.to_dict()
         return {
             "concurrency": self.concurrency,
             "speedup": None if s is None else round(s, 4),
@@ -44,9 +44,9 @@ class Point:
             "baseline_throughput": self.base.get("output_throughput"),
             "tpot_ms": self.spec.get("mean_tpot_ms"),
             "baseline_tpot_ms": self.base.get("mean_tpot_ms"),
-            "acceptance_rate": self.analysis.to_dict()["acceptance_rate"],
-            "mean_acceptance_length": self.analysis.to_dict()["mean_acceptance_length"],
-            "per_position": self.analysis.to_dict()["per_position"],
+            "acceptance_rate": acceptance["acceptance_rate"],
+            "mean_acceptance_length": acceptance["mean_acceptance_length"],
+            "per_position": acceptance["per_position"],
         }
 
 
@@ -78,25 +78,19 @@ class BenchResult:
 
 
 def _client(python: str, argv: list[str]) -> dict[str, Any]:
+    from ..runtime import ScriptNotRun, run_script
+
     try:
-        proc = subprocess.run(
-            [python, str(CLIENT), json.dumps(argv)],
-            capture_output=True,
-            text=True,
-            timeout=TIMEOUT,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
+        # not isolated: the client reads HF_* and VLLM_* settings as vllm bench serve would
+        run = run_script(python, [str(CLIENT), json.dumps(argv)], timeout=TIMEOUT, isolated=False)
+    except ScriptNotRun as exc:
         raise ServerUnreachable(f"vllm bench serve did not finish: {exc}") from None
-    if proc.returncode == 2 and "error:" in proc.stderr:  # the client's own argument parser
-        said = proc.stderr.strip().splitlines()[-1].split("error:", 1)[-1].strip()
+    if run.returncode == 2 and "error:" in run.stderr:  # the client's own argument parser
+        said = run.stderr_tail().split("error:", 1)[-1].strip()
         raise BadSetting(f"vllm bench serve refused its arguments: {said}")
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
-    answer = json.loads(lines[-1]) if lines else {"error": proc.stderr.strip()[-300:]}
+    answer = run.answer or {"error": run.stderr_tail("vllm bench serve failed")}
     if "error" in answer:
-        raise ServerUnreachable(
-            answer["error"].splitlines()[-1] if answer["error"] else "vllm bench serve failed"
-        )
+        raise ServerUnreachable(str(answer["error"]).splitlines()[-1] or "vllm bench serve failed")
     try:
         result: dict[str, Any] = json.loads(Path(answer["result_file"]).read_text())
     except (OSError, ValueError) as exc:

@@ -176,13 +176,16 @@ def fetch(base: str, timeout: float = TIMEOUT) -> Reading:
 
 def read_file(path: Path) -> Reading:
     """A saved scrape (``curl -s BASE/metrics > FILE``); its time is the file's mtime."""
+    import stat
+
     try:
-        if path.exists() and (not path.is_file() or path.stat().st_size > MAX_BYTES):
+        info = path.stat()
+        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_BYTES:
             raise ServerUnreachable(
                 f"{path} is not a saved scrape (not a regular file, or over {MAX_BYTES >> 20} MB)"
             )
         text = path.read_text(encoding="utf-8")
-        at = path.stat().st_mtime
     except (OSError, UnicodeDecodeError) as exc:
         raise ServerUnreachable(f"cannot read the metrics file {path}: {exc}") from None
+    at = info.st_mtime
     return parse(text, str(path), at)
