@@ -111,7 +111,7 @@ def test_a_file_that_is_not_metrics_is_refused_with_its_own_code(tmp_path: Path)
 def test_a_plain_step_slower_than_a_speculative_one_fits_no_cost_and_predicts_nothing() -> None:
     """Servers not under the same load: the measured speedup stays, the model is not made up."""
     a = analyse(_window(100, (80, 40, 20), step_s=0.008, steps=100), _plain(0.010, 100))
-    assert a.speedup is not None and a.verdict == "pays"
+    assert a.speedup is not None and a.verdict == "unknown"  # no measurement under unequal loads
     assert a.draft_cost_s is None and a.expected_speedup == {} and a.best_k is None
     assert a.break_even_length is None
     assert any("not under the same load" in line for line in a.advice)

@@ -99,7 +99,9 @@ def _per_token(w: Window) -> tuple[float | None, float | None, float | None]:
 def analyse(w: Window, baseline: Window | None = None) -> Analysis:
     """Figures for a window with drafts (the caller refuses one without)."""
     notes = []
-    if sum(w.per_pos) > w.accepted:
+    if sum(w.per_pos) > w.accepted and w.approximate:  # rounding of the log's figures
+        w = dataclasses.replace(w, accepted=float(sum(w.per_pos)))
+    elif sum(w.per_pos) > w.accepted:
         # vLLM 0.11-0.14 count -1 accepted for a step with no sampled token; the per-position
         # counts (a prefix count each) hold the true number of accepted tokens
         notes.append(
@@ -148,6 +150,7 @@ def _with_baseline(a: Analysis, baseline: Window) -> None:
     a.speedup = base_per_token / a.per_token_s
     a.verdict = verdict(a.speedup)
     if a.k and a.step_s <= t0:
+        a.verdict = UNKNOWN  # a speedup from servers under different loads is no measurement
         a.advice.append(
             f"a speculative step ({a.step_s * 1000:.2f} ms) took no longer than a plain one "
             f"({t0 * 1000:.2f} ms), so the two servers were not under the same load (or the "
@@ -183,7 +186,11 @@ def _advise(a: Analysis) -> None:
                 "without --speculative-config under the same load and pass it as --baseline "
                 "to measure the speedup"
             )
-    elif a.best_k is not None and a.best_k != a.k:
+    elif (
+        a.best_k is not None
+        and a.best_k != a.k
+        and a.expected_speedup[a.best_k] >= 1 + MARGIN  # never advise a k that does not pay
+    ):
         say(
             f"set num_speculative_tokens to {a.best_k}: expected "
             f"{a.expected_speedup[a.best_k]:.2f}x against {a.expected_speedup[a.k]:.2f}x at "

@@ -63,6 +63,9 @@ def draw(a: Analysis, path: Path) -> None:
         if a.speedup is not None:
             right.plot([a.k], [a.speedup], "r*", markersize=14, label="measured")
         right.set_xticks(ks)
+    elif a.speedup is not None:
+        right.plot([a.k], [a.speedup], "r*", markersize=14, label="measured (no cost fitted)")
+        right.set_xticks([a.k])
     else:
         right.text(
             0.5, 0.5, "no baseline:\nspeedup not measured", ha="center", va="center",

@@ -59,7 +59,9 @@ def lines(a: Analysis) -> list[str]:
             f"  breaks even at a mean acceptance length of {a.break_even_length:.2f} with k = {a.k}"
         )
     out.extend(f"  -> {line}" for line in a.advice)
-    if a.verdict == UNKNOWN:
+    if a.verdict == UNKNOWN and a.speedup is not None:
+        out.append("verdict: unknown (the two servers were not under the same load)")
+    elif a.verdict == UNKNOWN:
         out.append("verdict: unknown (no baseline: the speedup was not measured)")
     else:
         out.append(f"verdict: {a.verdict} ({a.speedup:.2f}x measured)")

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..errors import EXIT_CHECK_FAILED, EXIT_OK
+from ..errors import EXIT_CHECK_FAILED, EXIT_OK, NoDrafts, ServerUnreachable
 from .analysis import BREAK_EVEN, LOSES, Analysis, analyse
 from .measure import measure
 from .report import lines
@@ -59,6 +59,10 @@ def report(
             a = once(url, metrics, log, window_s, baseline)
         except KeyboardInterrupt:
             break
+        except (NoDrafts, ServerUnreachable) as exc:  # one empty or unreadable window: go on
+            if not as_json:  # under --json only full reports are printed
+                show([f"payoff: {exc.message}; reading again"])
+            continue
         _show(a, show, as_json, clear=sys.stdout.isatty())
         if plot is not None:
             from .plot import draw
