@@ -65,6 +65,9 @@ for line in sys.stdin:
         reply({"node_id": n.node_id})
     elif verb == "kill":
         c.remove_node(nodes.pop(arg), allow_graceful=False)
+        # Ray lists a killed node as alive until its health checks fail; the next test must not
+        # see it, so the reply waits until the cluster has dropped it.
+        c.wait_for_nodes(timeout=120)
         reply({"killed": arg})
 c.shutdown()
 """
@@ -346,7 +349,7 @@ def test_a_node_that_dies_mid_run_is_named_and_the_others_still_report(
                 assert time.monotonic() < deadline, "the doomed node's task never started"
                 assert proc.poll() is None, proc.communicate()
                 time.sleep(0.1)
-        local_cluster.request(f"kill {doomed}")
+        local_cluster.request(f"kill {doomed}", timeout=150)
         out, err = proc.communicate(timeout=90)
     finally:
         if proc.poll() is None:
