@@ -182,7 +182,7 @@ tier-lint: lint
 tier-unit-pythons: unit-pythons
 tier-venvs: test-venv test-venv-0171 engine-venvs
 tier-suite: dev
-	$(DEV_VENV)/bin/python -m pytest -q -p no:cacheprovider
+	$(DEV_VENV)/bin/python -m pytest -q -p no:cacheprovider --durations=30
 
 # One release at a time (disk): create its venv when missing, run the round trip of
 # tests/e2e/test_real_releases.py on it (apply, verify green on every tier, status, revert equal to
