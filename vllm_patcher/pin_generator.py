@@ -8,7 +8,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import pinned, releases, sources
+from . import pinned, sources
+from .catalogue import support
 from .catalogue.layout import Verdict, layout
 from .catalogue.model import Catalogue
 from .errors import LocallyModified
@@ -32,7 +33,7 @@ def pin_release(
 ) -> PinResult:
     tree = sources.fetch_release(version, catalogue.all_paths(), progress=progress, wheels=wheels)
     target = locate_in_directory(str(tree))
-    releases.classify(target.version)
+    support.classify(target.version)
     coded = [p for p in catalogue.patches if p.transforms]
     lay = layout(Catalogue(tuple(coded)), target.version, target.record)
     if all(v is not Verdict.APPLICABLE for v in lay.verdicts.values()):

@@ -23,13 +23,13 @@ from packaging.version import InvalidVersion, Version
 from . import fileops, pinned, sources
 from .catalogue.layout import layout
 from .catalogue.model import PATCH_TOML, Catalogue, Patch
+from .catalogue.support import first_patchable
 from .diffmerge import conflict_marker_lines, merge_three
 from .errors import BadSetting, PatchFolderError, PortConflict, UnsupportedRelease
 from .install.locate import locate_in_directory
 from .install.record import file_hash
 from .install.target import Target
 from .plan import _run
-from .releases import FIRST_PATCHABLE
 
 CONFLICTS = "conflicts"
 CONFLICT_FILES = ".conflict-files.json"  # in conflicts/vllm-VERSION/: the files the conflict wrote
@@ -175,7 +175,7 @@ def all_releases_of(patch: Patch) -> list[str]:
         parsed = Version(v)
         if parsed.is_prerelease or parsed.is_devrelease:
             continue
-        if patch.covers(v) and not patch.is_upstream(v) and parsed >= FIRST_PATCHABLE:
+        if patch.covers(v) and not patch.is_upstream(v) and parsed >= first_patchable():
             found.append(v)
     return sorted(found, key=Version)
 
@@ -266,10 +266,11 @@ def _releases_to_port_to(versions: list[str]) -> list[str]:
             version = Version(given)
         except InvalidVersion:
             raise BadSetting(f"--to {given!r} is not a vLLM version (e.g. 0.17.1)") from None
-        if Version(version.base_version) < FIRST_PATCHABLE:
+        first = first_patchable()
+        if Version(version.base_version) < first:
             raise UnsupportedRelease(
-                f"vLLM {version} is older than {FIRST_PATCHABLE}, the first release vllm-patcher "
-                f"patches; port to {FIRST_PATCHABLE} or later"
+                f"vLLM {version} is older than {first}, the first release vllm-patcher "
+                f"patches; port to {first} or later"
             )
         out.append(str(version))
     return list(dict.fromkeys(out))

@@ -1,6 +1,6 @@
-"""Release facts, owned here only: which vLLM releases the tool handles at all, from which one
-the built-ins' changes are upstream, and how a release string reads (its public and base
-version). What each patch covers is data in its folder: see ``catalogue``."""
+"""Release facts about vLLM itself: how a release string reads (its public and base version)
+and from which release the allow-list mechanism is gone. Which releases the tool handles is
+derived from the patch folders: see ``catalogue.support``."""
 
 from __future__ import annotations
 
@@ -10,13 +10,7 @@ from packaging.version import InvalidVersion, Version
 
 from .errors import UnsupportedRelease
 
-FIRST_PATCHABLE = Version("0.11.0")
-UPSTREAM_FROM = Version("0.18.0")
 LIST_GONE_FROM = Version("0.22.0")  # the allow-list mechanism no longer exists
-SUPPORTED_RANGE = (
-    "0.11.0 to 0.31.x, each patch below its fixed_in (the DeepSeek/Kimi changes are upstream "
-    "from 0.18.0, the MiniMax-M2 one from 0.20.0, the Granite one from 0.32.0)"
-)
 
 
 class Release(str, Enum):
@@ -29,23 +23,6 @@ def parse_version(version: str) -> Version:
         return Version(version)
     except InvalidVersion:
         raise UnsupportedRelease(f"vLLM reports an unreadable version {version!r}") from None
-
-
-def classify(version: str) -> Release:
-    """Which releases this tool patches; refuse the ones before the EAGLE-3 allow-list existed."""
-    parsed = parse_version(version)
-    v = Version(base_version(version))
-    if v < FIRST_PATCHABLE:
-        raise UnsupportedRelease(
-            f"vLLM {version} is not supported: vllm-patcher patches {SUPPORTED_RANGE}; "
-            "upgrade vLLM to one of those releases"
-        )
-    unfinished = parsed.is_prerelease or parsed.is_devrelease or parsed.local is not None
-    if v >= UPSTREAM_FROM and not (unfinished and v < LIST_GONE_FROM):
-        return Release.UPSTREAM
-    # A pre-release, dev or local build numbered 0.18-0.21 may predate the upstream changes:
-    # treat it as patchable, and let the transforms tell per file whether the change is there.
-    return Release.PATCHABLE
 
 
 def public_version(version: str) -> str:

@@ -13,8 +13,9 @@ import hashlib
 from dataclasses import dataclass, field
 from enum import Enum
 
-from . import fileops, releases
+from . import fileops
 from . import journal as journal_mod
+from .catalogue import support
 from .catalogue.layout import Layout, Step, Verdict, layout
 from .catalogue.model import Catalogue, FileChange
 from .errors import PatchShapeError
@@ -507,7 +508,7 @@ def read_status(target: Target, catalogue: Catalogue) -> Status:
     While another run holds the lock, the files are read as they are and the result says
     ``in_progress``; otherwise a shared lock keeps runs from starting halfway through the reading.
     """
-    releases.classify(target.version)  # refuses releases before the allow-list existed
+    support.classify(target.version)  # refuses releases before the allow-list existed
     root = target.site_packages
     had_lock = (journal_mod.state_dir(root) / "lock").exists()
     with journal_mod.observed(root) as busy:

@@ -22,9 +22,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import fileops, pinned, releases
+from . import fileops, pinned
 from . import journal as journal_mod
 from . import status as status_mod
+from .catalogue import support
 from .catalogue.layout import layout
 from .catalogue.model import Catalogue
 from .errors import LocallyModified, NotWritable, PatcherError, StateError
@@ -249,7 +250,7 @@ def apply(
     strict: bool = False,
     on_wait: Callable[[str], None] | None = None,
 ) -> ApplyResult:
-    releases.classify(target.version)  # refuses releases before the allow-list existed
+    support.classify(target.version)  # refuses releases before the allow-list existed
     root = target.site_packages
     if not (journal_mod.state_dir(root) / "state.json").exists():
         quick = layout(catalogue, target.version, target.record)

@@ -25,8 +25,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from . import releases
 from . import status as status_mod
+from .catalogue import support
 from .catalogue.layout import Layout, Verdict, layout
 from .catalogue.model import Catalogue
 from .install.target import Target
@@ -230,7 +230,7 @@ def verify(
 ) -> VerifyReport:
     """Run the tiers in order; ``on_tier(tier)`` is called as each one starts (``import`` runs
     the behaviour checks in the same interpreter, so ``behaviour`` never starts on its own)."""
-    releases.classify(target.version)  # a refusal is one error line, before any tier's progress
+    support.classify(target.version)  # a refusal is one error line, before any tier's progress
     report = VerifyReport(target.version, str(target.site_packages))
     rels = [
         r for r in catalogue.paths_for(target.version) if r in target.record and r.endswith(".py")

@@ -13,7 +13,7 @@ from packaging.requirements import Requirement
 from packaging.version import Version
 
 from vllm_patcher import errors
-from vllm_patcher.releases import FIRST_PATCHABLE
+from vllm_patcher.catalogue.support import first_patchable
 
 from ..conftest import CATALOGUE, REPO, assert_refused, run_cli, snapshot
 
@@ -36,6 +36,7 @@ def test_the_target_extra_admits_exactly_the_releases_the_built_ins_patch() -> N
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
     (target,) = project["optional-dependencies"]["target"]
     spec = Requirement(target).specifier
+    FIRST_PATCHABLE = first_patchable()
     assert spec.contains(str(FIRST_PATCHABLE))
     assert not spec.contains(str(Version(f"0.{FIRST_PATCHABLE.minor - 1}.99")))
     newest = _last_patched_release_bound()
@@ -73,3 +74,50 @@ def test_a_record_without_the_allow_list_file_is_refused_where_a_patch_still_rew
     before = snapshot(site)
     assert_refused(run_cli("--target", str(site), "status", "--check"), 3, SPEC)
     assert snapshot(site) == before
+
+
+def test_a_source_tree_of_a_release_a_built_in_still_patches_is_not_judged_as_needing_nothing(
+    tmp_path: Path,
+) -> None:
+    """A checkout between releases (0.25.2): eagle3-granite still patches 0.25.x, so without a
+    pinned manifest nothing tells its pristine files from edited ones. It is refused, not
+    judged "none needed" (which one hand-written "upstream from 0.18.0" used to say)."""
+    package = tmp_path / "checkout" / "vllm"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "_version.py").write_text('__version__ = version = "0.25.2"\n')
+    import subprocess
+    import sysconfig
+
+    venv = tmp_path / "venv"  # a venv that imports the checkout through a .pth line
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    purelib = sysconfig.get_path("purelib", vars={"base": str(venv), "platbase": str(venv)})
+    (Path(purelib) / "checkout.pth").write_text(f"{package.parent}\n")
+    before = snapshot(tmp_path / "checkout")
+    for command in ("status", "apply"):
+        proc = run_cli("--python", str(venv / "bin" / "python"), command)
+        assert_refused(proc, 3, "0.25.2", "no pinned manifest")
+    assert snapshot(tmp_path / "checkout") == before
+
+
+def test_the_supported_range_follows_the_built_ins_fixed_in(tmp_path: Path) -> None:
+    """The range `list` and every refusal print is read from the patch folders: moving
+    eagle3-granite's fixed_in moves it, with no second place to edit."""
+    import shutil
+
+    copy = tmp_path / "patches"
+    shutil.copytree(REPO / "patches", copy)
+    toml = copy / "eagle3-granite" / "patch.toml"
+    toml.write_text(toml.read_text().replace('fixed_in = "0.32.0"', 'fixed_in = "0.26.0"'))
+    for name in [d.name for d in (copy / "eagle3-granite").glob("vllm-*")]:
+        if Version(name.removeprefix("vllm-")) >= Version("0.26.0"):
+            shutil.rmtree(copy / "eagle3-granite" / name)
+    env = {"VLLM_PATCHER_PATCHES_DIR": str(copy)}
+    import json
+
+    shipped = json.loads(run_cli("list", "--json", check=True).stdout)["supported"]
+    moved = json.loads(run_cli("list", "--json", env=env, check=True).stdout)["supported"]
+    assert shipped.startswith("0.11.0 to 0.31.x,"), shipped
+    assert "eagle3-granite upstream from 0.32.0" in shipped
+    assert moved.startswith("0.11.0 to 0.25.x,"), moved
+    assert "eagle3-granite upstream from 0.26.0" in moved

@@ -7,11 +7,9 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from packaging.version import InvalidVersion, Version
-
-from ..releases import LIST_GONE_FROM, base_version
 from .folders import load_catalogue
 from .model import Catalogue, FileChange, Pin, PinnedFile, version_key
+from .support import upstream_in
 
 
 def pinned_versions(catalogue: Catalogue | None = None) -> list[str]:
@@ -62,14 +60,6 @@ class Layout:
         )
 
 
-def _unfinished(version: str) -> bool:
-    try:
-        v = Version(version)
-    except InvalidVersion:
-        return False
-    return v.is_prerelease or v.is_devrelease or v.local is not None
-
-
 def layout(
     catalogue: Catalogue,
     version: str,
@@ -89,11 +79,7 @@ def layout(
         if not p.covers(version):
             verdicts[p.name] = Verdict.OUTSIDE
             continue
-        if p.is_upstream(version) and not (
-            p.transforms
-            and _unfinished(version)
-            and Version(base_version(version)) < LIST_GONE_FROM
-        ):
+        if upstream_in(p, version):
             verdicts[p.name] = Verdict.UPSTREAM
             continue
         pin = p.pin(version)

@@ -7,8 +7,9 @@ from typing import Any
 
 import click
 
-from .. import progress, releases
+from .. import progress
 from .. import status as status_mod
+from ..catalogue import support
 from ..catalogue.layout import release_matrix
 from ..errors import (
     EXIT_CHECK_FAILED,
@@ -258,7 +259,7 @@ def list_(opts: Options) -> None:
         data: dict[str, Any] = {
             "patches": patches,
             "releases": rows,
-            "supported": releases.SUPPORTED_RANGE,
+            "supported": support.supported_range(),
         }
         if installed is not None:
             data["installed"] = {
@@ -280,5 +281,5 @@ def list_(opts: Options) -> None:
         echo(f"{release:<10}" + "".join(f"{row['patches'][n]:<24}" for n in names))
     if installed is not None:
         echo(f"* installed at {installed.site_packages} ({chosen_line(installed)})")
-    echo(f"{'<' + str(releases.FIRST_PATCHABLE):<10}refused (no EAGLE-3 allow-list to widen)")
+    echo(f"{'<' + str(support.first_patchable()):<10}refused (no EAGLE-3 allow-list to widen)")
     echo("other releases in range: libcst transform for the built-ins (apply --strict refuses)")

@@ -57,10 +57,11 @@ def _refuse_empty_reference(record: dict[str, str], version: str, site: Path) ->
     """Every release from 0.11.0 ships the allow-list file: a reference without it would make
     every patch ``not-applicable`` (a false green)."""
     from .. import releases
+    from ..catalogue import support
     from ..errors import PatcherError
 
     try:
-        patchable = releases.classify(version) is releases.Release.PATCHABLE
+        patchable = support.classify(version) is releases.Release.PATCHABLE
     except PatcherError:
         return  # an unsupported release is refused with its own reason later
     if patchable and "vllm/config/speculative.py" not in record:
@@ -76,6 +77,7 @@ def by_pin(
 ) -> Target:
     """An editable or source install: judge the real files against the pinned release's hashes."""
     from .. import releases
+    from ..catalogue import support
     from ..catalogue.layout import builtin_paths, pinned_reference, pinned_versions
 
     root = package.parent
@@ -83,7 +85,7 @@ def by_pin(
     if pinned_record:
         record = pinned_record
         reference = f"pinned manifest for {pinned_as}"
-    elif releases.classify(version) is releases.Release.UPSTREAM:  # refuses releases before 0.11
+    elif support.classify(version) is releases.Release.UPSTREAM:  # refuses releases before 0.11
         # Nothing to patch: status says upstream and verify still checks the real files.
         record = {
             rel: file_hash((root / rel).read_bytes())

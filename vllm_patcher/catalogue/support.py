@@ -1,0 +1,93 @@
+"""Which vLLM releases the tool handles, derived from the built-in patch folders: the first one
+a built-in covers, and the one from which every built-in's change is upstream (the
+highest ``fixed_in``). Nothing here is written by hand, so a re-pin or a new built-in moves
+the range with it."""
+
+from __future__ import annotations
+
+import functools
+
+from packaging.version import InvalidVersion, Version
+
+from ..errors import UnsupportedRelease
+from ..releases import LIST_GONE_FROM, Release, base_version, parse_version
+from .folders import builtin_root, load_catalogue
+from .model import Patch
+
+
+def unfinished(version: str) -> bool:
+    """A pre-release, dev or local build: it may predate changes its release number has."""
+    try:
+        v = Version(version)
+    except InvalidVersion:
+        return False
+    return v.is_prerelease or v.is_devrelease or v.local is not None
+
+
+def upstream_in(patch: Patch, version: str) -> bool:
+    """The patch's change is in ``version`` itself (at or past its ``fixed_in``). A pre-release
+    or local build below 0.22 (where the allow-list still exists) of a patch with a transform
+    is not assumed upstream: the transform tells per file."""
+    return patch.is_upstream(version) and not (
+        patch.transforms and unfinished(version) and Version(base_version(version)) < LIST_GONE_FROM
+    )
+
+
+_FROM = (">=", "==", "~=")  # operators whose version starts the range
+
+
+@functools.cache
+def _bounds(root: str) -> tuple[Version, Version | None, tuple[tuple[str, str], ...]]:
+    patches = load_catalogue().patches
+    lowest = [Version(s.version) for p in patches for s in p.releases if s.operator in _FROM]
+    pinned = [Version(v) for p in patches for v in p.pinned_versions]
+    first = min(lowest or pinned or [Version("0")])
+    fixed = [p.fixed_in for p in patches]
+    last = None if None in fixed or not fixed else max(f for f in fixed if f is not None)
+    named = tuple((p.name, str(p.fixed_in)) for p in patches if p.fixed_in is not None)
+    return first, last, named
+
+
+def first_patchable() -> Version:
+    """The first release a built-in covers (its ``releases``; else its first pin): the allow-list
+    exists from there on."""
+    return _bounds(str(builtin_root()))[0]
+
+
+def upstream_from() -> Version | None:
+    """The first release every built-in's change is upstream in; None if one has no fixed_in."""
+    return _bounds(str(builtin_root()))[1]
+
+
+def supported_range() -> str:
+    """The releases the built-ins patch, in words: ``0.11.0 to 0.31.x, each patch below its
+    fixed_in (...)``."""
+    first, last, named = _bounds(str(builtin_root()))
+    if last is None:
+        span = f"{first} and later"
+    elif last.micro == 0 and last.minor > 0:
+        span = f"{first} to {last.major}.{last.minor - 1}.x"
+    else:
+        span = f"{first} up to (not including) {last}"
+    by_release: dict[str, list[str]] = {}
+    for name, fixed in named:
+        by_release.setdefault(fixed, []).append(name)
+    upstream = "; ".join(
+        f"{', '.join(names)} upstream from {fixed}" for fixed, names in by_release.items()
+    )
+    return f"{span}, each patch below its fixed_in ({upstream})" if upstream else span
+
+
+def classify(version: str) -> Release:
+    """Upstream when every built-in that covers ``version`` has its change there; a release
+    before the first pinned one (no EAGLE-3 allow-list to widen) is refused."""
+    parse_version(version)
+    if Version(base_version(version)) < first_patchable():
+        raise UnsupportedRelease(
+            f"vLLM {version} is not supported: vllm-patcher patches {supported_range()}; "
+            "upgrade vLLM to one of those releases"
+        )
+    builtins = [p for p in load_catalogue().patches if p.covers(version)]
+    if builtins and all(upstream_in(p, version) for p in builtins):
+        return Release.UPSTREAM
+    return Release.PATCHABLE
