@@ -119,3 +119,18 @@ def test_no_module_of_the_tool_is_longer_than_600_lines() -> None:
         if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_LINES
     }
     assert long == {}
+
+
+def test_no_module_imports_a_name_another_module_keeps_private() -> None:
+    """A name with a leading underscore is its module's own; one another module needs is public
+    (and says so by its name)."""
+    crossing = sorted(
+        f"{name}: {alias.name}"
+        for name, path in _modules().items()
+        for node in _imports(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.ImportFrom)
+        and (node.level or (node.module or "").startswith("vllm_patcher"))
+        for alias in node.names
+        if alias.name.startswith("_") and not alias.name.startswith("__")
+    )
+    assert crossing == []

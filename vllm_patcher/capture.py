@@ -28,9 +28,9 @@ from .errors import CaptureRefused, PatcherError, PatchFolderError, StateError
 from .install.record import file_hash
 from .install.target import RECORD_REFERENCE, Target
 from .journal import FileRecord, Journal, PatchRecord, Phase
-from .plan import PINNED_DIFF, _run
+from .plan import PINNED_DIFF, run_steps
 from .releases import public_version
-from .status import _transform_would_change
+from .status import transform_would_change
 
 
 @dataclass
@@ -151,7 +151,7 @@ def capture(
         _refuse_dropped_files(target, journal, name, records)
         patch_dir = folder / name
         replaced = (patch_dir / f"vllm-{target.version}").exists()
-        _write_patch_toml(patch_dir, name, target.version, releases, summary)
+        write_patch_toml(patch_dir, name, target.version, releases, summary)
         release_dir = patch_dir / f"vllm-{target.version}"
         if release_dir.exists():  # a second capture replaces this release's diff
             for stale in release_dir.iterdir():
@@ -186,7 +186,7 @@ def _refuse_builtins_not_applied(
         if step.pinned is None:
             if start is None or step.transform is None:
                 continue
-            if not _transform_would_change(step.transform, start):
+            if not transform_would_change(step.transform, start):
                 continue
         missing.append(step.patch)
     if missing:
@@ -401,11 +401,11 @@ def _replay(target: Target, others: Catalogue, rel: str, start: bytes, below: li
             f"{rel} carries {', '.join(missing) or 'patches'} whose diff this run does not have, so "
             "your edit cannot be separated from it; give its folder with --patches"
         )
-    after, _ = _run(target, rel, steps, start, False, [], set())
+    after, _ = run_steps(target, rel, steps, start, False, [], set())
     return after
 
 
-def _write_patch_toml(
+def write_patch_toml(
     patch_dir: Path, name: str, version: str, releases: str | None, summary: str | None
 ) -> None:
     path = patch_dir / PATCH_TOML
@@ -419,9 +419,9 @@ def _write_patch_toml(
         "releases": releases or f"=={version}",
     }
     if path.exists():
-        from .catalogue.folders import _read_toml
+        from .catalogue.folders import read_toml
 
-        old = _read_toml(path)
+        old = read_toml(path)
         fields["summary"] = summary or str(old.get("summary", fields["summary"]))
         # a list of specifiers (port adds the releases it ports to) stays a list
         kept = old.get("releases", fields["releases"])

@@ -19,11 +19,11 @@ from pathlib import Path
 
 from . import fileops, pinned
 from .capture import (
-    _write_patch_toml,
     add_to_series,
     destination,
     patches_args,
     refuse_out_of_order,
+    write_patch_toml,
 )
 from .catalogue.layout import layout
 from .catalogue.model import Catalogue
@@ -32,11 +32,11 @@ from .errors import BadSetting, PatchFolderError, PortConflict
 from .install.target import Target
 from .porting import (
     CONFLICTS,
-    _base_bytes,
-    _tree_target,
+    base_bytes,
     drop_if_done,
     refuse_markers,
     resolved_files,
+    tree_target,
     write_pending,
 )
 from .releases import public_version
@@ -89,13 +89,13 @@ def import_diff(
         raise PatchFolderError(f"{source} changes no file under vllm/; nothing to import")
     # NAME goes after every patch the catalogue has, so its base is what they all leave
     ordered = Catalogue(tuple(p for p in catalogue.patches if p.name != name))
-    tree = _tree_target(public_version(version), sorted(per_file), wheels)
+    tree = tree_target(public_version(version), sorted(per_file), wheels)
     outcomes: dict[str, tuple[str, str, str, str]] = {}  # rel -> (base, text, conflict, rejects)
     for rel, file_diff in per_file.items():
         if rel not in tree.record:
             result.files[rel] = "absent"
             continue
-        base = _base_bytes(ordered, "", tree, rel, tree.path(rel).read_bytes()).decode("utf-8")
+        base = base_bytes(ordered, "", tree, rel, tree.path(rel).read_bytes()).decode("utf-8")
         fuzzed = apply_fuzzy(
             base, file_diff, max_fuzz=max_fuzz, ours_label=f"vllm {version}", theirs_label=source
         )
@@ -112,7 +112,7 @@ def import_diff(
     files = [(rel, base, text) for rel, (base, text, _, _) in outcomes.items() if base != text]
     if not conflicted and not files:
         raise PatchFolderError(f"{source} is already in vLLM {version}; nothing to import")
-    _write_patch_toml(folder / name, name, version, releases, summary or f"imported from {source}")
+    write_patch_toml(folder / name, name, version, releases, summary or f"imported from {source}")
     add_to_series(folder, name)
     pending = _pending(folder, name, version)
     if pending.exists():
@@ -157,12 +157,12 @@ def continue_import(
     fixed = resolved_files(pending, again, target.record)
     refuse_markers(pending, fixed, again)
     ordered = Catalogue(tuple(p for p in catalogue.patches if p.name != name))
-    tree = _tree_target(public_version(version), sorted(fixed), wheels)
+    tree = tree_target(public_version(version), sorted(fixed), wheels)
     files = []
     result = ImportResult(name, version, folder / name, True)
     outcomes = {}
     for rel, text in fixed.items():
-        base = _base_bytes(ordered, "", tree, rel, tree.path(rel).read_bytes()).decode("utf-8")
+        base = base_bytes(ordered, "", tree, rel, tree.path(rel).read_bytes()).decode("utf-8")
         outcomes[rel] = (base, text, "", "")
         if text != base:
             files.append((rel, base, text))

@@ -137,7 +137,7 @@ def plan_apply(
             stale = outdated(target, lay.catalogue, rel, steps, ours) is not None
             if wanted[: len(done)] == done and not stale:
                 rest = steps[len(done) :]
-                after, how = _run(target, rel, rest, current, strict, notes, transformed)
+                after, how = run_steps(target, rel, rest, current, strict, notes, transformed)
                 added = tuple(s.patch for s in rest)
                 edits.append(
                     FileEdit(rel, current, after, tuple(wanted), how, base=ours.before, added=added)
@@ -151,13 +151,13 @@ def plan_apply(
                     f"or run `{target.command('revert')}` first"
                 )
             pristine = pristine_copy(rel, ours.before)
-            after, how = _run(target, rel, steps, pristine, strict, notes, transformed)
+            after, how = run_steps(target, rel, steps, pristine, strict, notes, transformed)
             added = tuple(wanted) if stale else tuple(n for n in wanted if n not in done)
             edits.append(
                 FileEdit(rel, current, after, tuple(wanted), how, base=ours.before, added=added)
             )
             continue
-        after, how = _run(target, rel, steps, current, strict, notes, transformed)
+        after, how = run_steps(target, rel, steps, current, strict, notes, transformed)
         if after != current:
             edits.append(FileEdit(rel, current, after, tuple(wanted), how))
     for rel in dict.fromkeys(f.path for f in files if f.state is FileState.OUTDATED):
@@ -190,7 +190,7 @@ def _bytes(contents: dict[str, bytes | None], rel: str) -> bytes:
     return data
 
 
-def _run(
+def run_steps(
     target: Target,
     rel: str,
     steps: list[Step],

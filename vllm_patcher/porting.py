@@ -29,7 +29,7 @@ from .errors import BadSetting, PatchFolderError, PortConflict, UnsupportedRelea
 from .install.locate import locate_in_directory
 from .install.record import file_hash
 from .install.target import Target
-from .plan import _run
+from .plan import run_steps
 
 CONFLICTS = "conflicts"
 CONFLICT_FILES = ".conflict-files.json"  # in conflicts/vllm-VERSION/: the files the conflict wrote
@@ -205,19 +205,17 @@ def _below(catalogue: Catalogue, name: str) -> Catalogue:
     return Catalogue(catalogue.patches[:order])
 
 
-def _base_bytes(catalogue: Catalogue, name: str, target: Target, rel: str, start: bytes) -> bytes:
+def base_bytes(catalogue: Catalogue, name: str, target: Target, rel: str, start: bytes) -> bytes:
     below = _below(catalogue, name)
     lay = layout(below, target.version, target.record)
     steps = lay.steps.get(rel, [])
     if not steps:
         return start
-    after, _ = _run(target, rel, steps, start, False, [], set())
+    after, _ = run_steps(target, rel, steps, start, False, [], set())
     return after
 
 
-def _tree_target(
-    version: str, paths: list[str], wheels: Mapping[str, Path] | None = None
-) -> Target:
+def tree_target(version: str, paths: list[str], wheels: Mapping[str, Path] | None = None) -> Target:
     return locate_in_directory(str(sources.fetch_release(version, paths, wheels=wheels)))
 
 
@@ -304,9 +302,9 @@ def add_releases(toml: Path, versions: list[str]) -> list[str]:
     releases between, which have no diff). A list of ``==`` pins only is kept in version order."""
     import tomli_w  # only port writes patch.toml this way; status and apply never load it
 
-    from .catalogue.folders import _read_toml
+    from .catalogue.folders import read_toml
 
-    data = _read_toml(toml)
+    data = read_toml(toml)
     old = data.get("releases", "")
     entries = [old] if isinstance(old, str) else [str(e) for e in old]
     entries += [f"=={v}" for v in sorted(versions, key=Version) if f"=={v}" not in entries]
@@ -354,22 +352,22 @@ def _port_one(
 ) -> ReleaseOutcome:
     pin = patch.pin(source)
     assert pin is not None
-    src = _tree_target(source, needed, wheels)
-    dst = _tree_target(version, needed, wheels)
+    src = tree_target(source, needed, wheels)
+    dst = tree_target(version, needed, wheels)
     merged: dict[str, tuple[str, str, int]] = {}  # rel -> (ours, merged text, conflicts)
     absent = []
     for rel in sorted(pin.files):
         if rel not in dst.record:
             absent.append(rel)
             continue
-        base = _base_bytes(catalogue, patch.name, src, rel, src.path(rel).read_bytes())
+        base = base_bytes(catalogue, patch.name, src, rel, src.path(rel).read_bytes())
         if file_hash(base) != pin.files[rel].before:
             raise PatchFolderError(
                 f"{pin.where}: the bytes below it on {rel} of vLLM {source} do not match its "
                 "manifest; capture it again"
             )
         theirs = pinned.apply_exact(base.decode("utf-8"), pin.per_file[rel], pin.where)
-        ours = _base_bytes(catalogue, patch.name, dst, rel, dst.path(rel).read_bytes()).decode(
+        ours = base_bytes(catalogue, patch.name, dst, rel, dst.path(rel).read_bytes()).decode(
             "utf-8"
         )
         m = merge_three(
@@ -427,11 +425,11 @@ def _continue(
                 for rel, line in sorted(marked.items())
             )
             continue
-        dst = _tree_target(version, needed, wheels)
+        dst = tree_target(version, needed, wheels)
         files = []
         for rel, text in texts.items():
             start = dst.path(rel).read_bytes()
-            ours = _base_bytes(catalogue, patch.name, dst, rel, start).decode("utf-8")
+            ours = base_bytes(catalogue, patch.name, dst, rel, start).decode("utf-8")
             if text != ours:
                 files.append((rel, ours, text))
         if not files:

@@ -381,13 +381,13 @@ def _judge_file(
             method == "transform"
             and detect_upstream
             and step.transform is not None
-            and not _transform_would_change(step.transform, data)
+            and not transform_would_change(step.transform, data)
         ):
             fs.state, fs.method = FileState.UPSTREAM, None
     return fs
 
 
-def _transform_would_change(change: FileChange, data: bytes) -> bool:
+def transform_would_change(change: FileChange, data: bytes) -> bool:
     try:
         return change.rewrite(data.decode("utf-8")).changed
     except (PatchShapeError, UnicodeDecodeError):

@@ -76,7 +76,7 @@ def user_folders(
     project = (cwd or Path.cwd()) / "pyproject.toml"
     if not project.is_file():
         return [], []
-    table = _read_toml(project).get("tool", {}).get("vllm-patcher", {})
+    table = read_toml(project).get("tool", {}).get("vllm-patcher", {})
     if not isinstance(table, dict):
         raise PatchFolderError(f"{project}: [tool.vllm-patcher] must be a table")
     folders = table.get("patches", [])
@@ -175,7 +175,7 @@ def _series(root: Path) -> list[str]:
     return found
 
 
-def _read_toml(path: Path) -> dict[str, Any]:
+def read_toml(path: Path) -> dict[str, Any]:
     if sys.version_info >= (3, 11):
         import tomllib
     else:  # pragma: no cover - exercised on 3.10 only
@@ -192,7 +192,7 @@ def _load_patch(folder: Path, origin: str) -> Patch:
     where = folder / PATCH_TOML
     if origin != BUILTIN:
         _refuse_links(folder)
-    data = _read_toml(where)
+    data = read_toml(where)
     name = data.get("name")
     if name != folder.name:
         raise PatchFolderError(

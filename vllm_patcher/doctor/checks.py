@@ -16,8 +16,8 @@ from ..models.configs import (
     NESTED_KEY,
     DrafterModel,
     TargetModel,
-    _positive_int,
-    _read_config,
+    positive_int,
+    read_config,
     read_drafter,
     target_from_config,
 )
@@ -26,12 +26,12 @@ from ..models.families import (
     EAGLE3_ARCHITECTURES,
     GRANITE,
     MINIMAX_M2,
-    _is_deepseek_v3,
-    _is_granite,
-    _is_minimax_m2,
-    _looks_like_drafter,
-    _looks_like_target,
-    _seen,
+    described,
+    is_deepseek_v3,
+    is_granite,
+    is_minimax_m2,
+    looks_like_drafter,
+    looks_like_target,
 )
 from ..models.hub import ModelSource, locate_model
 from .report import DoctorReport
@@ -41,12 +41,12 @@ from .rules import (
     MINIMAX_M2_FROM,
     READS_TOP_LEVEL_FROM,
     AuxLayerPlan,
-    _ids,
-    _in_range,
-    _nested_value,
     aux_layer_plan,
+    in_range,
+    nested_value,
     reads_top_level_key,
     release_version,
+    show_ids,
 )
 
 # The built-in patches a target family needs; their patch.toml says which releases apply can
@@ -86,7 +86,7 @@ def _key_fix(
         )
     else:
         ids, guess = plan_or_ids, ""
-    fix = f'add "{AUX_KEY}": {_ids(ids)} at the top level of {config_path}{guess}'
+    fix = f'add "{AUX_KEY}": {show_ids(ids)} at the top level of {config_path}{guess}'
     return f"{fix} (vllm-patcher doctor --fix writes it)" if by_fix else fix
 
 
@@ -114,7 +114,7 @@ def check_aux_layers(
     def add(level: str, message: str, fix: str | None = None) -> None:
         findings.append(Finding("aux-layers", level, message, fix))
 
-    raw_top, raw_nested = drafter.config.get(AUX_KEY), _nested_value(drafter.config)
+    raw_top, raw_nested = drafter.config.get(AUX_KEY), nested_value(drafter.config)
     if raw_top is not None and top is None:
         add(
             WARNING,
@@ -129,42 +129,44 @@ def check_aux_layers(
         if shifted != top:
             add(
                 WARNING,
-                f"the top-level {AUX_KEY} {_ids(top)} = {_outputs(top)} disagrees with "
-                f"{NESTED_KEY} {_ids(nested)} (SpecForge layer outputs), which means vLLM "
-                f"{_ids(shifted)}",
+                f"the top-level {AUX_KEY} {show_ids(top)} = {_outputs(top)} disagrees with "
+                f"{NESTED_KEY} {show_ids(nested)} (SpecForge layer outputs), which means vLLM "
+                f"{show_ids(shifted)}",
                 f"if the drafter was trained with SpecForge/SGLang, set the top-level "
-                f"{AUX_KEY} in {cfg} to {_ids(shifted)}",
+                f"{AUX_KEY} in {cfg} to {show_ids(shifted)}",
             )
 
-    if not _in_range(used, n):
+    if not in_range(used, n):
         add(
             PROBLEM,
-            f"{release} would capture layers {_ids(used)} ({plan.source}), outside the target's [0, {n})",
+            f"{release} would capture layers {show_ids(used)} ({plan.source}), outside the target's [0, {n})",
             _key_fix(cfg, plan)
             if plan.write_ids is not None
-            else f"set {AUX_KEY} to layers inside [0, {n}) (vLLM's default is {_ids(plan.default)})",
+            else f"set {AUX_KEY} to layers inside [0, {n}) (vLLM's default is {show_ids(plan.default)})",
         )
         return plan, findings
-    if trained is not None and not _in_range(trained, n):
+    if trained is not None and not in_range(trained, n):
         add(
             PROBLEM,
-            f"the drafter was trained on layers {_ids(trained)} in vLLM's convention, "
+            f"the drafter was trained on layers {show_ids(trained)} in vLLM's convention, "
             f"outside the target's [0, {n}): it does not fit this target",
             "use a drafter trained for this target",
         )
         return plan, findings
 
     if top is not None:
-        declared = f"the top-level {AUX_KEY} {_ids(top)}"
+        declared = f"the top-level {AUX_KEY} {show_ids(top)}"
     elif nested is not None:
-        declared = f"{NESTED_KEY} {_ids(nested)} (SpecForge layer outputs = vLLM {_ids(trained)})"
+        declared = (
+            f"{NESTED_KEY} {show_ids(nested)} (SpecForge layer outputs = vLLM {show_ids(trained)})"
+        )
     if trained is None:
         add(
             OK,
-            f"no aux layers declared; {release} uses its default {_ids(used)} = {_outputs(used)}",
+            f"no aux layers declared; {release} uses its default {show_ids(used)} = {_outputs(used)}",
         )
     elif plan.source == "top-level":
-        add(OK, f"{release} uses the top-level {AUX_KEY} {_ids(top)} = {_outputs(top or ())}")
+        add(OK, f"{release} uses the top-level {AUX_KEY} {show_ids(top)} = {_outputs(top or ())}")
     elif trained == used:
         how = "reads no aux-layer key" if not reads_top else f"ignores {declared}"
         hint: str | None = None
@@ -177,7 +179,7 @@ def check_aux_layers(
             )
         add(
             WARNING,
-            f"{release} {how}; its default {_ids(used)} = {_outputs(used)} happens to be the "
+            f"{release} {how}; its default {show_ids(used)} = {_outputs(used)} happens to be the "
             "layers the drafter was trained on",
             hint,
         )
@@ -202,7 +204,7 @@ def check_aux_layers(
             )
         add(
             PROBLEM,
-            f"{release} {how} {_ids(used)} = {_outputs(used)}, {_shift(used, trained)}",
+            f"{release} {how} {show_ids(used)} = {_outputs(used)}, {_shift(used, trained)}",
             fix,
         )
     return plan, findings
@@ -214,7 +216,7 @@ def check_drafter(drafter: DrafterModel, target: TargetModel) -> list[Finding]:
     has_weights = bool(drafter.weight_files)
     findings: list[Finding] = []
 
-    if _is_deepseek_v3(target) or _is_minimax_m2(target) or _is_granite(target):
+    if is_deepseek_v3(target) or is_minimax_m2(target) or is_granite(target):
         findings.append(
             Finding(
                 "target",
@@ -254,7 +256,7 @@ def check_drafter(drafter: DrafterModel, target: TargetModel) -> list[Finding]:
     fc_in = 3 * target.hidden_size
     fc_fits = fc_name is not None and tensors[fc_name].shape[1:2] == (fc_in,)
     key = "target_hidden_size" if "target_hidden_size" in config else "hidden_size"
-    declared = _positive_int(config, key)
+    declared = positive_int(config, key)
     if declared == target.hidden_size:
         findings.append(
             Finding("hidden-size", OK, f"drafter {key} {declared} = target hidden size")
@@ -299,7 +301,7 @@ def check_drafter(drafter: DrafterModel, target: TargetModel) -> list[Finding]:
             )
         )
 
-    vocab = _positive_int(config, "vocab_size")
+    vocab = positive_int(config, "vocab_size")
     if vocab is None:
         findings.append(
             Finding(
@@ -327,7 +329,7 @@ def check_drafter(drafter: DrafterModel, target: TargetModel) -> list[Finding]:
 
 
 def _check_draft_vocab(drafter: DrafterModel, vocab: int) -> Finding:
-    draft = _positive_int(drafter.config, "draft_vocab_size")
+    draft = positive_int(drafter.config, "draft_vocab_size")
     if draft is None or draft >= vocab:
         return Finding("draft-vocab", OK, "the drafter predicts over the full vocabulary")
     if not drafter.weight_files:
@@ -394,9 +396,9 @@ def _check_weight_names(drafter: DrafterModel) -> list[Finding]:
 
 def _family(target: TargetModel) -> tuple[str, tuple[str, ...]]:
     """The family's name and the built-in patches its EAGLE-3 needs."""
-    if _is_minimax_m2(target):
+    if is_minimax_m2(target):
         return "MiniMax-M2", MINIMAX_M2_PATCHES
-    if _is_granite(target):
+    if is_granite(target):
         return "Granite", GRANITE_PATCHES
     kimi = KIMI_K25_PATCHES if target.model_type == "kimi_k25" else ()
     return "DeepSeek-V3-family", DEEPSEEK_PATCHES + kimi
@@ -455,11 +457,11 @@ def check_roles(
 ) -> list[Finding]:
     """A problem when --model is a drafter or --drafter a target: every other check would then
     judge the wrong file (a swapped pair used to show aux layers [2, 0, -2])."""
-    model_is_drafter = _looks_like_drafter(model_config)
-    drafter_is_target = _looks_like_target(drafter_config)
-    m = f"--model {model.given} ({_seen(model_config)})"
-    d = f"--drafter {drafter.given} ({_seen(drafter_config)})"
-    if model_is_drafter and (drafter_is_target or not _looks_like_drafter(drafter_config)):
+    model_is_drafter = looks_like_drafter(model_config)
+    drafter_is_target = looks_like_target(drafter_config)
+    m = f"--model {model.given} ({described(model_config)})"
+    d = f"--drafter {drafter.given} ({described(drafter_config)})"
+    if model_is_drafter and (drafter_is_target or not looks_like_drafter(drafter_config)):
         return [
             Finding(
                 "roles",
@@ -504,8 +506,8 @@ def check(
     release = release_version(vllm_version)
     model_source = locate_model(model_dir, "model", python)
     drafter_source = locate_model(drafter_dir, "drafter", python)
-    model_config = _read_config(Path(model_source.path), "model")
-    drafter_config = _read_config(Path(drafter_source.path), "drafter")
+    model_config = read_config(Path(model_source.path), "model")
+    drafter_config = read_config(Path(drafter_source.path), "drafter")
     roles = check_roles(model_source, model_config, drafter_source, drafter_config)
     if roles:
         return DoctorReport(
@@ -527,7 +529,7 @@ def check(
                 "serve it with vLLM 0.15.0 or newer (make pre-deploy VLLM_VERSION=0.15.1)",
             ),
         )
-    if _is_minimax_m2(target) and release < MINIMAX_M2_FROM:
+    if is_minimax_m2(target) and release < MINIMAX_M2_FROM:
         findings.insert(
             0,
             Finding(

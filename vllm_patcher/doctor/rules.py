@@ -13,7 +13,7 @@ from typing import Any
 from packaging.version import InvalidVersion, Version
 
 from ..errors import BadSetting
-from ..models.configs import AUX_KEY, NESTED_KEY, _int_list
+from ..models.configs import AUX_KEY, NESTED_KEY, int_list
 from ..releases import base_version
 
 # What --fix writes is either read from the drafter's own config (known) or vLLM's default put
@@ -103,12 +103,12 @@ def default_aux_layers(num_layers: int) -> tuple[int, ...]:
 
 def _declared_ids(value: object) -> tuple[int, ...] | None:
     # vLLM takes the key only when it is a non-empty list or tuple; anything else means "absent"
-    if isinstance(value, list) and value and _int_list(value):
+    if isinstance(value, list) and value and int_list(value):
         return tuple(value)
     return None
 
 
-def _nested_value(config: dict[str, Any]) -> object:
+def nested_value(config: dict[str, Any]) -> object:
     eagle = config.get("eagle_config")
     return eagle.get(AUX_KEY) if isinstance(eagle, dict) else None
 
@@ -116,7 +116,7 @@ def _nested_value(config: dict[str, Any]) -> object:
 def aux_layer_plan(config: dict[str, Any], num_layers: int, vllm_version: str) -> AuxLayerPlan:
     """The aux layers ``vllm_version`` will capture for a drafter with this config."""
     top = _declared_ids(config.get(AUX_KEY))
-    nested = _declared_ids(_nested_value(config))
+    nested = _declared_ids(nested_value(config))
     default = default_aux_layers(num_layers)
     if top is not None and reads_top_level_key(vllm_version):
         used, source = top, "top-level"
@@ -136,7 +136,7 @@ def aux_layer_plan(config: dict[str, Any], num_layers: int, vllm_version: str) -
     return AuxLayerPlan(used, source, default, top, nested, trained, ids, basis, based_on)
 
 
-def _in_range(ids: tuple[int, ...], num_layers: int) -> bool:
+def in_range(ids: tuple[int, ...], num_layers: int) -> bool:
     return all(0 <= i < num_layers for i in ids)
 
 
@@ -152,23 +152,25 @@ def _ids_to_write(
     # author's word and stays, even if it disagrees with the nested one.
     if not reads_top_level_key(vllm_version):
         return None
-    if top is not None and _in_range(top, num_layers):
+    if top is not None and in_range(top, num_layers):
         return None
     if nested is not None:
         shifted = tuple(i + 1 for i in nested)
-        if not _in_range(shifted, num_layers):
+        if not in_range(shifted, num_layers):
             return None
         return (
             shifted,
             KNOWN,
-            f"the drafter's {NESTED_KEY} {_ids(nested)}, SpecForge layer outputs, "
+            f"the drafter's {NESTED_KEY} {show_ids(nested)}, SpecForge layer outputs, "
             "+1 into vLLM's convention",
         )
     if top is not None or invalid_top:
         # Nothing in the config says which layers the drafter was trained on: vLLM's default is
         # the likeliest (the layers EAGLE-3 recipes take), never a fact.
         default = default_aux_layers(num_layers)
-        what = f"{_ids(top)} lies outside [0, {num_layers})" if top is not None else "is unusable"
+        what = (
+            f"{show_ids(top)} lies outside [0, {num_layers})" if top is not None else "is unusable"
+        )
         return (
             default,
             GUESSED,
@@ -179,5 +181,5 @@ def _ids_to_write(
     return None
 
 
-def _ids(ids: tuple[int, ...] | None) -> str:
+def show_ids(ids: tuple[int, ...] | None) -> str:
     return "none" if ids is None else "[" + ", ".join(str(i) for i in ids) + "]"

@@ -71,7 +71,7 @@ class DrafterModel:
         return Path(self.path) / "config.json"
 
 
-def _read_config(directory: Path, role: str) -> dict[str, Any]:
+def read_config(directory: Path, role: str) -> dict[str, Any]:
     if not directory.is_dir():
         raise ModelFilesError(f"{role} directory {directory} does not exist")
     path = directory / "config.json"
@@ -90,7 +90,7 @@ def _read_config(directory: Path, role: str) -> dict[str, Any]:
     return data
 
 
-def _positive_int(config: dict[str, Any], key: str) -> int | None:
+def positive_int(config: dict[str, Any], key: str) -> int | None:
     value = config.get(key)
     # bool is an int to Python, never a size to a model config
     if isinstance(value, int) and not isinstance(value, bool) and value > 0:
@@ -101,7 +101,7 @@ def _positive_int(config: dict[str, Any], key: str) -> int | None:
 def read_target(directory: str | Path) -> TargetModel:
     """The target's hidden size, layer count and vocabulary, from ``text_config`` when it has one."""
     root = Path(directory)
-    return target_from_config(root, _read_config(root, "model"))
+    return target_from_config(root, read_config(root, "model"))
 
 
 def target_from_config(root: Path, config: dict[str, Any]) -> TargetModel:
@@ -110,9 +110,9 @@ def target_from_config(root: Path, config: dict[str, Any]) -> TargetModel:
     path = root / "config.json"
     values: dict[str, int] = {}
     for key in ("hidden_size", "num_hidden_layers", "vocab_size"):
-        value = _positive_int(text_config, key)
+        value = positive_int(text_config, key)
         if value is None and key == "vocab_size":
-            value = _positive_int(config, key)
+            value = positive_int(config, key)
         if value is None:
             where = "text_config" if text_config is not config else "the top level"
             raise ModelFilesError(f"{path} has no positive integer {key} at {where}")
@@ -161,10 +161,10 @@ def read_safetensors_header(path: str | Path) -> dict[str, Tensor]:
         if not isinstance(entry, dict):
             raise corrupt(f"entry {name!r} is not an object")
         dtype, shape, offsets = entry.get("dtype"), entry.get("shape"), entry.get("data_offsets")
-        if not isinstance(dtype, str) or not _int_list(shape, minimum=0):
+        if not isinstance(dtype, str) or not int_list(shape, minimum=0):
             raise corrupt(f"entry {name!r} has no valid dtype and shape")
         if (
-            not _int_list(offsets, minimum=0)
+            not int_list(offsets, minimum=0)
             or len(offsets) != 2
             or not offsets[0] <= offsets[1] <= data_bytes
         ):
@@ -180,7 +180,7 @@ def read_safetensors_header(path: str | Path) -> dict[str, Tensor]:
     return tensors
 
 
-def _int_list(value: object, minimum: int | None = None) -> TypeGuard[list[int]]:
+def int_list(value: object, minimum: int | None = None) -> TypeGuard[list[int]]:
     return isinstance(value, list) and all(
         isinstance(v, int) and not isinstance(v, bool) and (minimum is None or v >= minimum)
         for v in value
@@ -191,7 +191,7 @@ def read_drafter(directory: str | Path, config: dict[str, Any] | None = None) ->
     """The drafter's config and, when it ships safetensors, the tensors they declare."""
     root = Path(directory)
     if config is None:
-        config = _read_config(root, "drafter")
+        config = read_config(root, "drafter")
     files = sorted(root.glob("*.safetensors"))
     tensors: dict[str, Tensor] = {}
     for file in files:

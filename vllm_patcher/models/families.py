@@ -20,15 +20,15 @@ MINIMAX_M2 = "minimax_m2"
 GRANITE = "granite"
 
 
-def _is_deepseek_v3(target: TargetModel) -> bool:
+def is_deepseek_v3(target: TargetModel) -> bool:
     return target.text_model_type in DEEPSEEK_V3_FAMILY or target.model_type in DEEPSEEK_V3_FAMILY
 
 
-def _is_minimax_m2(target: TargetModel) -> bool:
+def is_minimax_m2(target: TargetModel) -> bool:
     return MINIMAX_M2 in (target.model_type, target.text_model_type)
 
 
-def _is_granite(target: TargetModel) -> bool:
+def is_granite(target: TargetModel) -> bool:
     return GRANITE in (target.model_type, target.text_model_type)
 
 
@@ -37,7 +37,7 @@ def _architectures(config: dict[str, Any]) -> list[str]:
     return [a for a in archs if isinstance(a, str)] if isinstance(archs, list) else []
 
 
-def _looks_like_drafter(config: dict[str, Any]) -> bool:
+def looks_like_drafter(config: dict[str, Any]) -> bool:
     """An EAGLE head: its architecture says so, or it carries EAGLE-3's aux-layer key."""
     return (
         any("eagle" in a.lower() for a in _architectures(config))
@@ -54,13 +54,13 @@ def _model_types(config: dict[str, Any]) -> set[str]:
     return {t for t in types if isinstance(t, str)}
 
 
-def _looks_like_target(config: dict[str, Any]) -> bool:
+def looks_like_target(config: dict[str, Any]) -> bool:
     """A model of a family doctor serves (never an EAGLE head)."""
     known = {*DEEPSEEK_V3_FAMILY, MINIMAX_M2, GRANITE}
-    return not _looks_like_drafter(config) and bool(_model_types(config) & known)
+    return not looks_like_drafter(config) and bool(_model_types(config) & known)
 
 
-def _seen(config: dict[str, Any]) -> str:
+def described(config: dict[str, Any]) -> str:
     layers = config.get("num_hidden_layers")
     text = config.get("text_config")
     if layers is None and isinstance(text, dict):
