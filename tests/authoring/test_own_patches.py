@@ -157,6 +157,8 @@ def test_port_merges_cleanly_conflicts_and_continues(tree_copy, tmp_path: Path) 
     assert re.search(r"0\.15\.0\s+clean", proc.stdout) and re.search(
         r"0\.17\.1\s+conflict", proc.stdout
     )
+    # the hint names the release that conflicted, ready to paste (0.15.0 is done)
+    assert f"--patches {mine} port my-minimax --to 0.17.1 --continue`" in proc.stdout, proc.stdout
     assert (mine / "my-minimax" / "vllm-0.15.0" / "patch.diff").is_file()
     assert not (mine / "my-minimax" / "vllm-0.17.1").exists()  # nothing for a conflicted release
     marked = mine / "my-minimax" / "conflicts" / "vllm-0.17.1" / SPEC

@@ -40,7 +40,7 @@ COMMANDS = {
     "python",
     metavar="PATH",
     multiple=True,
-    help="Interpreter or venv directory of the environment to patch "
+    help="Interpreter or venv directory of the vLLM environment to work on "
     "(default: this interpreter if it has vLLM, else the active VIRTUAL_ENV).",
 )
 @click.option(
@@ -69,7 +69,7 @@ def main(
     patch_dirs: tuple[Path, ...],
 ) -> None:
     """Apply, verify and revert source patches to an installed vLLM: the built-in EAGLE-3 changes
-    for DeepSeek-V3, Kimi and MiniMax-M2 targets, and patches of your own.
+    for DeepSeek-V3, Kimi, MiniMax-M2 and Granite targets, and patches of your own.
 
     The options above may also follow the command (`vllm-patcher status --json`)."""
     RUN.command = ctx.invoked_subcommand  # for an error before the command parses its options

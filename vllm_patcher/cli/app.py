@@ -150,7 +150,7 @@ def global_params() -> list[click.Parameter]:
             ["--python", "g_python"],
             metavar="PATH",
             multiple=True,
-            help="Interpreter or venv directory of the environment to patch.",
+            help="Interpreter or venv directory of the vLLM environment to work on.",
         ),
         click.Option(
             ["--target", "g_directory"],

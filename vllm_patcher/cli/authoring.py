@@ -142,9 +142,10 @@ def port(
         for note in result.notes:
             echo(f"note: {note}")
         if result.having(porting.CONFLICT):
+            to = " ".join(f"--to {r.version}" for r in result.having(porting.CONFLICT))
             echo(
                 f"resolve the markers in {patch.folder / porting.CONFLICTS}, then run "
-                f"`vllm-patcher {patch.args(f'port {name} --to VERSION --continue')}`"
+                f"`vllm-patcher {patch.args(f'port {name} {to} --continue')}`"
             )
     # --continue with markers left is a refusal for those releases (the others were written)
     refusal = porting.markers_left(patch, result)

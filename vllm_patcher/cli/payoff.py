@@ -36,7 +36,12 @@ class _DefaultGroup(SubGroup):
     def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         """``payoff --help`` shows the report's own options, then the subcommands."""
         report = self.commands[self.default]
-        rows = [r for p in report.get_params(ctx) if (r := p.get_help_record(ctx)) is not None]
+        rows = [("URL | FILE...", "The server's base URL, or saved scrapes (as --metrics).")]
+        rows += [
+            r
+            for p in report.get_params(ctx)
+            if isinstance(p, click.Option) and (r := p.get_help_record(ctx)) is not None
+        ]
         with formatter.section("Options of the report (payoff URL ...)"):
             formatter.write_dl(rows)
         self.format_commands(ctx, formatter)
