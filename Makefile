@@ -167,6 +167,8 @@ unit-pythons: $(foreach v,$(UNIT_PYTHONS),$(CACHE)/unit-$(v)/.ready)
 # suite needs (created when missing), then the whole suite. Stops at the first red tier; the last
 # lines give every tier's time, so the CI budget is visible in every log.
 TIERS := lint unit-pythons venvs suite
+# The suite's pytest-xdist workers: the tests of each shared venv stay on one (tests/conftest.py).
+SUITE_WORKERS ?= 2
 test:
 	@summary=""; status=0; all=$$(date +%s); \
 	for tier in $(TIERS); do \
@@ -182,7 +184,7 @@ tier-lint: lint
 tier-unit-pythons: unit-pythons
 tier-venvs: test-venv test-venv-0171 engine-venvs
 tier-suite: dev
-	$(DEV_VENV)/bin/python -m pytest -q -p no:cacheprovider --durations=30
+	$(DEV_VENV)/bin/python -m pytest -q -p no:cacheprovider -n $(SUITE_WORKERS) --dist loadgroup --durations=30
 
 # One release at a time (disk): create its venv when missing, run the round trip of
 # tests/e2e/test_real_releases.py on it (apply, verify green on every tier, status, revert equal to
