@@ -4,6 +4,7 @@ docstrings and the install checks say must agree with them."""
 from __future__ import annotations
 
 import csv
+import shutil
 import io
 import re
 import sys
@@ -103,8 +104,6 @@ def test_a_source_tree_of_a_release_a_built_in_still_patches_is_not_judged_as_ne
 def test_the_supported_range_follows_the_built_ins_fixed_in(tmp_path: Path) -> None:
     """The range `list` and every refusal print is read from the patch folders: moving
     eagle3-granite's fixed_in moves it, with no second place to edit."""
-    import shutil
-
     copy = tmp_path / "patches"
     shutil.copytree(REPO / "patches", copy)
     toml = copy / "eagle3-granite" / "patch.toml"
@@ -121,3 +120,44 @@ def test_the_supported_range_follows_the_built_ins_fixed_in(tmp_path: Path) -> N
     assert "eagle3-granite upstream from 0.32.0" in shipped
     assert moved.startswith("0.11.0 to 0.25.x,"), moved
     assert "eagle3-granite upstream from 0.26.0" in moved
+
+
+def _relabel(site: Path, version: str) -> None:
+    """Make a tree say it is ``version`` (its dist-info folder and METADATA), files unchanged."""
+    (dist,) = site.glob("vllm-*.dist-info")
+    meta = dist / "METADATA"
+    meta.write_text(re.sub(r"(?m)^Version: .*$", f"Version: {version}", meta.read_text()))
+    dist.rename(site / f"vllm-{version}.dist-info")
+
+
+def test_a_pre_release_of_the_release_that_fixed_a_patch_is_not_taken_for_upstream(
+    tree_copy,  # type: ignore[no-untyped-def]
+) -> None:
+    """0.32.0rc1 and 0.32.0.dev5 come before 0.32.0 and may predate the Granite change (here:
+    0.31.0's files, without it). Not `upstream` and not green: eagle3-granite is `unported`."""
+    import json
+
+    for version in ("0.32.0rc1", "0.32.0.dev5+g1234abc"):
+        site = tree_copy("0.31.0")
+        _relabel(site, version)
+        proc = run_cli("--target", str(site), "--json", "status", "--check")
+        assert proc.returncode == 1, (version, proc.stdout, proc.stderr)
+        data = json.loads(proc.stdout)
+        states = {p["name"]: p["state"] for p in data["patches"]}
+        assert data["release"] == "patchable", data
+        assert states["eagle3-granite"] == "unported", states
+        shutil.rmtree(site)
+
+
+def test_a_wildcard_releases_specifier_in_a_built_in_is_read_not_a_traceback(
+    tmp_path: Path,
+) -> None:
+    import json
+
+    copy = tmp_path / "patches"
+    shutil.copytree(REPO / "patches", copy)
+    toml = copy / "eagle3-granite" / "patch.toml"
+    toml.write_text(toml.read_text().replace('releases = ">=0.11.0"', 'releases = "==0.*"'))
+    proc = run_cli("list", "--json", env={"VLLM_PATCHER_PATCHES_DIR": str(copy)})
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["supported"].startswith("0.11.0 to 0.31.x,")

@@ -25,12 +25,29 @@ def unfinished(version: str) -> bool:
 
 
 def upstream_in(patch: Patch, version: str) -> bool:
-    """The patch's change is in ``version`` itself (at or past its ``fixed_in``). A pre-release
-    or local build below 0.22 (where the allow-list still exists) of a patch with a transform
-    is not assumed upstream: the transform tells per file."""
-    return patch.is_upstream(version) and not (
+    """The patch's change is in ``version`` itself (at or past its ``fixed_in``).
+
+    A pre-release or dev build of the fixed release itself (``0.32.0rc1``, ``0.32.0.dev5+g12ab``)
+    comes before it and may predate the change: not upstream (pinned, transformed, or else
+    ``unported``, never a guess). A pre-release or local build below 0.22 (where the allow-list
+    still exists) of a patch with a transform is not assumed upstream either: the transform tells
+    per file."""
+    if not patch.is_upstream(version):
+        return False
+    if patch.fixed_in is not None and _before(version, patch.fixed_in):
+        return False
+    return not (
         patch.transforms and unfinished(version) and Version(base_version(version)) < LIST_GONE_FROM
     )
+
+
+def _before(version: str, release: Version) -> bool:
+    """``version`` (its local label aside) sorts before ``release``: a pre-release or dev build
+    of it."""
+    try:
+        return Version(version.split("+", 1)[0]) < release
+    except InvalidVersion:
+        return False
 
 
 _FROM = (">=", "==", "~=")  # operators whose version starts the range
@@ -39,13 +56,26 @@ _FROM = (">=", "==", "~=")  # operators whose version starts the range
 @functools.cache
 def _bounds(root: str) -> tuple[Version, Version | None, tuple[tuple[str, str], ...]]:
     patches = load_catalogue().patches
-    lowest = [Version(s.version) for p in patches for s in p.releases if s.operator in _FROM]
+    lowest = [
+        v
+        for p in patches
+        for s in p.releases
+        if s.operator in _FROM and (v := _exact(s.version)) is not None
+    ]
     pinned = [Version(v) for p in patches for v in p.pinned_versions]
     first = min(lowest or pinned or [Version("0")])
     fixed = [p.fixed_in for p in patches]
     last = None if None in fixed or not fixed else max(f for f in fixed if f is not None)
     named = tuple((p.name, str(p.fixed_in)) for p in patches if p.fixed_in is not None)
     return first, last, named
+
+
+def _exact(text: str) -> Version | None:
+    """The version a specifier names, or None for a wildcard (``==0.15.*``)."""
+    try:
+        return Version(text)
+    except InvalidVersion:
+        return None
 
 
 def first_patchable() -> Version:
