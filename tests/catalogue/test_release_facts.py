@@ -4,9 +4,9 @@ docstrings and the install checks say must agree with them."""
 from __future__ import annotations
 
 import csv
-import shutil
 import io
 import re
+import shutil
 import sys
 from pathlib import Path
 
