@@ -199,11 +199,6 @@ def _refuse_builtins_not_applied(
         )
 
 
-def patches_args(folders: Sequence[Path]) -> str:
-    """The ``--patches`` options that give these folders again, in their order (for hints)."""
-    return " ".join(f"--patches {f}" for f in folders)
-
-
 def destination(catalogue: Catalogue, folders: Sequence[Path], name: str) -> Path:
     """The folder NAME is written into: the one that holds it, else the last one given (the top
     of the series the same options replay)."""

@@ -21,17 +21,16 @@ from . import fileops, pinned
 from .capture import (
     add_to_series,
     destination,
-    patches_args,
     refuse_out_of_order,
     write_patch_toml,
 )
+from .catalogue.folders import patches_args
 from .catalogue.layout import layout
-from .catalogue.model import Catalogue
+from .catalogue.model import CONFLICTS, Catalogue
 from .diffmerge import apply_fuzzy, split_upstream_diff
 from .errors import BadSetting, PatchFolderError, PortConflict
 from .install.target import Target
 from .porting import (
-    CONFLICTS,
     base_bytes,
     drop_if_done,
     refuse_markers,

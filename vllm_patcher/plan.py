@@ -180,8 +180,9 @@ def _dropped(lay: Layout, name: str) -> bool:
 
 def _port_hint(lay: Layout, name: str, version: str) -> str:
     patch = lay.catalogue.get(name)
-    rest = f"port {name} --to {version}"
-    return f"vllm-patcher {patch.args(rest) if patch is not None else rest}"
+    if patch is None:
+        return f"vllm-patcher port {name} --to {version}"
+    return patch.port_hint(version)
 
 
 def _bytes(contents: dict[str, bytes | None], rel: str) -> bytes:

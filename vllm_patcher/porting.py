@@ -22,7 +22,7 @@ from packaging.version import InvalidVersion, Version
 
 from . import fileops, pinned, sources
 from .catalogue.layout import layout
-from .catalogue.model import PATCH_TOML, Catalogue, Patch
+from .catalogue.model import CONFLICTS, PATCH_TOML, Catalogue, Patch
 from .catalogue.support import first_patchable
 from .diffmerge import conflict_marker_lines, merge_three
 from .errors import BadSetting, PatchFolderError, PortConflict, UnsupportedRelease
@@ -31,10 +31,10 @@ from .install.record import file_hash
 from .install.target import Target
 from .plan import run_steps
 
-CONFLICTS = "conflicts"
 CONFLICT_FILES = ".conflict-files.json"  # in conflicts/vllm-VERSION/: the files the conflict wrote
 CLEAN, CONFLICT, ABSENT, PINNED_ALREADY = "clean", "conflict", "file absent", "already pinned"
 MARKERS = "markers remain"  # --continue: the resolved copies still hold conflict markers
+UNCHANGED = "already there"  # the release's own files already hold the change: nothing written
 
 
 @dataclass
@@ -62,7 +62,7 @@ class PortResult:
 
     @property
     def ok(self) -> bool:
-        return all(r.outcome in (CLEAN, PINNED_ALREADY) for r in self.releases)
+        return all(r.outcome in (CLEAN, PINNED_ALREADY, UNCHANGED) for r in self.releases)
 
     def having(self, outcome: str) -> list[ReleaseOutcome]:
         return [r for r in self.releases if r.outcome == outcome]
@@ -236,6 +236,8 @@ def port(
     versions = _releases_to_port_to(versions)
     needed = sorted(set(patch.all_paths()) | set(_below(catalogue, name).all_paths()))
     result = PortResult(name, "", [])
+    if not resume:
+        _refuse_waiting_conflicts(patch, versions)
     if resume:
         result.releases = _continue(catalogue, patch, versions, needed, wheels, result.notes)
     else:
@@ -247,12 +249,36 @@ def port(
             result.source = result.source or source
             result.releases.append(_port_one(catalogue, patch, source, version, needed, wheels))
     _widen_releases(patch, result)
+    for r in result.having(UNCHANGED):
+        upstream = patch.fixed_in is not None and Version(r.version) >= patch.fixed_in
+        result.notes.append(
+            f"vLLM {r.version}'s own files already hold {name}'s change: nothing was written for "
+            + (
+                f"it (it is upstream from {patch.fixed_in})"
+                if upstream
+                else f'it; if it is upstream from there, set fixed_in = "{r.version}" in '
+                f"{patch.folder / PATCH_TOML}"
+            )
+        )
     for r in result.having(ABSENT):
         result.notes.append(
             f"vLLM {r.version} has no {', '.join(r.files)}: {name} cannot be carried there; "
             "leave that release out"
         )
     return result
+
+
+def _refuse_waiting_conflicts(patch: Patch, versions: list[str]) -> None:
+    """A port without --continue to a release whose conflicts are waiting would write over the
+    user's resolved copies: refused before anything is fetched or written."""
+    for version in versions:
+        pending = patch.folder / CONFLICTS / f"vllm-{version}"
+        if pending.exists():
+            again = f"vllm-patcher {patch.args(f'port {patch.name} --to {version} --continue')}"
+            raise PortConflict(
+                f"a port of {patch.name} to vLLM {version} is waiting in {pending}; finish it "
+                f"with `{again}`, or delete that folder to merge again from the start"
+            )
 
 
 def _releases_to_port_to(versions: list[str]) -> list[str]:
@@ -386,6 +412,8 @@ def _port_one(
         write_pending(pending, {rel: text for rel, (_, text, _) in merged.items()})
         return ReleaseOutcome(version, CONFLICT, conflicted, str(pending))
     files = [(rel, ours, text) for rel, (ours, text, _) in merged.items() if ours != text]
+    if not files:
+        return ReleaseOutcome(version, UNCHANGED)
     pinned.write_pin(release_dir, version, patch.name, files)
     return ReleaseOutcome(version, CLEAN, [], str(release_dir))
 

@@ -16,6 +16,7 @@ from enum import Enum
 from . import fileops
 from . import journal as journal_mod
 from .catalogue import support
+from .catalogue.folders import patches_args
 from .catalogue.layout import Layout, Step, Verdict, layout
 from .catalogue.model import Catalogue, FileChange
 from .errors import PatchShapeError
@@ -246,7 +247,7 @@ def apply_command(target: Target, catalogue: Catalogue, names: list[str]) -> str
     folders = dict.fromkeys(
         p.origin for n in names if (p := catalogue.get(n)) is not None and not p.builtin
     )
-    return target.command(" ".join([*(f"--patches {f}" for f in folders), "apply"]))
+    return target.command(" ".join(filter(None, [patches_args(folders), "apply"])))
 
 
 def _outdate(
@@ -454,13 +455,13 @@ def judge(
         elif verdict is Verdict.UNPORTED:
             assert patch is not None
             state, method = PatchState.UNPORTED, None
-            version = base_version(target.version)
-            if (patch.folder / "conflicts" / f"vllm-{version}").is_dir():
-                rest = f"port {name} --to {version} --continue"
-                why = f"its conflicts for {version} are waiting to be resolved"
-            else:
-                rest, why = f"port {name} --to {version}", "no diff for this release"
-            detail = f"{why}; run `vllm-patcher {patch.args(rest)}`"
+            hint = patch.port_hint(target.version)
+            why = (
+                f"its conflicts for {base_version(target.version)} are waiting to be resolved"
+                if hint.endswith("--continue")
+                else "no diff for this release"
+            )
+            detail = f"{why}; run `{hint}`"
         else:
             assert patch is not None
             state, method = PatchState.NOT_APPLICABLE, None

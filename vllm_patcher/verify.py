@@ -204,12 +204,7 @@ def state_fix(target: Target, catalogue: Catalogue, st: status_mod.Status) -> st
     failing = [p for p in st.patches if p.state not in status_mod.READY]
     if not failing or not (st.interrupted or all(p.state in todo for p in failing)):
         return None
-    folders = dict.fromkeys(
-        patch.origin
-        for p in failing
-        if (patch := catalogue.get(p.name)) is not None and not patch.builtin
-    )
-    return target.command(" ".join([*(f"--patches {f}" for f in folders), "apply"]))
+    return status_mod.apply_command(target, catalogue, [p.name for p in failing])
 
 
 def _not_patched(st: status_mod.Status) -> bool:

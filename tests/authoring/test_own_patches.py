@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import shutil
 import subprocess
 from pathlib import Path
@@ -18,6 +19,7 @@ from ..conftest import (
     CATALOGUE,
     assert_refused,
     checkout_copy,
+    copy_builtins,
     record_of,
     run_cli,
     snapshot,
@@ -187,6 +189,16 @@ def test_port_merges_cleanly_conflicts_and_continues(tree_copy, tmp_path: Path) 
         flags=re.S,
     )
     marked.write_text(text)
+    resolved = marked.read_bytes()
+    # a port without --continue would merge again over the resolved copy: refused, nothing lost
+    assert_refused(run_cli(*args, "--to", "0.17.1"), 17, "waiting", "--continue")
+    assert marked.read_bytes() == resolved
+    # apply on 0.17.1 names the command that finishes it (with --continue), as status does
+    other = tmp_path / "site-0.17.1-apply"
+    shutil.copytree(sources.fetch_release("0.17.1"), other)
+    refused = run_cli("--target", str(other), "--patches", str(mine), "apply")
+    said = refused.stdout + refused.stderr
+    assert f"--patches {mine} port my-minimax --to 0.17.1 --continue`" in said, said
     run_cli(*args, "--to", "0.17.1", "--continue", check=True)
     assert not (mine / "my-minimax" / "conflicts").exists()
 
@@ -380,3 +392,31 @@ def test_a_built_wheel_of_the_tool_carries_every_patch_folder(tmp_path: Path) ->
     assert got["names"] == list(CATALOGUE.names)
     assert got["pins"] == {p.name: list(p.pinned_versions) for p in CATALOGUE.patches}
     assert got["checks"]["eagle3-minimax-m2"] >= 1
+
+
+def test_a_port_to_a_release_that_already_holds_the_change_writes_nothing_and_says_so(
+    tmp_path: Path,
+) -> None:
+    """0.32.0's own files hold eagle3-granite's change: a port there is `already there`, writes
+    no empty pin (which would leave the folder unreadable) and widens no releases."""
+    pins, env = copy_builtins(tmp_path)
+    before = snapshot(pins)
+    proc = run_cli("port", "eagle3-granite", "--to", "0.32.0", env=env)
+    assert proc.returncode == 0, (proc.stdout, proc.stderr)
+    assert re.search(r"0\.32\.0\s+already there", proc.stdout), proc.stdout
+    assert "nothing was written" in proc.stdout
+    assert snapshot(pins) == before
+    assert run_cli("list", env=env).returncode == 0
+
+
+def test_a_pasted_hint_works_when_the_path_has_a_space(tree_copy, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    site = tmp_path / "my site"
+    shutil.copytree(tree_copy("0.15.1"), site)
+    proc = run_cli("--target", str(site), "verify")
+    assert proc.returncode == 1
+    hint = re.search(r"run `([^`]+)` first", proc.stdout + proc.stderr)
+    assert hint, proc.stdout + proc.stderr
+    argv = shlex.split(hint.group(1))
+    assert argv[0] == "vllm-patcher" and str(site) in argv
+    run_cli(*argv[1:], check=True)
+    assert set(_states(site).values()) <= {"applied", "not-applicable"}

@@ -88,6 +88,14 @@ def user_folders(
     return [project.parent / f for f in folders], list(select)
 
 
+def patches_args(folders: Iterable[Path | str]) -> str:
+    """The ``--patches`` options that give these folders again, in their order, quoted for the
+    shell (for hints a user pastes)."""
+    from shlex import quote  # hints only
+
+    return " ".join(f"--patches {quote(str(f))}" for f in folders)
+
+
 def _str_list(value: object) -> bool:
     return isinstance(value, list) and all(isinstance(v, str) for v in value)
 

@@ -27,6 +27,8 @@ MANIFEST = "manifest.json"
 
 
 SERIES = "series"
+# NAME/conflicts/vllm-VERSION/: a port's or import's merged files waiting to be resolved
+CONFLICTS = "conflicts"
 
 
 BUILTIN = "built-in"
@@ -188,8 +190,22 @@ class Patch:
         return self.origin == BUILTIN
 
     def args(self, rest: str) -> str:
-        """Arguments that reach this patch again: ``--patches ORIGIN`` for a patch of your own."""
-        return rest if self.builtin else f"--patches {self.origin} {rest}"
+        """Arguments that reach this patch again: ``--patches ORIGIN`` for a patch of your own
+        (quoted for the shell, so a pasted hint works with spaces in the path)."""
+        if self.builtin:
+            return rest
+        from shlex import quote  # hints only
+
+        return f"--patches {quote(self.origin)} {rest}"
+
+    def port_hint(self, version: str) -> str:
+        """The command that gives this patch a diff for ``version``'s release: ``--continue``
+        when a port's conflicts for it are waiting (a fresh port would be refused)."""
+        release = base_version(version)
+        rest = f"port {self.name} --to {release}"
+        if (self.folder / CONFLICTS / f"vllm-{release}").is_dir():
+            rest += " --continue"
+        return f"vllm-patcher {self.args(rest)}"
 
     def covers(self, version: str) -> bool:
         return self.releases.contains(base_version(version))

@@ -10,6 +10,7 @@ import click
 
 from .. import progress
 from ..catalogue.folders import load_catalogue
+from ..catalogue.model import CONFLICTS
 from ..errors import (
     BadSetting,
     PortConflict,
@@ -144,7 +145,7 @@ def port(
         if result.having(porting.CONFLICT):
             to = " ".join(f"--to {r.version}" for r in result.having(porting.CONFLICT))
             echo(
-                f"resolve the markers in {patch.folder / porting.CONFLICTS}, then run "
+                f"resolve the markers in {patch.folder / CONFLICTS}, then run "
                 f"`vllm-patcher {patch.args(f'port {name} {to} --continue')}`"
             )
     # --continue with markers left is a refusal for those releases (the others were written)
@@ -226,7 +227,7 @@ def import_(
         for note in result.notes:
             echo(f"note: {note}")
         if result.written:
-            from ..capture import patches_args
+            from ..catalogue.folders import patches_args
 
             # naming the patches it is stacked on too: `apply NAME` alone refuses without them
             names = " ".join([*result.stacked_on, name])

@@ -46,11 +46,13 @@ class Target:
 
     def command(self, args: str) -> str:
         """The command line a person pastes to run ``args`` on this same environment."""
+        from shlex import quote  # hints only
+
         if self.python is None:
-            return f"vllm-patcher --target {self.site_packages} {args}"
+            return f"vllm-patcher --target {quote(str(self.site_packages))} {args}"
         if Path(sys.executable) == self.python:
             return f"vllm-patcher {args}"
-        return f"vllm-patcher --python {self.python} {args}"
+        return f"vllm-patcher --python {quote(str(self.python))} {args}"
 
     @property
     def pristine_phrase(self) -> str:
