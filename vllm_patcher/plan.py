@@ -62,7 +62,7 @@ def refuse_blocking(target: Target, files: list[FileStatus]) -> None:
     bad = [f for f in files if f.state in (FileState.MODIFIED, FileState.EDITED, FileState.MISSING)]
     if not bad:
         return
-    names = ", ".join(str(target.path(f.path)) for f in bad)
+    names = ", ".join(dict.fromkeys(str(target.path(f.path)) for f in bad))
     first = bad[0]
     if first.state is FileState.EDITED:
         raise LocallyModified(

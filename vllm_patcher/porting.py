@@ -475,6 +475,20 @@ def _continue(
     return outcomes
 
 
+def not_carried(result: PortResult) -> str | None:
+    """The error line of a port that left releases without a diff (conflicts to resolve, or a
+    file the release lacks), or None when every release was carried."""
+    left = [r for r in result.releases if r.outcome in (CONFLICT, ABSENT)]
+    if not left:
+        return None
+    written = [r.version for r in result.releases if r.outcome == CLEAN]
+    return (
+        f"{result.name} was not carried to vLLM {', '.join(r.version for r in left)} "
+        f"({', '.join(sorted({r.outcome for r in left}))}: see above)"
+        + (f"; {', '.join(written)} written" if written else "; nothing written")
+    )
+
+
 def markers_left(patch: Patch, result: PortResult) -> str | None:
     """The refusal line for a ``--continue`` that found markers in some release, or None."""
     marked = result.having(MARKERS)

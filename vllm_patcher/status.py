@@ -176,6 +176,8 @@ def survey(
         stale = outdated(target, lay.catalogue, rel, steps, ours) if ours is not None else None
         for step, method in zip(steps, methods, strict=True):
             fs = _judge_file(target, journal, contents, step, end, method, detect_upstream, data)
+            if fs.state is FileState.UNRECORDED:
+                fs.detail += f"; `{apply_command(target, lay.catalogue, [step.patch])}` adopts it"
             files.append(_outdate(target, lay.catalogue, fs, journal, stale))
     if journal is not None:
         seen = {(f.path, f.patch) for f in files}
@@ -369,10 +371,7 @@ def _judge_file(
     elif cur != ref:
         if end is not None and cur == end:
             fs.state, fs.method = FileState.UNRECORDED, "pinned-diff"
-            fs.detail = (
-                f"{rel} has the pinned result but no vllm-patcher record (applied by hand?); "
-                "`vllm-patcher apply` adopts it"
-            )
+            fs.detail = f"{rel} has the pinned result but no vllm-patcher record (applied by hand?)"
         else:
             fs.state = FileState.MODIFIED
             fs.detail = f"{rel} differs from {target.pristine_phrase} (local edit?)"

@@ -156,6 +156,10 @@ def test_port_merges_cleanly_conflicts_and_continues(tree_copy, tmp_path: Path) 
     assert_refused(run_cli(*args), 2)  # neither --to nor --all
     proc = run_cli(*args, "--to", "0.15.0", "--to", "0.17.1")
     assert proc.returncode == 17, proc.stderr
+    # like every exit from 3 up: one error line, naming what was left and what was written
+    (error,) = proc.stderr.strip().splitlines()
+    assert error.startswith("vllm-patcher: error: my-minimax was not carried to vLLM 0.17.1")
+    assert "0.15.0 written" in error
     assert re.search(r"0\.15\.0\s+clean", proc.stdout) and re.search(
         r"0\.17\.1\s+conflict", proc.stdout
     )

@@ -327,7 +327,9 @@ def test_revert_refuses_a_pristine_copy_that_record_contradicts(tree_copy) -> No
     state_path.write_text(json.dumps(state, indent=2) + "\n")
     before = snapshot(site)
     proc = run_cli("--target", str(site), "revert")
-    assert_refused(proc, 7, SPEC, "RECORD", "pip install --force-reinstall --no-deps vllm==0.15.1")
+    # a bare directory: the hint tells pip where (a plain `pip install` would use its own env)
+    hint = f"pip install --force-reinstall --no-deps --upgrade --target {site} vllm==0.15.1"
+    assert_refused(proc, 7, SPEC, "RECORD", hint)
     assert snapshot(site) == before
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -172,10 +173,31 @@ def test_baseline_scrapes_in_the_wrong_order_are_refused_not_read_as_a_restart(
     b1, b2 = tmp_path / "b1.txt", tmp_path / "b2.txt"
     b1.write_text('vllm:inter_token_latency_seconds_sum{engine="0",model_name="m"} 1.0\n')
     b2.write_text('vllm:inter_token_latency_seconds_sum{engine="0",model_name="m"} 3.0\n')
+    for i, f in enumerate((s1, b1, s2, b2)):  # s1 and b1 saved first, then s2 and b2
+        os.utime(f, (1000.0 + 5 * (i // 2), 1000.0 + 5 * (i // 2)))
     swapped = run_cli(
         "payoff", "--metrics", str(s1), str(s2), "--baseline", str(b2), "--baseline", str(b1)
     )
-    assert_refused(swapped, 2, "went down")
+    assert_refused(swapped, 2, f"{b1} was saved before {b2}")
+    # saved at the same moment (no order to tell from the files): the counters still tell
+    for f in (b1, b2):
+        os.utime(f, (1000.0, 1000.0))
+    same_time = run_cli(
+        "payoff", "--metrics", str(s1), str(s2), "--baseline", str(b2), "--baseline", str(b1)
+    )
+    assert_refused(same_time, 2, "went down")
+
+
+def test_two_scrapes_of_the_server_given_later_first_are_refused(tmp_path: Path) -> None:
+    """Without a baseline too: the later file first would read as a restart and report on the
+    earlier scrape alone (27 drafts instead of 860 in the tryout)."""
+    s1, s2 = tmp_path / "s1.txt", tmp_path / "s2.txt"
+    s1.write_text(_scrape_text(drafts="100"))
+    s2.write_text(_scrape_text(drafts="200", accepted="120").replace("1000", "2000"))
+    os.utime(s1, (1000.0, 1000.0))
+    os.utime(s2, (1005.0, 1005.0))
+    assert run_cli("payoff", "--metrics", str(s1), str(s2)).returncode in (0, 1)
+    assert_refused(run_cli("payoff", "--metrics", str(s2), str(s1)), 2, "give the earlier")
 
 
 def test_two_readings_of_different_servers_are_refused(tmp_path: Path) -> None:

@@ -48,7 +48,7 @@ COMMANDS = {
     "directory",
     metavar="DIR",
     multiple=True,
-    help="site-packages directory to patch (no interpreter).",
+    help="site-packages directory of the vLLM to work on (no interpreter).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
 @click.option(
@@ -71,7 +71,7 @@ def main(
     """Apply, verify and revert source patches to an installed vLLM: the built-in EAGLE-3 changes
     for DeepSeek-V3, Kimi, MiniMax-M2 and Granite targets, and patches of your own.
 
-    The options above may also follow the command (`vllm-patcher status --json`)."""
+    These options may also follow the command (`vllm-patcher status --json`)."""
     RUN.command = ctx.invoked_subcommand  # for an error before the command parses its options
     ctx.obj = Options(
         one_value("--python", python), one_value("--target", directory), as_json, patch_dirs

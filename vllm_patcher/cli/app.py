@@ -156,7 +156,7 @@ def global_params() -> list[click.Parameter]:
             ["--target", "g_directory"],
             metavar="DIR",
             multiple=True,
-            help="site-packages directory to patch (no interpreter).",
+            help="site-packages directory of the vLLM to work on (no interpreter).",
         ),
         click.Option(["--json", "g_json"], is_flag=True, help="Print machine-readable JSON."),
         click.Option(

@@ -84,7 +84,7 @@ def capture(
     echo(f"{verb} {result.folder / ('vllm-' + result.version)} ({', '.join(result.files)})")
     echo(
         f"{name} is recorded as applied on vLLM {result.version}; "
-        f"`{target.command('revert')}` takes it out"
+        f"`{target.command('revert')}` takes it out, with every other patch applied there"
     )
 
 
@@ -149,7 +149,7 @@ def port(
                 f"`vllm-patcher {patch.args(f'port {name} {to} --continue')}`"
             )
     # --continue with markers left is a refusal for those releases (the others were written)
-    refusal = porting.markers_left(patch, result)
+    refusal = porting.markers_left(patch, result) or porting.not_carried(result)
     if refusal:
         echo(f"vllm-patcher: error: {refusal}", err=True)
     if not result.ok:

@@ -282,4 +282,7 @@ def list_(opts: Options) -> None:
     if installed is not None:
         echo(f"* installed at {installed.site_packages} ({chosen_line(installed)})")
     echo(f"{'<' + str(support.first_patchable()):<10}refused (no EAGLE-3 allow-list to widen)")
-    echo("other releases in range: libcst transform for the built-ins (apply --strict refuses)")
+    echo(
+        "other releases in range: libcst transforms for the built-ins that have one (apply "
+        "--strict refuses); the others are unported there"
+    )

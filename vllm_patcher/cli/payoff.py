@@ -8,9 +8,7 @@ from typing import Any
 
 import click
 
-from ..errors import (
-    BadSetting,
-)
+from ..errors import BadSetting, TargetNotFound
 from ..payoff import run as payoff_run
 from .app import (
     Options,
@@ -36,7 +34,7 @@ class _DefaultGroup(SubGroup):
     def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         """``payoff --help`` shows the report's own options, then the subcommands."""
         report = self.commands[self.default]
-        rows = [("URL | FILE...", "The server's base URL, or saved scrapes (as --metrics).")]
+        rows = [("URL", "The server's base URL (its /metrics is read twice, --window apart).")]
         rows += [
             r
             for p in report.get_params(ctx)
@@ -179,8 +177,18 @@ def payoff_bench(
         from ..payoff.plot import check_available
 
         check_available(plot)
-    target = opts.target()
-    if target.python is None:
+    if opts.directory is not None:
+        raise BadSetting("payoff bench runs vLLM's benchmark client: give --python, not --target")
+    try:
+        target = opts.target()
+    except TargetNotFound:
+        if opts.python is not None:
+            raise
+        raise TargetNotFound(
+            "payoff bench runs vLLM's benchmark client and this interpreter has no vLLM; give "
+            "the vLLM venv with --python /path/to/venv"
+        ) from None
+    if target.python is None:  # pragma: no cover - a located install always has its interpreter
         raise BadSetting("payoff bench runs vLLM's benchmark client: give --python, not --target")
     result = bench.run(
         str(target.python),

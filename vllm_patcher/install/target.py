@@ -69,8 +69,15 @@ class Target:
                 f"restore the file from vLLM {self.version}'s sources in {self.site_packages} "
                 f"(e.g. git checkout v{self.version} -- FILE)"
             )
-        pip = f"{self.python} -m pip" if self.python is not None else "pip"
-        return f"{pip} install --force-reinstall --no-deps {self.distribution}=={self.version}"
+        from shlex import quote  # hints only
+
+        wanted = f"{self.distribution}=={self.version}"
+        if self.python is None:  # a bare directory: pip must be told where, or it uses its own
+            return (
+                f"pip install --force-reinstall --no-deps --upgrade "
+                f"--target {quote(str(self.site_packages))} {wanted}"
+            )
+        return f"{quote(str(self.python))} -m pip install --force-reinstall --no-deps {wanted}"
 
 
 CHOSEN_HERE = "this interpreter"

@@ -62,7 +62,7 @@ def read_log(path: Path) -> Window:
             "--disable-log-stats or several API servers); give a server URL or a saved /metrics"
         )
     return Window(
-        source=f"{path} ({lines} log lines)",
+        source=f"{path} ({lines} log line{'s' * (lines != 1)})",
         seconds=None,
         since_start=True,
         reset=False,

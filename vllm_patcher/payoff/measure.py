@@ -29,6 +29,11 @@ def _pair(
     if not 1 <= len(files) <= 2:
         raise BadSetting("give one saved scrape (since start) or two (the window between them)")
     readings = [scrape.read_file(f) for f in files]
+    if len(readings) == 2 and readings[1].at < readings[0].at:
+        raise BadSetting(
+            f"{files[1]} was saved before {files[0]}: give the earlier scrape first "
+            "(the window is between the files' modification times)"
+        )
     return (readings[0] if len(readings) == 2 else None), readings[-1]
 
 
@@ -60,7 +65,8 @@ def measure(
     if baseline and not _is_url(baseline[0]) and len(baseline) != len(metrics):
         raise BadSetting(
             f"{len(metrics)} saved scrape(s) of the server but {len(baseline)} of the baseline: "
-            "give the same number, taken at the same times"
+            "give the same number, taken at the same times (repeat --baseline for each: "
+            "--baseline FILE --baseline FILE)"
         )
     live: list[tuple[str, list[Reading]]] = []
     spec_files = None if log is not None else _pair(url, metrics, live)
