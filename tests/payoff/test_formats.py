@@ -82,7 +82,10 @@ def test_payoff_reads_what_each_releases_own_metric_classes_render(
     # two engines: summed over the engine label, the window between the two scrapes
     two = _payoff("--metrics", str(s / "two_engines/first.txt"), str(s / "two_engines/second.txt"))
     assert _counts(two) == expected["two_engines"] and not two["since_start"] and not two["reset"]
-    # a restart between the scrapes (a long-running server, then a fresh one): the later alone
+    # a restart between the scrapes (a long-running server, then a fresh one): the later alone.
+    # The long-running server's scrape was saved first (a scrape's time is its file's mtime).
+    fresh = (s / "two_engines/first.txt").stat().st_mtime
+    os.utime(s / "reset/first.txt", (fresh - 60, fresh - 60))
     restarted = _payoff("--metrics", str(s / "reset/first.txt"), str(s / "two_engines/first.txt"))
     assert restarted["reset"] and restarted["since_start"]
     first_only = _payoff("--metrics", str(s / "two_engines/first.txt"))
