@@ -173,6 +173,20 @@ TIERS := lint unit-pythons venvs suite
 # beside it would distort the figures). tests/conftest.py sets the markers. Each part's log is
 # printed whole, with its slowest tests, when the part is done.
 SUITE_SPLIT ?= 1
+test:
+	@summary=""; status=0; all=$$(date +%s); \
+	for tier in $(TIERS); do \
+	  start=$$(date +%s); \
+	  if $(MAKE) --no-print-directory tier-$$tier; then result=green; else result=red; status=1; fi; \
+	  summary="$$summary\n  $$tier: $$result ($$(( $$(date +%s) - start )) s)"; \
+	  [ $$status = 0 ] || break; \
+	done; \
+	echo -e "make test tiers:$$summary\n  total: $$(( $$(date +%s) - all )) s"; exit $$status
+
+.PHONY: tier-lint tier-unit-pythons tier-venvs tier-suite
+tier-lint: lint
+tier-unit-pythons: unit-pythons
+tier-venvs: test-venv test-venv-0171 engine-venvs
 PYTEST_SUITE = $(DEV_VENV)/bin/python -m pytest -q -p no:cacheprovider --durations=20
 tier-suite: dev
 ifeq ($(filter-out 0,$(SUITE_SPLIT)),)
