@@ -17,7 +17,6 @@ import os
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 
@@ -36,28 +35,61 @@ class Phase(str, Enum):
     REVERTING = "reverting"
 
 
-@dataclass
+# Plain classes, not dataclasses: the journal is read on every command's start-up path.
+
+
 class FileRecord:
     """One touched file: the patches on it (in series order) and its hashes before and after."""
 
-    patches: list[str]
-    before: str
-    after: str
-    was: str | None = None  # while applying: the bytes an earlier apply left (a series grows)
+    __slots__ = ("patches", "before", "after", "was")
+
+    def __init__(self, patches: list[str], before: str, after: str, was: str | None = None):
+        self.patches = patches
+        self.before = before
+        self.after = after
+        self.was = was  # while applying: the bytes an earlier apply left (a series grows)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, FileRecord) and _fields(self) == _fields(other)
+
+    def __repr__(self) -> str:
+        return f"FileRecord{_fields(self)!r}"
 
 
-@dataclass
 class PatchRecord:
-    method: str
-    files: list[str]
+    __slots__ = ("method", "files")
+
+    def __init__(self, method: str, files: list[str]) -> None:
+        self.method = method
+        self.files = files
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, PatchRecord) and _fields(self) == _fields(other)
+
+    def __repr__(self) -> str:
+        return f"PatchRecord{_fields(self)!r}"
 
 
-@dataclass
 class Journal:
-    vllm_version: str
-    phase: Phase
-    patches: dict[str, PatchRecord] = field(default_factory=dict)
-    files: dict[str, FileRecord] = field(default_factory=dict)
+    __slots__ = ("vllm_version", "phase", "patches", "files")
+
+    def __init__(
+        self,
+        vllm_version: str,
+        phase: Phase,
+        patches: dict[str, PatchRecord] | None = None,
+        files: dict[str, FileRecord] | None = None,
+    ) -> None:
+        self.vllm_version = vllm_version
+        self.phase = phase
+        self.patches: dict[str, PatchRecord] = {} if patches is None else patches
+        self.files: dict[str, FileRecord] = {} if files is None else files
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Journal) and _fields(self) == _fields(other)
+
+    def __repr__(self) -> str:
+        return f"Journal{_fields(self)!r}"
 
     @property
     def finished(self) -> bool:
@@ -79,6 +111,10 @@ class Journal:
             },
         }
         return json.dumps(data, indent=2) + "\n"
+
+
+def _fields(record: FileRecord | PatchRecord | Journal) -> tuple[object, ...]:
+    return tuple(getattr(record, name) for name in record.__slots__)
 
 
 def state_dir(root: Path) -> Path:

@@ -8,7 +8,7 @@ the difference (in series order, so several patches can share one file). Committ
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from . import pinned
 from .catalogue.layout import Layout, Step, Verdict
@@ -28,8 +28,7 @@ from .status import TODO, FileState, FileStatus, outdated, pinned_end
 PINNED_DIFF, TRANSFORM = "pinned-diff", "transform"
 
 
-@dataclass(frozen=True)
-class FileEdit:
+class FileEdit(NamedTuple):
     """A file, its bytes before and after, and the patches that turn the one into the other."""
 
     path: str
@@ -103,13 +102,13 @@ def plan_apply(
     if unported and lay.catalogue.selected:
         name = unported[0]
         raise PatchUnavailable(
-            f"{name} has no diff for vLLM {target.version}; nothing was patched; run "
-            f"`{_port_hint(lay, name, target.version)}` first"
+            f"{name} has no diff for vLLM {target.version}; nothing was patched; "
+            f"{_unported_fix(lay, name, target.version)} first"
         )
     for name in unported:
         notes.append(
             f"{name}: no diff for vLLM {target.version}, skipped "
-            f"(`{_port_hint(lay, name, target.version)}` makes one)"
+            f"({_unported_fix(lay, name, target.version)})"
         )
     by_file: dict[str, list[FileStatus]] = {}
     for f in files:
@@ -178,11 +177,11 @@ def _dropped(lay: Layout, name: str) -> bool:
     return lay.verdicts.get(name) is Verdict.APPLICABLE
 
 
-def _port_hint(lay: Layout, name: str, version: str) -> str:
+def _unported_fix(lay: Layout, name: str, version: str) -> str:
     patch = lay.catalogue.get(name)
     if patch is None:
-        return f"vllm-patcher port {name} --to {version}"
-    return patch.port_hint(version)
+        return f"run `vllm-patcher port {name} --to {version}`"
+    return patch.unported_fix(version)
 
 
 def _bytes(contents: dict[str, bytes | None], rel: str) -> bytes:
@@ -274,8 +273,7 @@ def _adopt(target: Target, rel: str, steps: list[Step], current: bytes) -> FileE
     return FileEdit(rel, before, current, tuple(s.patch for s in steps), PINNED_DIFF, True)
 
 
-@dataclass
-class RevertPlan:
+class RevertPlan(NamedTuple):
     edits: list[FileEdit]  # before = the bytes on disk now, after = the pristine bytes
     already_pristine: list[str]
     edited: list[str]  # changed after apply (only restored with --force)

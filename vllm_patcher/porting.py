@@ -485,7 +485,7 @@ def not_carried(result: PortResult) -> str | None:
     return (
         f"{result.name} was not carried to vLLM {', '.join(r.version for r in left)} "
         f"({', '.join(sorted({r.outcome for r in left}))}: see above)"
-        + (f"; {', '.join(written)} written" if written else "; nothing written")
+        + (f"; {', '.join(written)} written" if written else "; no diff written")
     )
 
 

@@ -23,8 +23,6 @@ import threading
 import time
 from typing import TextIO
 
-import click
-
 TTY, PLAIN, OFF = "tty", "plain", "off"
 TICK = 1.0  # seconds between the terminal's in-place counts
 
@@ -114,8 +112,10 @@ class Progress:
                     self._write("\r" + self._line(f"{seconds} s"))
 
     def _write(self, text: str) -> None:
-        """Write through click; a reader that went away must not fail the command."""
+        """Write and flush; a reader that went away must not fail the command."""
+        stream = self._stream or sys.stderr
         try:
-            click.echo(text, file=self._stream or sys.stderr, nl=False)
+            stream.write(text)
+            stream.flush()
         except (BrokenPipeError, ValueError):
             self.mode = OFF

@@ -10,7 +10,6 @@ here; only an unpinned release asks the transform whether a change is already th
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
 from enum import Enum
 
 from . import fileops
@@ -63,15 +62,30 @@ TODO = (FileState.PENDING, FileState.REINSTALLED)
 READY = (PatchState.APPLIED, PatchState.UPSTREAM, PatchState.NOT_APPLICABLE)
 
 
-@dataclass
+# Plain classes, not dataclasses: defining a dataclass imports ``inspect`` and compiles its
+# methods, a sixth of status's start-up (tests/cli/test_startup.py).
+
+
 class FileStatus:
-    path: str
-    patch: str
-    state: FileState
-    current: str | None
-    reference: str | None
-    method: str | None = None
-    detail: str = ""
+    __slots__ = ("path", "patch", "state", "current", "reference", "method", "detail")
+
+    def __init__(
+        self,
+        path: str,
+        patch: str,
+        state: FileState,
+        current: str | None,
+        reference: str | None,
+        method: str | None = None,
+        detail: str = "",
+    ) -> None:
+        self.path = path
+        self.patch = patch
+        self.state = state
+        self.current = current
+        self.reference = reference
+        self.method = method
+        self.detail = detail
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -84,14 +98,24 @@ class FileStatus:
         }
 
 
-@dataclass
 class PatchStatus:
-    name: str
-    state: PatchState
-    method: str | None
-    files: list[str]
-    detail: str = ""
-    origin: str = "built-in"
+    __slots__ = ("name", "state", "method", "files", "detail", "origin")
+
+    def __init__(
+        self,
+        name: str,
+        state: PatchState,
+        method: str | None,
+        files: list[str],
+        detail: str = "",
+        origin: str = "built-in",
+    ) -> None:
+        self.name = name
+        self.state = state
+        self.method = method
+        self.files = files
+        self.detail = detail
+        self.origin = origin
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -104,19 +128,46 @@ class PatchStatus:
         }
 
 
-@dataclass
 class Status:
-    vllm_version: str
-    location: str
-    distribution: str
-    release: str
-    patches: list[PatchStatus]
-    files: list[FileStatus] = field(default_factory=list)
-    fingerprint: str = ""
-    interrupted: str | None = None  # phase of an unfinished journal, if any
-    in_progress: bool = False  # another run holds the lock right now
-    shape: str = "wheel"  # wheel | editable | source | directory
-    reference: str = ""  # what pristine means here (RECORD, or a pinned manifest)
+    __slots__ = (
+        "vllm_version",
+        "location",
+        "distribution",
+        "release",
+        "patches",
+        "files",
+        "fingerprint",
+        "interrupted",
+        "in_progress",
+        "shape",
+        "reference",
+    )
+
+    def __init__(
+        self,
+        vllm_version: str,
+        location: str,
+        distribution: str,
+        release: str,
+        patches: list[PatchStatus],
+        files: list[FileStatus] | None = None,
+        fingerprint: str = "",
+        interrupted: str | None = None,
+        in_progress: bool = False,
+        shape: str = "wheel",
+        reference: str = "",
+    ) -> None:
+        self.vllm_version = vllm_version
+        self.location = location
+        self.distribution = distribution
+        self.release = release
+        self.patches = patches
+        self.files: list[FileStatus] = [] if files is None else files
+        self.fingerprint = fingerprint
+        self.interrupted = interrupted  # phase of an unfinished journal, if any
+        self.in_progress = in_progress  # another run holds the lock right now
+        self.shape = shape  # wheel | editable | source | directory
+        self.reference = reference  # what pristine means here (RECORD, or a pinned manifest)
 
     @property
     def ready(self) -> bool:
@@ -454,13 +505,13 @@ def judge(
         elif verdict is Verdict.UNPORTED:
             assert patch is not None
             state, method = PatchState.UNPORTED, None
-            hint = patch.port_hint(target.version)
+            fix = patch.unported_fix(target.version)
             why = (
                 f"its conflicts for {base_version(target.version)} are waiting to be resolved"
-                if hint.endswith("--continue")
+                if fix.endswith("--continue`")
                 else "no diff for this release"
             )
-            detail = f"{why}; run `{hint}`"
+            detail = f"{why}; {fix}"
         else:
             assert patch is not None
             state, method = PatchState.NOT_APPLICABLE, None

@@ -19,7 +19,6 @@ import os
 import stat
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import fileops, pinned
@@ -34,14 +33,23 @@ from .install.target import RECORD_REFERENCE, Target
 from .journal import FileRecord, Journal, PatchRecord, Phase
 from .plan import FileEdit, RevertPlan, plan_apply, plan_revert
 
+# Plain classes (and named tuples in plan): no dataclass on apply's and revert's start-up path.
 
-@dataclass
+
 class ApplyResult:
-    edits: list[FileEdit]
-    dry_run: bool
-    status: status_mod.Status | None = None
-    recovered: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
+    def __init__(
+        self,
+        edits: list[FileEdit],
+        dry_run: bool,
+        status: status_mod.Status | None = None,
+        recovered: list[str] | None = None,
+        notes: list[str] | None = None,
+    ) -> None:
+        self.edits = edits
+        self.dry_run = dry_run
+        self.status = status
+        self.recovered: list[str] = recovered or []
+        self.notes: list[str] = notes or []
 
     @property
     def diff(self) -> str:
@@ -94,12 +102,18 @@ class ApplyResult:
         return data
 
 
-@dataclass
 class RevertResult:
-    restored: list[str] = field(default_factory=list)
-    saved_edits: dict[str, str] = field(default_factory=dict)
-    already_pristine: list[str] = field(default_factory=list)
-    recovered: list[str] = field(default_factory=list)
+    def __init__(
+        self,
+        restored: list[str] | None = None,
+        saved_edits: dict[str, str] | None = None,
+        already_pristine: list[str] | None = None,
+        recovered: list[str] | None = None,
+    ) -> None:
+        self.restored: list[str] = restored or []
+        self.saved_edits: dict[str, str] = saved_edits or {}
+        self.already_pristine: list[str] = already_pristine or []
+        self.recovered: list[str] = recovered or []
 
     def to_dict(self) -> dict[str, object]:
         return {

@@ -1,6 +1,7 @@
 """Start-up: what a command imports is what it needs. status, apply and revert on a --target
-directory import no libcst, requests or importlib.metadata, status and revert no unidiff either
-(the bench's start-up ratios rest on it); the dist-info reader that replaces importlib.metadata
+directory import no libcst, requests, importlib.metadata, click or dataclasses (whose ``inspect``
+alone is a tenth of status's start-up), status and revert no unidiff either: the bench's start-up
+ratios rest on it. The dist-info reader that replaces importlib.metadata
 there reads the same."""
 
 from __future__ import annotations
@@ -27,7 +28,17 @@ except SystemExit as exc:
 print(json.dumps({"code": code, "imported": sorted(set(sys.modules) - before)}))
 """
 
-HEAVY = ("libcst", "unidiff", "requests", "remotezip", "importlib.metadata", "email")
+HEAVY = (
+    "libcst",
+    "unidiff",
+    "requests",
+    "remotezip",
+    "importlib.metadata",
+    "email",
+    "click",
+    "dataclasses",
+    "inspect",
+)
 # what a command may import of HEAVY: apply reads its pinned diffs with unidiff
 NEEDS = {"status": (), "apply": ("unidiff",), "revert": ()}
 

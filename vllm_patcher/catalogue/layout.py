@@ -3,9 +3,8 @@ of steps that produce it (``layout``); the releases pinned; the reference a pin 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import Enum
-from typing import Any
+from typing import Any, NamedTuple
 
 from .folders import load_catalogue
 from .model import Catalogue, FileChange, Pin, PinnedFile, version_key
@@ -29,8 +28,7 @@ class Verdict(str, Enum):
     UNPORTED = "unported"  # in range, but no diff for this release (and no transform)
 
 
-@dataclass(frozen=True)
-class Step:
+class Step(NamedTuple):
     """One patch's change to one file on one release: a pinned diff, a transform, or both."""
 
     patch: str
@@ -40,8 +38,7 @@ class Step:
     transform: FileChange | None
 
 
-@dataclass
-class Layout:
+class Layout(NamedTuple):
     """The catalogue laid over one release: a verdict per patch and the series per file."""
 
     version: str

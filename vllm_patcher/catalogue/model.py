@@ -1,5 +1,9 @@
 """The patches as data: a ``Patch`` (its releases, pins and codemods), a ``Pin`` (one release's
-diff and manifest), and the ``Catalogue`` of them in series order."""
+diff and manifest), and the ``Catalogue`` of them in series order.
+
+These are on the start-up path of every status, apply and revert, so they are named tuples and
+plain classes: defining a dataclass costs about as much as reading every patch folder (it
+imports ``inspect`` and compiles its methods), see ``tests/cli/test_startup.py``."""
 
 from __future__ import annotations
 
@@ -7,9 +11,8 @@ import functools
 import importlib
 import json
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from packaging.specifiers import Specifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
@@ -54,12 +57,23 @@ NAME_RULE = (
 )
 
 
-@dataclass(frozen=True)
 class Releases:
     """``releases`` of a patch.toml: one PEP 440 specifier, or a list of them (PEP 440 has no
     "or"): a release is covered when any one of them matches it."""
 
-    sets: tuple[SpecifierSet, ...]
+    __slots__ = ("sets",)
+
+    def __init__(self, sets: tuple[SpecifierSet, ...]) -> None:
+        self.sets = sets
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Releases) and self.sets == other.sets
+
+    def __hash__(self) -> int:
+        return hash(self.sets)
+
+    def __repr__(self) -> str:
+        return f"Releases({self.sets!r})"
 
     def contains(self, version: str) -> bool:
         return any(s.contains(version, prereleases=True) for s in self.sets)
@@ -114,8 +128,7 @@ if TYPE_CHECKING:
     from ..transforms import Rewrite
 
 
-@dataclass(frozen=True)
-class FileChange:
+class FileChange(NamedTuple):
     """One file a patch rewrites, and the transform that rewrites it."""
 
     path: str
@@ -132,8 +145,7 @@ class FileChange:
         return result
 
 
-@dataclass(frozen=True)
-class PinnedFile:
+class PinnedFile(NamedTuple):
     """One file of a pinned diff: its hash before (the bytes the earlier patches leave) and after."""
 
     path: str
@@ -141,14 +153,17 @@ class PinnedFile:
     after: str
 
 
-@dataclass(frozen=True)
 class Pin:
     """One patch's pinned diff for one release."""
 
-    patch: str
-    version: str
-    folder: Path
-    files: dict[str, PinnedFile]
+    def __init__(self, patch: str, version: str, folder: Path, files: dict[str, PinnedFile]):
+        self.patch = patch
+        self.version = version
+        self.folder = folder
+        self.files = files
+
+    def __repr__(self) -> str:
+        return f"Pin({self.patch!r}, {self.version!r}, {str(self.folder)!r})"
 
     @property
     def where(self) -> str:
@@ -172,8 +187,7 @@ class Pin:
         return out
 
 
-@dataclass(frozen=True)
-class Patch:
+class Patch(NamedTuple):
     """One patch folder, loaded."""
 
     name: str
@@ -206,6 +220,18 @@ class Patch:
         if (self.folder / CONFLICTS / f"vllm-{release}").is_dir():
             rest += " --continue"
         return f"vllm-patcher {self.args(rest)}"
+
+    def unported_fix(self, version: str) -> str:
+        """What to do about ``version`` when this patch has no diff for it: run the port that
+        makes one; but a pre-release or dev build of the release that made this patch upstream
+        has no files on the index to port from, and its final release needs no patch."""
+        release = base_version(version)
+        if self.fixed_in is not None and Version(release) >= self.fixed_in:
+            return (
+                f"install vLLM {release} or later, which has {self.name} upstream "
+                f"({version} is a build before {release}, with no release files to port to)"
+            )
+        return f"run `{self.port_hint(version)}`"
 
     def covers(self, version: str) -> bool:
         return self.releases.contains(base_version(version))
@@ -243,12 +269,11 @@ class Patch:
         return sorted(paths)
 
 
-@dataclass(frozen=True)
-class Catalogue:
+class Catalogue(NamedTuple):
     """Every patch this run knows, in series order, and which of them are selected."""
 
     patches: tuple[Patch, ...]
-    selected: frozenset[str] = field(default_factory=frozenset)
+    selected: frozenset[str] = frozenset()
 
     @property
     def names(self) -> tuple[str, ...]:

@@ -1,86 +1,26 @@
 """Command line: parse options, call one function, render its result as text or JSON.
 
-The root group and its options live here; each command group is a module of this package
-(patching, authoring, models, cluster, payoff), registered by name in ``COMMANDS``."""
+``main`` is the program. A plain status, apply or revert runs without importing click
+(``fast``); every other command line goes to click's root group (``root``)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import click
-
-from ..errors import BadSetting
-from .app import RUN, Group, Options, one_value
-
-# Each command's module is imported when that command runs (or --help lists them all).
-COMMANDS = {
-    "status": ".patching:status",
-    "apply": ".patching:apply",
-    "verify": ".patching:verify",
-    "revert": ".patching:revert",
-    "list": ".patching:list_",
-    "capture": ".authoring:capture",
-    "import": ".authoring:import_",
-    "port": ".authoring:port",
-    "pin": ".authoring:pin",
-    "doctor": ".models:doctor",
-    "serve-args": ".models:serve_args",
-    "cluster": ".cluster:cluster",
-    "payoff": ".payoff:payoff",
-}
+import sys
+from typing import Any
 
 
-@click.group(
-    cls=Group,
-    lazy_commands=COMMANDS,
-    context_settings={"help_option_names": ["-h", "--help"]},
-)
-@click.option(
-    "--python",
-    "python",
-    metavar="PATH",
-    multiple=True,
-    help="Interpreter or venv directory of the vLLM environment to work on "
-    "(default: this interpreter if it has vLLM, else the active VIRTUAL_ENV).",
-)
-@click.option(
-    "--target",
-    "directory",
-    metavar="DIR",
-    multiple=True,
-    help="site-packages directory of the vLLM to work on (no interpreter).",
-)
-@click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
-@click.option(
-    "--patches",
-    "patch_dirs",
-    metavar="DIR",
-    multiple=True,
-    type=click.Path(path_type=Path),
-    help="A folder of your own patches (repeatable; else VLLM_PATCHER_PATCHES or pyproject.toml).",
-)
-@click.version_option(package_name="vllm-patcher")
-@click.pass_context
-def main(
-    ctx: click.Context,
-    python: tuple[str, ...],
-    directory: tuple[str, ...],
-    as_json: bool,
-    patch_dirs: tuple[Path, ...],
-) -> None:
-    """Apply, verify and revert source patches to an installed vLLM: the built-in EAGLE-3 changes
-    for DeepSeek-V3, Kimi, MiniMax-M2 and Granite targets, and patches of your own.
+def main(args: list[str] | None = None, prog_name: str | None = None, **extra: Any) -> Any:
+    """Run the command line ``args`` (default: ``sys.argv[1:]``); exits with its code."""
+    argv = [str(a) for a in (sys.argv[1:] if args is None else args)]
+    if not extra:  # click's own settings (standalone_mode, ...) are click's to honour
+        from .fast import parse, run
 
-    These options may also follow the command (`vllm-patcher status --json`)."""
-    RUN.command = ctx.invoked_subcommand  # for an error before the command parses its options
-    ctx.obj = Options(
-        one_value("--python", python), one_value("--target", directory), as_json, patch_dirs
-    )
-    if ctx.obj.python and ctx.obj.directory:
-        raise BadSetting("--python and --target are exclusive; pass one")
-    from ..journal import lock_timeout  # --help and --version never need the journal
+        parsed = parse(argv)
+        if parsed is not None:
+            run(argv, parsed)
+    from .root import main as group
 
-    lock_timeout()  # a bad VLLM_PATCHER_LOCK_TIMEOUT is a usage error for every command
+    return group.main(args, prog_name=prog_name, **extra)
 
 
 __all__ = ["main"]

@@ -1,78 +1,17 @@
-"""The command line's machinery: the run's options, the global options accepted after any
-command, the ``--json`` envelope, and the one place anticipated failures become an error line
-and a documented exit code."""
+"""The command line's click machinery: the global options accepted after any command, the
+groups that import a command's module when it runs, and click's usage errors under ``--json``.
+What does not need click (options, printing, the envelope, the failure handler) is in ``base``."""
 
 from __future__ import annotations
 
 import importlib
-import json
-import os
 import sys
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import click
 
-from .. import fileops, progress
-from ..catalogue.folders import load_catalogue, user_folders
-from ..catalogue.model import NAME_RULE, Catalogue, valid_patch_name
-from ..errors import (
-    EXIT_INTERRUPTED,
-    BadSetting,
-    FileSystemError,
-    PatcherError,
-)
-from ..install import locate as locate_mod
-from ..install import target as target_mod
-
-
-@dataclass
-class Options:
-    python: str | None
-    directory: str | None
-    as_json: bool
-    patch_dirs: tuple[Path, ...] = ()
-
-    def target(self) -> target_mod.Target:
-        return locate_mod.locate(self.python, self.directory)
-
-    def catalogue(self, names: tuple[str, ...] = ()) -> Catalogue:
-        """The built-ins plus the user's folders; ``names`` (or pyproject's select) narrows it."""
-        folders, select = user_folders(self.patch_dirs)
-        return load_catalogue(folders, names or tuple(select))
-
-    def patch_folders(self, command: str) -> list[Path]:
-        """The user's patches folders in the order given (NAME goes into the last, or the one
-        holding it); none is a usage error for the commands that write a patch."""
-        folders, _ = user_folders(self.patch_dirs)
-        if not folders:
-            raise BadSetting(
-                f"{command} writes into your patches folder: give one with --patches DIR "
-                "(or VLLM_PATCHER_PATCHES, or [tool.vllm-patcher] patches in pyproject.toml)"
-            )
-        return folders
-
-
-def check_names(*names: str) -> None:
-    """A NAME argument must be a patch name the loader takes (a usage error otherwise)."""
-    for name in names:
-        if not valid_patch_name(name):
-            raise BadSetting(f"{name!r} is not a patch name; {NAME_RULE}")
-
-
-def echo(message: str = "", *, err: bool = False, nl: bool = True) -> None:
-    """Print, and survive a reader that went away (``| head``): once a change is committed, a
-    closed pipe must not turn its exit code into a failure."""
-    try:
-        click.echo(message, err=err, nl=nl)
-    except BrokenPipeError:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, 2 if err else 1)
-        os.close(devnull)
-
-
-SCHEMA = "vllm-patcher/1"  # the envelope's version; vllm_patcher/schema/output.schema.json
+from .base import RUN, Options, echo, emit, guarded, json_wanted, merge_after
 
 
 def command_name(ctx: click.Context | None) -> str | None:
@@ -85,45 +24,9 @@ def command_name(ctx: click.Context | None) -> str | None:
     return " ".join(n for n in reversed(names) if n) or None
 
 
-def emit(command: str | None, exit_code: int, data: dict[str, Any]) -> None:
-    """Print one ``--json`` answer: the envelope, then the command's own keys at the top level.
-
-    Every ``--json`` output goes through here, reports and errors alike; ``ok`` is exit code 0.
-    """
-    envelope: dict[str, Any] = {
-        "schema": SCHEMA,
-        "command": command,
-        "ok": exit_code == 0,
-        "exit_code": exit_code,
-    }
-    echo(json.dumps({**envelope, **{k: v for k, v in data.items() if k not in envelope}}, indent=2))
-
-
 def json_report(exit_code: int, data: dict[str, Any]) -> None:
     """The current command's ``--json`` report, under the envelope."""
     emit(command_name(click.get_current_context(silent=True)), exit_code, data)
-
-
-def json_wanted(opts: Options | None) -> bool:
-    """``--json`` given anywhere, even when the failure came before the options were merged."""
-    if opts is not None and opts.as_json:
-        return True
-    argv = RUN.argv[: RUN.argv.index("--")] if "--" in RUN.argv else RUN.argv
-    return "--json" in argv
-
-
-class RUN:
-    """This run's arguments (set by ``Group.main``) and the command being parsed or run."""
-
-    argv: list[str] = []
-    command: str | None = None
-
-
-def fail(opts: Options | None, exc: PatcherError) -> NoReturn:
-    if json_wanted(opts):
-        emit(RUN.command, exc.exit_code, {"error": exc.message})
-    echo(f"vllm-patcher: error: {exc.message}", err=True)
-    sys.exit(exc.exit_code)
 
 
 def usage_error(exc: click.ClickException) -> None:
@@ -169,53 +72,19 @@ def global_params() -> list[click.Parameter]:
     ]
 
 
-def _normal(flag: str, value: str | Path) -> str:
-    """The path a value names, so ``V``, ``V/`` and (for ``--python``) ``V/bin/python`` compare
-    equal. Symlinks are not followed: every venv's ``bin/python`` links to the same base."""
-    path = os.path.abspath(os.path.expanduser(value))
-    if flag == "--python" and os.path.isdir(path):
-        path = os.path.join(path, "bin", "python")
-    return path
-
-
-def one_value(flag: str, values: tuple[Any, ...] | list[Any]) -> Any:
-    """One value for an option that may be given more than once: the same path each time, or a
-    usage error naming both (never the last one silently)."""
-    if not values:
-        return None
-    first = values[0]
-    for other in values[1:]:
-        if _normal(flag, other) != _normal(flag, first):
-            raise BadSetting(f"{flag} given twice with different values ({first}, {other})")
-    return first
-
-
 def merge_globals(ctx: click.Context) -> None:
-    """Fold the global options given after a (sub)command into the ``Options`` of the run.
-
-    The same option in both places must agree: different values are a usage error, never a guess.
-    """
+    """Fold the global options given after a (sub)command into the run's ``Options``."""
     given = {key: ctx.params.pop(key, None) for key in _GLOBAL_KEYS}
     opts = ctx.find_object(Options)
     if opts is None:  # pragma: no cover - main always sets it
         return
-    if given["g_json"]:
-        opts.as_json = True
-    for attr, flag in (("python", "--python"), ("directory", "--target")):
-        values = [v for v in (getattr(opts, attr), *(given[f"g_{attr}"] or ())) if v is not None]
-        setattr(opts, attr, one_value(flag, values))
-    patches = tuple(given["g_patches"] or ())
-    if patches:
-        if opts.patch_dirs and [os.path.abspath(p) for p in opts.patch_dirs] != [
-            os.path.abspath(p) for p in patches
-        ]:
-            raise BadSetting(
-                "--patches given before and after the command with different folders; "
-                "give them in one place"
-            )
-        opts.patch_dirs = patches
-    if opts.python and opts.directory:
-        raise BadSetting("--python and --target are exclusive; pass one")
+    merge_after(
+        opts,
+        tuple(given["g_python"] or ()),
+        tuple(given["g_directory"] or ()),
+        bool(given["g_json"]),
+        tuple(given["g_patches"] or ()),
+    )
 
 
 class Command(click.Command):
@@ -322,34 +191,11 @@ class Group(click.Group):
         return " ".join(names) or None
 
     def invoke(self, ctx: click.Context) -> Any:
-        try:
-            return super().invoke(ctx)
-        except PatcherError as exc:
-            fail(ctx.find_object(Options), exc)
-        except click.ClickException as exc:
-            usage_error(exc)
-            raise
-        except KeyboardInterrupt:
-            message = "interrupted; every file is as it was before this run"
-            if json_wanted(ctx.find_object(Options)):
-                emit(RUN.command, EXIT_INTERRUPTED, {"error": message})
-            echo(f"vllm-patcher: error: {message}", err=True)
-            sys.exit(EXIT_INTERRUPTED)
-        except BrokenPipeError:
-            sys.exit(0)  # only reached outside echo; nothing was being written
-        except OSError as exc:
-            fail(ctx.find_object(Options), FileSystemError(fileops.os_error_message(None, exc)))
+        def body() -> Any:
+            try:
+                return super(Group, self).invoke(ctx)
+            except click.ClickException as exc:
+                usage_error(exc)
+                raise
 
-
-def waiting(opts: Options, command: str) -> progress.Progress | None:
-    """What a run waiting for another's lock says, once: a line on stderr, none under --json."""
-    return None if opts.as_json else progress.Progress.for_stderr(False, prefix=command)
-
-
-_CHOSEN_TEXT = {target_mod.CHOSEN_VENV: "from VIRTUAL_ENV"}
-
-
-def chosen_line(target: target_mod.Target) -> str:
-    where = target.python if target.python is not None else target.site_packages
-    why = _CHOSEN_TEXT.get(target.chosen_by, target.chosen_by)
-    return f"target: {where}" + (f" ({why})" if why else "")
+        return guarded(lambda: ctx.find_object(Options), body)

@@ -16,14 +16,8 @@ from ..errors import (
     PortConflict,
 )
 from ..sources import installed_release_wheels, wheels_by_release
-from .app import (
-    Command,
-    Options,
-    check_names,
-    echo,
-    json_report,
-    waiting,
-)
+from .app import Command, json_report
+from .base import Options, check_names, echo, waiting
 
 
 def _wheel_option(func: Any) -> Any:

@@ -9,12 +9,8 @@ import click
 
 from .. import cluster as cluster_mod
 from ..install import locate as locate_mod
-from .app import (
-    Options,
-    SubGroup,
-    echo,
-    json_report,
-)
+from .app import SubGroup, json_report
+from .base import Options, echo
 
 
 @click.group(cls=SubGroup)

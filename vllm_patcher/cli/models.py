@@ -15,12 +15,8 @@ from ..errors import (
     TargetNotFound,
 )
 from ..install import locate as locate_mod
-from .app import (
-    Command,
-    Options,
-    echo,
-    json_report,
-)
+from .app import Command, json_report
+from .base import Options, echo
 
 _VLLM_VERSION_OPTION = click.option(
     "--vllm-version",

@@ -8,52 +8,14 @@ from typing import Any
 import click
 
 from .. import progress
-from .. import status as status_mod
 from ..catalogue import support
 from ..catalogue.layout import release_matrix
 from ..errors import (
     EXIT_CHECK_FAILED,
 )
-from ..install import target as target_mod
-from ..journal import left_in_place
-from .app import (
-    Command,
-    Options,
-    check_names,
-    chosen_line,
-    echo,
-    json_report,
-    waiting,
-)
-
-
-def _status_lines(st: status_mod.Status, target: target_mod.Target | None = None) -> list[str]:
-    lines = [
-        f"vLLM {st.vllm_version} ({st.distribution}) at {st.location}"
-        + f" ({st.shape} install, judged against {st.reference})",
-        *([chosen_line(target)] if target is not None else []),
-        f"release: {st.release}   fingerprint: {st.fingerprint}",
-    ]
-    if st.in_progress:
-        lines.append(
-            "another vllm-patcher run is changing this environment right now; "
-            "run status again when it is done"
-        )
-    elif st.interrupted:
-        lines.append(
-            f"an earlier {st.interrupted} run was interrupted; run apply or revert to recover"
-        )
-    for p in st.patches:
-        method = p.method or "-"
-        files = ", ".join(p.files) if p.files else "-"
-        origin = "" if p.origin == "built-in" else f"   [{p.origin}]"
-        lines.append(f"  {p.name:<22} {p.state.value:<15} {method:<12} {files}{origin}")
-        if p.detail and p.state not in (
-            status_mod.PatchState.APPLIED,
-            status_mod.PatchState.UPSTREAM,
-        ):
-            lines.append(f"      {p.detail}")
-    return lines
+from . import fast
+from .app import Command, json_report
+from .base import Options, chosen_line, echo
 
 
 @click.command(cls=Command)
@@ -69,22 +31,7 @@ def status(opts: Options, check: bool) -> None:
     With --check, exit 1 when any patch is pending, outdated, drifted, unrecorded or unported, or
     another run is changing the environment right now.
     """
-    target = opts.target()
-    st = status_mod.read_status(target, opts.catalogue())
-    code = EXIT_CHECK_FAILED if check and not st.ready else 0
-    if opts.as_json:
-        json_report(
-            code,
-            {
-                **st.to_dict(),
-                "chosen_by": target.chosen_by,
-                "python": str(target.python) if target.python is not None else None,
-            },
-        )
-    else:
-        echo("\n".join(_status_lines(st, target)))
-    if code:
-        sys.exit(code)
+    fast.status(opts, check)
 
 
 @click.command(cls=Command)
@@ -96,51 +43,7 @@ def status(opts: Options, check: bool) -> None:
 @click.pass_obj
 def apply(opts: Options, dry_run: bool, strict: bool, names: tuple[str, ...]) -> None:
     """Apply every pending patch (or only NAMES), all files or none."""
-    from .. import txn  # status never loads the transaction (plan, diffs)
-
-    check_names(*names)
-    target = opts.target()
-    catalogue = opts.catalogue(names)
-    if not (opts.as_json or dry_run):  # a dry run's stdout is the diff, and it changes nothing
-        echo(chosen_line(target))
-    result = txn.apply(
-        target, catalogue, dry_run=dry_run, strict=strict, on_wait=waiting(opts, "apply")
-    )
-    st = result.status
-    assert st is not None
-    methods = result.methods
-    if opts.as_json:
-        json_report(0, result.to_dict())
-        return
-    if dry_run:
-        if result.diff:
-            echo(result.diff, nl=False)
-        elif result.edits:
-            echo(f"would adopt {', '.join(result.adopted)} (already patched by hand)", err=True)
-        else:
-            echo("nothing to apply", err=True)
-        for note in result.notes:
-            echo(f"note: {note}", err=True)
-        return
-    for rel in result.recovered:
-        echo(f"recovered {rel} from an interrupted run")
-    for note in result.notes:
-        echo(f"note: {note}")
-    echo(f"vLLM {st.vllm_version} at {st.location}")
-    for p in st.patches:
-        if p.name in methods:
-            how = methods[p.name]
-            verb = (
-                "adopted (already patched by hand; now recorded)"
-                if how == "adopted"
-                else "applied now"
-            )
-            how = "pinned-diff" if how == "adopted" else how
-        else:
-            verb, how = p.state.value, p.method or ""
-        echo(f"  {p.name:<22} {verb}" + (f" ({how})" if how else ""))
-    if not result.edits:
-        echo("nothing to do")
+    fast.apply(opts, dry_run, strict, names)
 
 
 # verify's progress names what runs: the probe runs both tiers in one interpreter.
@@ -207,32 +110,7 @@ def verify(opts: Options) -> None:
 @click.pass_obj
 def revert(opts: Options, force: bool) -> None:
     """Restore every touched file to the bytes pip installed."""
-    from .. import txn  # status never loads the transaction (plan, diffs)
-
-    target = opts.target()
-    result = txn.revert(target, force=force, on_wait=waiting(opts, "revert"))
-    if opts.as_json:
-        json_report(
-            0,
-            {
-                "vllm_version": target.version,
-                "location": str(target.site_packages),
-                **result.to_dict(),
-            },
-        )
-        return
-    if not (result.restored or result.already_pristine or result.recovered):
-        echo("nothing applied; nothing to revert")
-        return
-    for rel in result.recovered:
-        echo(f"restored {rel} (an interrupted run had left it patched)")
-    for rel in result.restored:
-        echo(f"restored {rel}")
-    for rel, where in result.saved_edits.items():
-        echo(f"your edited {rel} was kept at {where}")
-    for rel in result.already_pristine:
-        echo(f"{rel} was already pristine")
-    echo(left_in_place(target.site_packages))
+    fast.revert(opts, force)
 
 
 @click.command("list", cls=Command)

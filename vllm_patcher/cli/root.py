@@ -1,0 +1,77 @@
+"""The root command group and its options, for click; each command group is a module of this
+package (patching, authoring, models, cluster, payoff), registered by name in ``COMMANDS``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from .app import Group
+from .base import RUN, root_options
+
+# Each command's module is imported when that command runs (or --help lists them all).
+COMMANDS = {
+    "status": ".patching:status",
+    "apply": ".patching:apply",
+    "verify": ".patching:verify",
+    "revert": ".patching:revert",
+    "list": ".patching:list_",
+    "capture": ".authoring:capture",
+    "import": ".authoring:import_",
+    "port": ".authoring:port",
+    "pin": ".authoring:pin",
+    "doctor": ".models:doctor",
+    "serve-args": ".models:serve_args",
+    "cluster": ".cluster:cluster",
+    "payoff": ".payoff:payoff",
+}
+
+
+@click.group(
+    cls=Group,
+    lazy_commands=COMMANDS,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+@click.option(
+    "--python",
+    "python",
+    metavar="PATH",
+    multiple=True,
+    help="Interpreter or venv directory of the vLLM environment to work on "
+    "(default: this interpreter if it has vLLM, else the active VIRTUAL_ENV).",
+)
+@click.option(
+    "--target",
+    "directory",
+    metavar="DIR",
+    multiple=True,
+    help="site-packages directory of the vLLM to work on (no interpreter).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
+@click.option(
+    "--patches",
+    "patch_dirs",
+    metavar="DIR",
+    multiple=True,
+    type=click.Path(path_type=Path),
+    help="A folder of your own patches (repeatable; else VLLM_PATCHER_PATCHES or pyproject.toml).",
+)
+@click.version_option(package_name="vllm-patcher")
+@click.pass_context
+def main(
+    ctx: click.Context,
+    python: tuple[str, ...],
+    directory: tuple[str, ...],
+    as_json: bool,
+    patch_dirs: tuple[Path, ...],
+) -> None:
+    """Apply, verify and revert source patches to an installed vLLM: the built-in EAGLE-3 changes
+    for DeepSeek-V3, Kimi, MiniMax-M2 and Granite targets, and patches of your own.
+
+    These options may also follow the command (`vllm-patcher status --json`)."""
+    RUN.command = ctx.invoked_subcommand  # for an error before the command parses its options
+    ctx.obj = root_options(python, directory, as_json, patch_dirs)
+
+
+__all__ = ["main"]
