@@ -148,7 +148,9 @@ def test_a_pre_release_of_the_release_that_fixed_a_patch_is_not_taken_for_upstre
         assert states["eagle3-granite"] == "unported", states
         # and what it says to do leads somewhere: a port "to 0.32.0" would find it already there
         detail = next(p["detail"] for p in data["patches"] if p["name"] == "eagle3-granite")
-        assert "install vLLM 0.32.0 or later" in detail and "vllm-patcher port" not in detail, detail
+        assert "install vLLM 0.32.0 or later" in detail and "vllm-patcher port" not in detail, (
+            detail
+        )
         shutil.rmtree(site)
 
 
