@@ -9,7 +9,7 @@ import os
 import signal
 import socket
 import subprocess
-import threading
+import sys
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -159,58 +159,40 @@ def serve(
             proc.wait()
 
 
-def complete(url: str, prompt: list[int], max_tokens: int) -> str:
-    body = json.dumps(
-        {
-            "model": "tiny",
-            "prompt": prompt,
-            "max_tokens": max_tokens,
-            "temperature": 0.0,
-            "ignore_eos": True,
-        }
-    ).encode()
-    request = urllib.request.Request(
-        f"{url}/v1/completions", body, {"Content-Type": "application/json"}
-    )
-    with urllib.request.urlopen(request, timeout=ENGINE_TIMEOUT) as answer:
-        data = json.loads(answer.read())
-    return str(data["choices"][0]["text"])
-
-
 @dataclass
 class Load:
-    seconds: float
+    seconds: float  # wall time of the whole load
     tokens: int
+    latency_s: float = 0.0  # the requests' own latencies, summed (sent to answered)
 
     @property
     def per_token_s(self) -> float:
         return self.seconds / self.tokens
 
+    @property
+    def latency_per_token_s(self) -> float:
+        """Per request, its latency over its tokens: what a user of the server waits per token,
+        leaving out any time the client took between requests."""
+        return self.latency_s / self.tokens
+
+    def __add__(self, other: Load) -> Load:
+        return Load(
+            self.seconds + other.seconds,
+            self.tokens + other.tokens,
+            self.latency_s + other.latency_s,
+        )
+
 
 def load(url: str, requests: int = 16, concurrency: int = 2, max_tokens: int = 64) -> Load:
-    """``requests`` completions, ``concurrency`` at a time; wall time over tokens generated."""
-    todo = iter(range(requests))
-    lock = threading.Lock()
-    errors: list[BaseException] = []
-
-    def worker() -> None:
-        while True:
-            with lock:
-                i = next(todo, None)
-            if i is None:
-                return
-            try:
-                complete(url, [3 + (17 * i) % 500, 40 + i % 400, 100 + (3 * i) % 300], max_tokens)
-            except BaseException as exc:  # reported after the join
-                errors.append(exc)
-                return
-
-    started = time.monotonic()
-    threads = [threading.Thread(target=worker) for _ in range(concurrency)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    if errors:
-        raise errors[0]
-    return Load(time.monotonic() - started, requests * max_tokens)
+    """``requests`` completions, ``concurrency`` at a time, sent by engine_load.py in a session of
+    its own (see there why); its wall time, tokens and summed request latencies."""
+    proc = subprocess.run(
+        [sys.executable, str(HERE / "engine_load.py"), url, str(requests), str(concurrency),
+         str(max_tokens)],
+        capture_output=True, text=True, timeout=ENGINE_TIMEOUT, check=False,
+        start_new_session=True,
+    )  # fmt: skip
+    if proc.returncode != 0:
+        raise AssertionError(f"the load on {url} failed:\n{proc.stderr[-3000:]}")
+    data = json.loads(proc.stdout.strip().splitlines()[-1])
+    return Load(float(data["seconds"]), int(data["tokens"]), float(data["latency_s"]))

@@ -95,6 +95,9 @@ def test_without_a_baseline_the_speedup_is_unknown_and_never_guessed() -> None:
         (("--metrics", "a", "--baseline", "http://127.0.0.1:2"), "the same way as the server"),
         (("http://127.0.0.1:1", "--baseline", "b.txt"), "the same way as the server"),
         (("--metrics", "a", "--metrics", "b", "--baseline", "c"), "give the same number"),
+        (("--metrics", "a", "--metrics", "b", "--window", "30"), "--window and --watch"),
+        (("--metrics", "a", "--watch"), "--window and --watch"),
+        (("--log", "x.log", "--window", "5"), "--window and --watch"),
     ],
 )
 def test_bad_payoff_options_are_usage_errors(args: tuple[str, ...], fragment: str) -> None:

@@ -110,6 +110,15 @@ def payoff_report(
     url = None
     if (metrics or log) and any(s.startswith(("http://", "https://")) for s in sources):
         raise BadSetting("give exactly one of URL, --metrics FILE [FILE] or --log FILE")
+    window_given = click.get_current_context().get_parameter_source("window_s") not in (
+        click.core.ParameterSource.DEFAULT,
+        None,
+    )
+    if (metrics or log) and (watch or window_given):
+        raise BadSetting(
+            "--window and --watch read a live server twice; saved scrapes and logs carry their "
+            "own window: drop them, or give the server's URL"
+        )
     if metrics:
         metrics = metrics + tuple(Path(s) for s in sources)
     elif len(sources) > 1:

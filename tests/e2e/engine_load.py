@@ -1,0 +1,87 @@
+"""A closed-loop load on an OpenAI-compatible server, run as its own process (stdlib only).
+
+    python engine_load.py URL REQUESTS CONCURRENCY MAX_TOKENS
+
+``REQUESTS`` completions, ``CONCURRENCY`` at a time, greedy, ``ignore_eos`` (so every request
+generates ``MAX_TOKENS``). Prints one JSON line: the wall seconds, the tokens, and the sum of the
+requests' own latencies (sent to answered), which leaves out the time a worker spent between two
+requests.
+
+It runs in a session of its own (``tests/e2e/engine.py`` starts it so): with Linux's autogroup
+scheduling, busy processes in the test's session would otherwise take this client's turns, so it
+sent its next request late and the server ran one request where the load asked for two.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+import urllib.request
+
+TIMEOUT = 900
+
+
+def complete(url: str, prompt: list[int], max_tokens: int) -> None:
+    body = json.dumps(
+        {
+            "model": "tiny",
+            "prompt": prompt,
+            "max_tokens": max_tokens,
+            "temperature": 0.0,
+            "ignore_eos": True,
+        }
+    ).encode()
+    request = urllib.request.Request(
+        f"{url}/v1/completions", body, {"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(request, timeout=TIMEOUT) as answer:
+        data = json.loads(answer.read())
+    got = data["usage"]["completion_tokens"]
+    if got != max_tokens:
+        raise RuntimeError(f"asked for {max_tokens} tokens, got {got}")
+
+
+def main(url: str, requests: int, concurrency: int, max_tokens: int) -> None:
+    todo = iter(range(requests))
+    lock = threading.Lock()
+    errors: list[BaseException] = []
+    latencies: list[float] = []
+
+    def worker() -> None:
+        while True:
+            with lock:
+                i = next(todo, None)
+            if i is None:
+                return
+            sent = time.monotonic()
+            try:
+                complete(url, [3 + (17 * i) % 500, 40 + i % 400, 100 + (3 * i) % 300], max_tokens)
+            except BaseException as exc:  # reported after the join
+                errors.append(exc)
+                return
+            with lock:
+                latencies.append(time.monotonic() - sent)
+
+    started = time.monotonic()
+    threads = [threading.Thread(target=worker) for _ in range(concurrency)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+    print(
+        json.dumps(
+            {
+                "seconds": time.monotonic() - started,
+                "tokens": requests * max_tokens,
+                "latency_s": sum(latencies),
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]))
