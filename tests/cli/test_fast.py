@@ -123,6 +123,7 @@ CASES = {
     "patches-twice": ([["--patches", "/a", "status", "--patches", "/b", "--json"]], {}),
     "bad-lock-timeout": ([["apply", "--json"]], {"VLLM_PATCHER_LOCK_TIMEOUT": "soon"}),
     "missing-patches-folder": ([["--patches", "/no/such/folder", "status"]], {}),
+    "ascii-stdout": ([["status"]], {"PYTHONIOENCODING": "ascii"}),  # in a folder named sité
 }
 
 
@@ -143,7 +144,7 @@ def _run(path: str, site: Path, args: list[str], env: dict[str, str]) -> tuple[i
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_both_paths_print_and_exit_the_same(tmp_path: Path, case: str) -> None:
     runs, env = CASES[case]
-    site = tmp_path / "site"
+    site = tmp_path / ("sité" if case == "ascii-stdout" else "site")
     seen: dict[str, list[tuple[int, str, str]]] = {}
     for path in ("fast", "click"):
         shutil.rmtree(site, ignore_errors=True)

@@ -75,8 +75,13 @@ def echo(message: str = "", *, err: bool = False, nl: bool = True) -> None:
     """Print, and survive a reader that went away (``| head``): once a change is committed, a
     closed pipe must not turn its exit code into a failure."""
     stream = sys.stderr if err else sys.stdout
+    text = message + "\n" if nl else message
     try:
-        stream.write(message + "\n" if nl else message)
+        try:
+            stream.write(text)
+        except UnicodeEncodeError:  # an ASCII-only stream (PYTHONIOENCODING=ascii): as click did
+            encoding = stream.encoding or "utf-8"
+            stream.write(text.encode(encoding, "replace").decode(encoding))
         stream.flush()
     except BrokenPipeError:
         devnull = os.open(os.devnull, os.O_WRONLY)
