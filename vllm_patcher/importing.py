@@ -25,7 +25,7 @@ from .capture import (
     write_patch_toml,
 )
 from .catalogue.folders import patches_args
-from .catalogue.layout import layout
+from .catalogue.layout import builds_on, layout
 from .catalogue.model import CONFLICTS, Catalogue
 from .diffmerge import apply_fuzzy, split_upstream_diff
 from .errors import BadSetting, PatchFolderError, PortConflict
@@ -189,5 +189,8 @@ def _refuse_out_of_order(
     lay = layout(others, tree.version, tree.record)
     stacked = {rel: [s.patch for s in lay.steps.get(rel, [])] for rel in outcomes}
     refuse_out_of_order(catalogue, folders, folder, name, stacked)
-    below = {n for names in stacked.values() for n in names}
-    return [n for n in others.names if n in below]
+    below = [n for n in others.names if n in {n for names in stacked.values() for n in names}]
+    # and what those are stacked on in turn (eagle3-minimax-m2's speculative.py diff is made on
+    # eagle3-whitelist's): the apply hint names every patch the series needs
+    deeper = builds_on(others, tree.version, tree.record, below)
+    return [n for n in others.names if n in {*below, *deeper}]

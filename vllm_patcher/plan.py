@@ -11,7 +11,8 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from . import pinned
-from .catalogue.layout import Layout, Step, Verdict
+from .catalogue.layout import Layout, Step, Verdict, builds_on
+from .catalogue.model import Catalogue
 from .errors import (
     LocallyModified,
     PatchFolderError,
@@ -136,7 +137,9 @@ def plan_apply(
             stale = outdated(target, lay.catalogue, rel, steps, ours) is not None
             if wanted[: len(done)] == done and not stale:
                 rest = steps[len(done) :]
-                after, how = run_steps(target, rel, rest, current, strict, notes, transformed)
+                after, how = run_steps(
+                    target, rel, rest, current, strict, notes, transformed, lay.catalogue
+                )
                 added = tuple(s.patch for s in rest)
                 edits.append(
                     FileEdit(rel, current, after, tuple(wanted), how, base=ours.before, added=added)
@@ -150,13 +153,17 @@ def plan_apply(
                     f"or run `{target.command('revert')}` first"
                 )
             pristine = pristine_copy(rel, ours.before)
-            after, how = run_steps(target, rel, steps, pristine, strict, notes, transformed)
+            after, how = run_steps(
+                target, rel, steps, pristine, strict, notes, transformed, lay.catalogue
+            )
             added = tuple(wanted) if stale else tuple(n for n in wanted if n not in done)
             edits.append(
                 FileEdit(rel, current, after, tuple(wanted), how, base=ours.before, added=added)
             )
             continue
-        after, how = run_steps(target, rel, steps, current, strict, notes, transformed)
+        after, how = run_steps(
+            target, rel, steps, current, strict, notes, transformed, lay.catalogue
+        )
         if after != current:
             edits.append(FileEdit(rel, current, after, tuple(wanted), how))
     for rel in dict.fromkeys(f.path for f in files if f.state is FileState.OUTDATED):
@@ -198,8 +205,11 @@ def run_steps(
     strict: bool,
     notes: list[str],
     transformed: set[str],
+    catalogue: Catalogue | None = None,
 ) -> tuple[bytes, str]:
-    """Run ``steps`` over ``start``: pinned diffs when the hashes chain, else the transforms."""
+    """Run ``steps`` over ``start``: pinned diffs when the hashes chain, else the transforms.
+    ``catalogue`` (the whole one, its selection marked) lets a refusal name the unselected
+    patches a diff is stacked on."""
     if pinned_end(steps, file_hash(start)) is not None:
         text = start.decode("utf-8")
         for step in steps:
@@ -213,7 +223,7 @@ def run_steps(
         return text.encode("utf-8"), PINNED_DIFF
     stranger = next((s for s in steps if s.transform is None), None)
     if stranger is not None:
-        raise PatchFolderError(_no_chain_message(target, rel, steps, start, stranger))
+        raise PatchFolderError(_no_chain_message(target, rel, steps, start, stranger, catalogue))
     if strict:
         raise StrictRefusal(
             f"no pinned diff for {', '.join(s.patch for s in steps)} matches {rel} of vLLM "
@@ -235,8 +245,16 @@ def run_steps(
     return text.encode("utf-8"), TRANSFORM
 
 
-def _no_chain_message(target: Target, rel: str, steps: list[Step], start: bytes, step: Step) -> str:
-    """Name the first step whose diff was made for other bytes than the ones before it."""
+def _no_chain_message(
+    target: Target,
+    rel: str,
+    steps: list[Step],
+    start: bytes,
+    step: Step,
+    catalogue: Catalogue | None = None,
+) -> str:
+    """Name the first step whose diff was made for other bytes than the ones before it, and the
+    unselected patches it is stacked on, with the apply that selects them too."""
     running: str | None = file_hash(start)
     before: list[str] = []
     for s in steps:
@@ -250,6 +268,24 @@ def _no_chain_message(target: Target, rel: str, steps: list[Step], start: bytes,
             f"{step.patch} has no diff for {rel} of vLLM {target.version} and no transform; "
             f"nothing was patched; run `vllm-patcher port {step.patch} --to {target.version}` "
             "(with the --patches folder that holds it)"
+        )
+    in_series = {s.patch for s in steps}
+    missing = [
+        n
+        for n in (
+            builds_on(catalogue, target.version, target.record, [step.patch]) if catalogue else []
+        )
+        if n not in in_series
+    ]
+    if catalogue is not None and missing:
+        selected = [n for n in catalogue.names if n in catalogue.selected or n in in_series]
+        names = " ".join(n for n in catalogue.names if n in {*missing, *selected})
+        patch = catalogue.get(step.patch)
+        command = target.command(patch.args(f"apply {names}") if patch else f"apply {names}")
+        return (
+            f"{step.patch}'s diff for {rel} is stacked on {', '.join(missing)}, not selected "
+            f"in this run; nothing was patched; select {'it' if len(missing) == 1 else 'them'} "
+            f"too: `{command}`"
         )
     return (
         f"{step.patch}'s diff for {rel} was made on other bytes than {made_on} here (a patch "

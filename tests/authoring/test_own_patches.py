@@ -110,21 +110,21 @@ def test_a_stacked_patch_alone_is_refused_and_nothing_is_written(tree_copy, tmp_
     run_cli("--target", str(site), "--patches", str(mine), "revert", check=True)
     before = snapshot(site)
     proc = run_cli("--target", str(site), "--patches", str(mine), "apply", "my-minimax")
-    assert_refused(proc, 13, "my-minimax", "was made on other bytes")
+    # the refusal names what it is stacked on (through every level) and the apply that works
+    assert_refused(
+        proc, 13, "my-minimax", "stacked on eagle3-whitelist, eagle3-minimax-m2, eagle3-granite"
+    )
     assert snapshot(site) == before
-    # naming the ones below it works, and an unknown name is a usage error
-    run_cli(
-        "--target",
-        str(site),
-        "--patches",
-        str(mine),
-        "apply",
+    hint = re.search(r"too: `([^`]+)`", proc.stderr)
+    assert hint, proc.stderr
+    argv = shlex.split(hint.group(1))
+    assert argv[0] == "vllm-patcher" and argv[-4:] == [
         "eagle3-whitelist",
         "eagle3-minimax-m2",
         "eagle3-granite",
         "my-minimax",
-        check=True,
-    )
+    ]
+    run_cli(*argv[1:], check=True)  # pasted as printed
     states = _states(site, "--patches", str(mine))
     assert states["my-minimax"] == "applied" and states["supports-eagle3"] == "pending"
     assert_refused(run_cli("--target", str(site), "apply", "no-such-patch"), 2, "no-such-patch")
@@ -351,10 +351,20 @@ def test_import_fits_an_upstream_diff_leaves_rejects_and_continues(
             flags=re.S,
         )
     )
-    run_cli(*args, "--continue", check=True)
+    done = run_cli(*args, "--continue", check=True)
     diff = (mine / "mm-eagle" / "vllm-0.15.1" / "patch.diff").read_text()
     assert "+from itertools import islice" in diff  # a hunk that fitted
     assert snapshot(site) == before  # import never writes site-packages
+    # its apply hint names every patch below it: eagle3-minimax-m2, and eagle3-whitelist that
+    # eagle3-minimax-m2's speculative.py diff is made on; pasted on a whole pristine tree, it works
+    hint = re.search(r"`([^`]+)` patches vLLM with it", done.stdout)
+    assert hint, done.stdout
+    argv = shlex.split(hint.group(1))
+    assert argv[-3:] == ["eagle3-whitelist", "eagle3-minimax-m2", "mm-eagle"], argv
+    shutil.rmtree(site)
+    shutil.copytree(tree_copy("0.15.1"), site)
+    run_cli(*argv[1:], check=True)
+    assert _states(site, "--patches", str(mine))["mm-eagle"] == "applied"
     assert_refused(run_cli(*args, "--diff", str(tmp_path / "missing.diff")), 2, "cannot read")
 
 

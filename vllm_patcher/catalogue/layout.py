@@ -3,11 +3,12 @@ of steps that produce it (``layout``); the releases pinned; the reference a pin 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from enum import Enum
 from typing import Any, NamedTuple
 
 from .folders import load_catalogue
-from .model import Catalogue, FileChange, Pin, PinnedFile, version_key
+from .model import Catalogue, FileChange, Patch, Pin, PinnedFile, version_key
 from .support import upstream_in
 
 
@@ -97,6 +98,45 @@ def layout(
             if catalogue.is_selected(p.name) or p.name in recorded.get(rel, ()):
                 steps.setdefault(rel, []).append(Step(p.name, rel, pinned, pin, change))
     return Layout(version, catalogue, verdicts, steps)
+
+
+def builds_on(
+    catalogue: Catalogue, version: str, record: dict[str, str], names: Iterable[str]
+) -> list[str]:
+    """The patches the pinned diffs of ``names`` on ``version`` are stacked on, and those they
+    are stacked on, in series order, less ``names``: per file, the chain of earlier pinned diffs
+    that leads from the pristine bytes (``record``) to the bytes a diff was made on. A diff made
+    on the pristine file builds on nothing."""
+    wanted = list(dict.fromkeys(names))
+    seen, found, todo = set(wanted), set(), list(wanted)
+    while todo:
+        patch = catalogue.get(todo.pop())
+        pin = patch.pin(version) if patch is not None else None
+        if patch is None or pin is None:
+            continue
+        for rel, made_on in pin.files.items():
+            running, chain = record.get(rel), list[str]()
+            for other in catalogue.patches:
+                if other.name == patch.name:
+                    break
+                step = _pinned_step(other, version, rel)
+                if step is not None and step.before == running:
+                    running, chain = step.after, [*chain, other.name]
+            if running != made_on.before:
+                continue  # no chain of these pins leads there: nothing to name
+            for name in chain:
+                if name not in seen:
+                    seen.add(name)
+                    found.add(name)
+                    todo.append(name)
+    return [n for n in catalogue.names if n in found]
+
+
+def _pinned_step(patch: Patch, version: str, rel: str) -> PinnedFile | None:
+    if not patch.covers(version) or upstream_in(patch, version):
+        return None
+    pin = patch.pin(version)
+    return pin.files.get(rel) if pin is not None else None
 
 
 def builtin_paths(version: str) -> list[str]:
