@@ -47,7 +47,7 @@ class Progress:
 
     @classmethod
     def for_stderr(cls, as_json: bool, prefix: str = "") -> Progress:
-        if as_json:
+        if as_json or sys.stderr is None:  # --json, or stderr closed (``2>&-``)
             return cls(OFF, prefix)
         interactive = sys.stderr.isatty() and os.environ.get("TERM") != "dumb"
         return cls(TTY if interactive else PLAIN, prefix)
@@ -114,6 +114,8 @@ class Progress:
     def _write(self, text: str) -> None:
         """Write and flush; a reader that went away must not fail the command."""
         stream = self._stream or sys.stderr
+        if stream is None:  # stderr closed
+            return
         try:
             stream.write(text)
             stream.flush()

@@ -60,6 +60,57 @@ def test_the_fast_table_is_what_click_declares_for_the_three_commands() -> None:
         assert after == {*fast.GLOBAL_VALUES, fast.GLOBAL_FLAG}
 
 
+def test_the_global_options_value_types_are_the_ones_fast_mirrors() -> None:
+    """fast reads --python and --target as plain strings and --patches as click.Path(path_type=
+    Path) with click's defaults (it hands an existing but unreadable one to click, which refuses
+    it): a change to these declarations must change fast too."""
+    types = {o: p.type for p in root_group.params for o in p.opts if o in fast.GLOBAL_VALUES}
+    assert types["--python"] == click.STRING and types["--target"] == click.STRING
+    patches = types["--patches"]
+    assert isinstance(patches, click.Path)
+    assert (patches.exists, patches.readable, patches.writable) == (False, True, False)
+    assert (patches.file_okay, patches.dir_okay, patches.type) == (True, True, Path)
+
+
+def test_shell_completion_is_left_to_click(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "vllm_patcher", "--target", str(tmp_path), "status"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "_VLLM_PATCHER_COMPLETE": "bash_source"},
+        check=False,
+    )
+    assert proc.returncode == 0 and "complete" in proc.stdout, proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("closed", ["stdout", "stderr"])
+def test_a_closed_stream_changes_neither_the_work_nor_the_exit_code(
+    tmp_path: Path, closed: str
+) -> None:
+    """``>&-``: apply still applies and exits 0, a refusal keeps its code, on both paths."""
+    site = tmp_path / "site"
+    redirect = ">&-" if closed == "stdout" else "2>&-"
+    codes = {}
+    for path in ("fast", "click"):
+        shutil.rmtree(site, ignore_errors=True)
+        shutil.copytree(
+            sources.fetch_release("0.15.1"), site, ignore=shutil.ignore_patterns(".complete")
+        )
+        for args in (["apply"], ["apply", "no-such-patch"], ["status", "--check"]):
+            proc = subprocess.run(
+                ["bash", "-c", f'"$@" {redirect}', "_", sys.executable, "-c", _RUN, path,
+                 "--target", str(site), *args],
+                capture_output=True, text=True, check=False,
+            )  # fmt: skip
+            codes[(path, args[-1])] = proc.returncode
+        assert (site / ".vllm-patcher" / "state.json").is_file()  # the apply was done
+    assert codes == {
+        (p, a): c
+        for p in ("fast", "click")
+        for a, c in (("apply", 0), ("no-such-patch", 2), ("--check", 0))
+    }
+
+
 @pytest.mark.parametrize(
     "argv",
     [

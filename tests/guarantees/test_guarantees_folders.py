@@ -7,8 +7,11 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -399,3 +402,32 @@ def test_a_continue_that_completes_a_release_adds_it_to_releases(tmp_path: Path)
     run_cli("--target", str(fresh), "--patches", str(mine), "apply", check=True)
     assert _states(fresh, mine)["my-fix"] == "applied"
     assert '"glm4_moe",' in (fresh / SPEC).read_text()
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "tool = 3\n",
+        "[tool]\nvllm-patcher = 3\n",
+        '[tool.vllm-patcher]\npatches = "my-patches"\n',
+        "[tool.vllm-patcher]\nselect = [1]\n",
+        "[tool.vllm-patcher\n",
+    ],
+)
+def test_a_malformed_pyproject_table_is_refused_not_a_traceback(tmp_path: Path, text: str) -> None:
+    """status and apply read ``[tool.vllm-patcher]`` of the pyproject.toml where they run."""
+    site = tmp_path / "site"
+    shutil.copytree(sources.fetch_release("0.15.1"), site)
+    (tmp_path / "pyproject.toml").write_text(text)
+    before = snapshot(site)
+    for command in ("status", "apply"):
+        proc = subprocess.run(
+            [sys.executable, "-m", "vllm_patcher", "--target", str(site), command],
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            env={k: v for k, v in os.environ.items() if k != "VLLM_PATCHER_PATCHES"},
+            check=False,
+        )
+        assert_refused(proc, 13, "pyproject.toml")
+    assert snapshot(site) == before

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 
@@ -126,6 +127,25 @@ def test_a_small_window_says_its_figures_are_noisy() -> None:
     assert any("only 100 drafts" in line for line in a.advice)
     big = analyse(_window(1000, (800, 400, 200), step_s=0.016, steps=1000), _plain(0.010, 1000))
     assert not any("noisy" in line for line in big.advice)
+
+
+@pytest.mark.parametrize(
+    ("source", "approximate", "wanted"),
+    [
+        ("http://10.0.0.5:8000", False, "widen --window"),
+        ("after.txt", False, "save the two scrapes further apart"),
+        ("vllm.log", True, "give a log that covers more traffic"),
+    ],
+)
+def test_the_advice_for_a_longer_window_fits_the_source(
+    source: str, approximate: bool, wanted: str
+) -> None:
+    """--window is a usage error with files: advice for saved scrapes or a log never names it."""
+    w = dataclasses.replace(
+        _window(100, (80, 40, 20), step_s=0.016, steps=100), source=source, approximate=approximate
+    )
+    advice = " ".join(analyse(w, _plain(0.010, 100)).advice)
+    assert wanted in advice and ("--window" in advice) == source.startswith("http"), advice
 
 
 def _scrape_text(

@@ -76,7 +76,8 @@ def user_folders(
     project = (cwd or Path.cwd()) / "pyproject.toml"
     if not project.is_file():
         return [], []
-    table = read_toml(project).get("tool", {}).get("vllm-patcher", {})
+    tool = read_toml(project).get("tool", {})
+    table = tool.get("vllm-patcher", {}) if isinstance(tool, dict) else None
     if not isinstance(table, dict):
         raise PatchFolderError(f"{project}: [tool.vllm-patcher] must be a table")
     folders = table.get("patches", [])

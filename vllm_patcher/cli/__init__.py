@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Any
 
@@ -12,7 +13,8 @@ from typing import Any
 def main(args: list[str] | None = None, prog_name: str | None = None, **extra: Any) -> Any:
     """Run the command line ``args`` (default: ``sys.argv[1:]``); exits with its code."""
     argv = [str(a) for a in (sys.argv[1:] if args is None else args)]
-    if not extra:  # click's own settings (standalone_mode, ...) are click's to honour
+    # click's own settings (standalone_mode, ...) and its shell completion are click's to honour
+    if not extra and "_VLLM_PATCHER_COMPLETE" not in os.environ:
         from .fast import parse, run
 
         parsed = parse(argv)

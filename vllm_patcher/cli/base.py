@@ -75,6 +75,8 @@ def echo(message: str = "", *, err: bool = False, nl: bool = True) -> None:
     """Print, and survive a reader that went away (``| head``): once a change is committed, a
     closed pipe must not turn its exit code into a failure."""
     stream = sys.stderr if err else sys.stdout
+    if stream is None:  # closed (``>&-``): nothing to print to, as click.echo did
+        return
     text = message + "\n" if nl else message
     try:
         try:

@@ -14,6 +14,7 @@ click declarations', and that both paths print and exit the same on the forms ta
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import NoReturn
@@ -92,6 +93,8 @@ def parse(argv: list[str]) -> Parsed | None:
                     return None
             if value.startswith("-"):
                 return None
+            if key == "--patches" and os.path.exists(value) and not os.access(value, os.R_OK):
+                return None  # click's Path refuses an unreadable one: its usage error, not ours
             getattr(given, GLOBAL_VALUES[key]).append(value)
         elif eq:
             return None

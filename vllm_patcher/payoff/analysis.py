@@ -89,6 +89,15 @@ def _ms(seconds: float | None) -> float | None:
     return None if seconds is None or not math.isfinite(seconds) else round(seconds * 1000, 3)
 
 
+def wider(w: Window) -> str:
+    """How to get a longer window from this source: --window is for a live server only."""
+    if w.source.startswith(("http://", "https://")):
+        return "widen --window"
+    if w.approximate:
+        return "give a log that covers more traffic"
+    return "save the two scrapes further apart"
+
+
 def _per_token(w: Window) -> tuple[float | None, float | None, float | None]:
     """Tokens per step, step time, per-token time of a window's decode steps."""
     if w.steps <= 0 or w.emitted <= 0:
@@ -133,7 +142,7 @@ def analyse(w: Window, baseline: Window | None = None) -> Analysis:
     if w.drafts < SMALL_SAMPLE:
         notes.append(
             f"only {int(w.drafts)} drafts in the window: the figures are noisy at this size; "
-            f"widen --window (or send more traffic) for {SMALL_SAMPLE} or more"
+            f"{wider(w)} (or send more traffic) for {SMALL_SAMPLE} or more"
         )
     a.advice.extend(notes)
     if baseline is not None:
@@ -155,7 +164,7 @@ def _with_baseline(a: Analysis, baseline: Window) -> None:
             f"a speculative step ({a.step_s * 1000:.2f} ms) took no longer than a plain one "
             f"({t0 * 1000:.2f} ms), so the two servers were not under the same load (or the "
             "window is too short): no step cost can be fitted, and no shorter draft predicted; "
-            "put the same load on both at the same time and widen --window"
+            f"put the same load on both at the same time and {wider(a.window)}"
         )
     elif a.k:
         a.draft_cost_s = (a.step_s - t0) / a.k
@@ -185,6 +194,11 @@ def _advise(a: Analysis) -> None:
                 f"{a.mean_acceptance_length:.2f} plain decode steps{cost}; serve the same model "
                 "without --speculative-config under the same load and pass it as --baseline "
                 "to measure the speedup"
+                + (
+                    " (scrapes of both servers' /metrics: a log has no step times)"
+                    if a.window.approximate
+                    else ""
+                )
             )
     elif (
         a.best_k is not None

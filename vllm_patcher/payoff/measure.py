@@ -101,9 +101,14 @@ def measure(
             if spec.seconds and not spec.since_start
             else "yet"
         )
+        from_url = spec.source.startswith(("http://", "https://"))
         raise NoDrafts(
             f"{spec.source} made no drafts {where}: send requests while payoff reads it, "
-            "or widen --window (0 reads everything since the server started)"
+            + (
+                "or widen --window (0 reads everything since the server started)"
+                if from_url
+                else "or save scrapes with traffic between them (one alone: since the start)"
+            )
         )
     base = None
     if baseline:
