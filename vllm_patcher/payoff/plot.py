@@ -29,14 +29,15 @@ def check_available(path: Path) -> None:
     if path.suffix.lower() != ".png":
         raise BadSetting(f"--plot {path}: give a .png file name")
     import os
+    import sys
 
     folder = path.parent if str(path.parent) else Path(".")
     if path.is_dir() or not folder.is_dir() or not os.access(folder, os.W_OK):
         raise BadSetting(f"--plot {path}: not a file that can be written (check the folder)")
     if _pyplot() is None:
         raise BadSetting(
-            "--plot needs matplotlib: pip install 'vllm-patcher[plot]' (or matplotlib) into "
-            "the tool's environment"
+            f"--plot needs matplotlib: {sys.executable} -m pip install matplotlib (the tool's "
+            "environment; from a checkout, pip install '.[plot]' does the same)"
         )
 
 
