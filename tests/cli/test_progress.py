@@ -185,6 +185,12 @@ def test_verify_after_apply_runs_past_state_on_a_bare_tree(tree_copy) -> None:  
     report = json.loads(_piped("--target", str(site), "--json", "verify").stdout)
     assert report["ok"] is True and report["fix"] is None
     assert report["not_run"] == dict.fromkeys(("import", "behaviour"), "no interpreter (--target)")
+    # its text says what that OK covers: a bare tree is never proven to load
+    text = _piped("--target", str(site), "verify")
+    assert text.returncode == 0
+    assert text.stdout.splitlines()[-1].startswith(
+        "verify: OK for the compile and state tiers only; import and behaviour not run"
+    ), text.stdout
 
 
 def test_apply_json_and_dry_run_print_no_target_line(tree_copy) -> None:  # type: ignore[no-untyped-def]

@@ -92,7 +92,15 @@ def verify(opts: Options) -> None:
                     echo(f"      FAIL {c.name}: {c.detail}")
                 elif c.skipped:
                     echo(f"      n/a  {c.name}: {c.detail}")
-        if report.ok:
+        skipped = [t for t in TIERS if report.tiers.get(t) == "skipped"]
+        if report.ok and skipped:  # say what was proven: --target has no interpreter to import
+            passed = [t for t in TIERS if report.tiers.get(t) == "passed"]
+            echo(
+                f"verify: OK for the {' and '.join(passed)} tiers only; {' and '.join(skipped)} "
+                f"not run ({report.not_run.get(skipped[0], 'skipped')}): verify with --python "
+                "and the interpreter that will serve proves the patches load"
+            )
+        elif report.ok:
             echo("verify: OK")
         elif report.tiers.get("import") == "not-run" and report.tiers.get("state") == "failed":
             then = f"run `{report.fix}` first" if report.fix else "fix what the state tier names"
