@@ -247,7 +247,12 @@ def verify(
         report.checks.append(Check("state", p.name, ok, f"{p.state}. {p.detail}".strip(". ")))
     if not _conclude(report, "state") and _not_patched(st):
         # Importing would test files that are not (all) patched: seconds spent on a known answer.
-        _not_run(report, ("import", "behaviour"), "a patch is not in the files yet")
+        why = (
+            "another vllm-patcher run is changing the files right now; verify again when it is done"
+            if st.in_progress
+            else "a patch is not in the files yet"
+        )
+        _not_run(report, ("import", "behaviour"), why)
         return report
 
     if target.python is None:

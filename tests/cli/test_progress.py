@@ -11,6 +11,7 @@ import os
 import pty
 import re
 import select
+import shutil
 import subprocess
 import sys
 import time
@@ -327,3 +328,30 @@ def test_verify_on_drifted_files_fails_state_but_goes_on_to_the_next_tiers(tree_
     assert report["tiers"]["import"] == "skipped", report["tiers"]
     assert report["not_run"]["import"] == "no interpreter (--target)"
     assert report["fix"] is None
+
+
+def test_verify_while_another_run_holds_the_lock_says_to_wait_not_to_fix(
+    tree_copy,  # type: ignore[no-untyped-def]
+    tmp_path: Path,
+) -> None:
+    site = tree_copy("0.15.1")
+    with _holding_the_lock(site, tmp_path / "faults"):
+        proc = _piped("--target", str(site), "verify")
+    assert proc.returncode == 1
+    assert proc.stdout.splitlines()[-1] == (
+        "verify: FAILED: stopped after the state tier; another vllm-patcher run is changing the "
+        "files right now; verify again when it is done"
+    ), proc.stdout
+
+
+def test_verify_on_files_patched_by_hand_names_the_apply_that_records_them(tree_copy) -> None:  # type: ignore[no-untyped-def]
+    """unrecorded: the right bytes, no record; apply adopts them (exit 1 until then)."""
+    site = tree_copy("0.15.1")
+    assert run_cli("--target", str(site), "apply").returncode == 0
+    shutil.rmtree(site / ".vllm-patcher")
+    proc = _piped("--target", str(site), "verify")
+    assert proc.returncode == 1
+    fix = f"vllm-patcher --target {site} apply"
+    assert proc.stdout.splitlines()[-1] == f"verify: FAILED; `{fix}` fixes the state tier"
+    assert run_cli(*fix.split()[1:]).returncode == 0  # pasted, it works
+    assert _piped("--target", str(site), "verify").returncode == 0

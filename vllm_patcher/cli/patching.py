@@ -92,21 +92,29 @@ def verify(opts: Options) -> None:
                     echo(f"      FAIL {c.name}: {c.detail}")
                 elif c.skipped:
                     echo(f"      n/a  {c.name}: {c.detail}")
-        skipped = [t for t in TIERS if report.tiers.get(t) == "skipped"]
-        if report.ok and skipped:  # say what was proven: --target has no interpreter to import
-            passed = [t for t in TIERS if report.tiers.get(t) == "passed"]
+        unproven = [t for t in TIERS if report.tiers.get(t) == "skipped"]
+        if report.ok and unproven:  # say what was proven: --target has no interpreter to import
+            proven = [t for t in TIERS if report.tiers.get(t) == "passed"]
             echo(
-                f"verify: OK for the {' and '.join(passed)} tiers only; {' and '.join(skipped)} "
-                f"not run ({report.not_run.get(skipped[0], 'skipped')}): verify with --python "
+                f"verify: OK for the {' and '.join(proven)} tiers only; {' and '.join(unproven)} "
+                f"not run ({report.not_run.get(unproven[0], 'skipped')}): verify with --python "
                 "and the interpreter that will serve proves the patches load"
             )
         elif report.ok:
             echo("verify: OK")
         elif report.tiers.get("import") == "not-run" and report.tiers.get("state") == "failed":
-            then = f"run `{report.fix}` first" if report.fix else "fix what the state tier names"
-            echo(f"verify: FAILED: stopped after the state tier; {then}, then verify again")
+            why = report.not_run.get("import", "")
+            if why.startswith("another vllm-patcher run"):
+                echo(f"verify: FAILED: stopped after the state tier; {why}")
+            else:
+                then = (
+                    f"run `{report.fix}` first" if report.fix else "fix what the state tier names"
+                )
+                echo(f"verify: FAILED: stopped after the state tier; {then}, then verify again")
         else:
-            echo("verify: FAILED")
+            echo(
+                "verify: FAILED" + (f"; `{report.fix}` fixes the state tier" if report.fix else "")
+            )
     if not report.ok:
         sys.exit(EXIT_CHECK_FAILED)
 
