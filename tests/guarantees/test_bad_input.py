@@ -35,6 +35,16 @@ def test_target_without_vllm(tmp_path: Path) -> None:
     assert_refused(run_cli("--target", str(tmp_path), "status"), 3, "no vllm-*.dist-info")
 
 
+def test_an_empty_path_is_named_not_read_as_the_current_folder() -> None:
+    assert_refused(run_cli("--target", "", "status"), 3, "--target got an empty path")
+    assert_refused(run_cli("--python", "", "status"), 3, "--python got an empty path")
+
+
+def test_python_given_a_site_packages_folder_points_to_target(tree_copy) -> None:  # type: ignore[no-untyped-def]
+    site = tree_copy("0.15.1")
+    assert_refused(run_cli("--python", str(site), "status"), 3, "--target takes a site-packages")
+
+
 def test_release_before_the_supported_range(tmp_path: Path) -> None:
     site = tmp_path / "site"
     shutil.copytree(sources.fetch_release("0.10.2"), site)

@@ -276,14 +276,18 @@ def locate_current() -> Target:
 
 def interpreter(python: str) -> str:
     """``--python`` takes an interpreter or a venv directory (its ``bin/python``)."""
+    if not python.strip():
+        raise TargetNotFound("--python got an empty path; give a venv directory or its interpreter")
     path = Path(python)
     if not path.is_dir():
         return python
     exe = path / "bin" / "python"
     if not exe.exists():
+        site = find_distribution(python, DIST_NAMES) is not None
         raise TargetNotFound(
             f"{python} is a directory without bin/python; --python wants a venv directory "
             "or its interpreter"
+            + (" (it holds vLLM's files: --target takes a site-packages directory)" if site else "")
         )
     return str(exe)
 
@@ -381,6 +385,8 @@ def hub_python(python: str | None, directory: str | None) -> str:
 
 
 def locate_in_directory(directory: str) -> Target:
+    if not directory.strip():
+        raise TargetNotFound("--target got an empty path; give the site-packages directory")
     root = Path(directory)
     if not root.is_dir():
         raise TargetNotFound(f"--target {directory} is not a directory")
