@@ -35,7 +35,11 @@ def status(opts: Options, check: bool) -> None:
 
 
 @click.command(cls=Command)
-@click.option("--dry-run", is_flag=True, help="Print the unified diff and write nothing.")
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Print the unified diff; change no file (only the lock is taken).",
+)
 @click.option(
     "--strict", is_flag=True, help="Refuse unless a pinned diff matches this release exactly."
 )
