@@ -164,28 +164,33 @@ class Load:
     seconds: float  # wall time of the whole load
     tokens: int
     latency_s: float = 0.0  # the requests' own latencies, summed (sent to answered)
+    decode_s: float = 0.0  # their decode times, summed (first token to last, streamed)
+    decode_tokens: int = 0  # the tokens after each request's first
+
+    @property
+    def decode_per_token_s(self) -> float:
+        """Per request, its first-to-last-token time over the tokens after the first: the client's
+        view of the server's per-token decode time (what payoff measures)."""
+        return self.decode_s / self.decode_tokens
 
     @property
     def per_token_s(self) -> float:
         return self.seconds / self.tokens
-
-    @property
-    def latency_per_token_s(self) -> float:
-        """Per request, its latency over its tokens: what a user of the server waits per token,
-        leaving out any time the client took between requests."""
-        return self.latency_s / self.tokens
 
     def __add__(self, other: Load) -> Load:
         return Load(
             self.seconds + other.seconds,
             self.tokens + other.tokens,
             self.latency_s + other.latency_s,
+            self.decode_s + other.decode_s,
+            self.decode_tokens + other.decode_tokens,
         )
 
 
 def load(url: str, requests: int = 16, concurrency: int = 2, max_tokens: int = 64) -> Load:
     """``requests`` completions, ``concurrency`` at a time, sent by engine_load.py in a session of
-    its own (see there why); its wall time, tokens and summed request latencies."""
+    its own (see there why), streamed; its wall time, tokens, summed request latencies and decode
+    times."""
     proc = subprocess.run(
         [sys.executable, str(HERE / "engine_load.py"), url, str(requests), str(concurrency),
          str(max_tokens)],
@@ -195,4 +200,10 @@ def load(url: str, requests: int = 16, concurrency: int = 2, max_tokens: int = 6
     if proc.returncode != 0:
         raise AssertionError(f"the load on {url} failed:\n{proc.stderr[-3000:]}")
     data = json.loads(proc.stdout.strip().splitlines()[-1])
-    return Load(float(data["seconds"]), int(data["tokens"]), float(data["latency_s"]))
+    return Load(
+        float(data["seconds"]),
+        int(data["tokens"]),
+        float(data["latency_s"]),
+        float(data["decode_s"]),
+        int(data["decode_tokens"]),
+    )

@@ -3,9 +3,11 @@
     python engine_load.py URL REQUESTS CONCURRENCY MAX_TOKENS
 
 ``REQUESTS`` completions, ``CONCURRENCY`` at a time, greedy, ``ignore_eos`` (so every request
-generates ``MAX_TOKENS``). Prints one JSON line: the wall seconds, the tokens, and the sum of the
-requests' own latencies (sent to answered), which leaves out the time a worker spent between two
-requests.
+generates ``MAX_TOKENS``), streamed. Prints one JSON line: the wall seconds, the tokens, the sum of the
+requests' own latencies (sent to answered), and the sum of their decode times (first token to
+last, over the tokens after the first): the client's view of what the server's
+``inter_token_latency_seconds`` adds up, leaving out the first token (queue and prefill, which a
+server waking from idle can take a long time over) and any time between requests.
 
 It runs in a session of its own (``tests/e2e/engine.py`` starts it so): with Linux's autogroup
 scheduling, busy processes in the test's session would otherwise take this client's turns, so it
@@ -23,7 +25,9 @@ import urllib.request
 TIMEOUT = 900
 
 
-def complete(url: str, prompt: list[int], max_tokens: int) -> None:
+def complete(url: str, prompt: list[int], max_tokens: int) -> tuple[float, float]:
+    """One streamed completion: (seconds to its first token, seconds from its first token to its
+    last), the second being what the server's inter-token latencies add up to."""
     body = json.dumps(
         {
             "model": "tiny",
@@ -31,16 +35,30 @@ def complete(url: str, prompt: list[int], max_tokens: int) -> None:
             "max_tokens": max_tokens,
             "temperature": 0.0,
             "ignore_eos": True,
+            "stream": True,
+            "stream_options": {"include_usage": True},
         }
     ).encode()
     request = urllib.request.Request(
         f"{url}/v1/completions", body, {"Content-Type": "application/json"}
     )
+    sent = time.monotonic()
+    first = last = None
+    tokens = 0
     with urllib.request.urlopen(request, timeout=TIMEOUT) as answer:
-        data = json.loads(answer.read())
-    got = data["usage"]["completion_tokens"]
-    if got != max_tokens:
-        raise RuntimeError(f"asked for {max_tokens} tokens, got {got}")
+        for raw in answer:  # server-sent events, one output step of this request each
+            line = raw.decode("utf-8").strip()
+            if not line.startswith("data: ") or line == "data: [DONE]":
+                continue
+            chunk = json.loads(line[len("data: ") :])
+            if chunk.get("choices"):
+                last = time.monotonic()
+                first = first or last
+            if chunk.get("usage"):
+                tokens = chunk["usage"]["completion_tokens"]
+    if tokens != max_tokens or first is None or last is None:
+        raise RuntimeError(f"asked for {max_tokens} tokens, got {tokens}")
+    return first - sent, last - first
 
 
 def main(url: str, requests: int, concurrency: int, max_tokens: int) -> None:
@@ -48,6 +66,7 @@ def main(url: str, requests: int, concurrency: int, max_tokens: int) -> None:
     lock = threading.Lock()
     errors: list[BaseException] = []
     latencies: list[float] = []
+    decodes: list[float] = []
 
     def worker() -> None:
         while True:
@@ -57,12 +76,15 @@ def main(url: str, requests: int, concurrency: int, max_tokens: int) -> None:
                 return
             sent = time.monotonic()
             try:
-                complete(url, [3 + (17 * i) % 500, 40 + i % 400, 100 + (3 * i) % 300], max_tokens)
+                _, decode = complete(
+                    url, [3 + (17 * i) % 500, 40 + i % 400, 100 + (3 * i) % 300], max_tokens
+                )
             except BaseException as exc:  # reported after the join
                 errors.append(exc)
                 return
             with lock:
                 latencies.append(time.monotonic() - sent)
+                decodes.append(decode)
 
     started = time.monotonic()
     threads = [threading.Thread(target=worker) for _ in range(concurrency)]
@@ -78,6 +100,8 @@ def main(url: str, requests: int, concurrency: int, max_tokens: int) -> None:
                 "seconds": time.monotonic() - started,
                 "tokens": requests * max_tokens,
                 "latency_s": sum(latencies),
+                "decode_s": sum(decodes),
+                "decode_tokens": requests * (max_tokens - 1),
             }
         )
     )
