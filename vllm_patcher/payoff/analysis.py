@@ -95,6 +95,8 @@ def wider(w: Window) -> str:
         return "widen --window"
     if w.approximate:
         return "give a log that covers more traffic"
+    if w.since_start:  # one saved scrape: its window is since the server started
+        return "save a scrape after more traffic"
     return "save the two scrapes further apart"
 
 
