@@ -38,6 +38,7 @@ def test_target_without_vllm(tmp_path: Path) -> None:
 def test_an_empty_path_is_named_not_read_as_the_current_folder() -> None:
     assert_refused(run_cli("--target", "", "status"), 3, "--target got an empty path")
     assert_refused(run_cli("--python", "", "status"), 3, "--python got an empty path")
+    assert_refused(run_cli("--target", "", "list"), 3, "--target got an empty path")
 
 
 def test_python_given_a_site_packages_folder_points_to_target(tree_copy) -> None:  # type: ignore[no-untyped-def]

@@ -139,7 +139,7 @@ def list_(opts: Options) -> None:
     """The catalogue: every patch, where it comes from, and which releases it has diffs for."""
     catalogue = opts.catalogue()
     # The catalogue needs no vLLM; an environment named anyway must exist, and its row is marked.
-    installed = opts.target() if (opts.python or opts.directory) else None
+    installed = opts.target() if (opts.python, opts.directory) != (None, None) else None
     rows = release_matrix(catalogue)
     patches = [
         {
