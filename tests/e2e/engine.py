@@ -9,7 +9,7 @@ import os
 import signal
 import socket
 import subprocess
-import sys
+import threading
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -159,51 +159,58 @@ def serve(
             proc.wait()
 
 
+def complete(url: str, prompt: list[int], max_tokens: int) -> str:
+    body = json.dumps(
+        {
+            "model": "tiny",
+            "prompt": prompt,
+            "max_tokens": max_tokens,
+            "temperature": 0.0,
+            "ignore_eos": True,
+        }
+    ).encode()
+    request = urllib.request.Request(
+        f"{url}/v1/completions", body, {"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(request, timeout=ENGINE_TIMEOUT) as answer:
+        data = json.loads(answer.read())
+    return str(data["choices"][0]["text"])
+
+
 @dataclass
 class Load:
-    seconds: float  # wall time of the whole load
+    seconds: float
     tokens: int
-    latency_s: float = 0.0  # the requests' own latencies, summed (sent to answered)
-    decode_s: float = 0.0  # their decode times, summed (first token to last, streamed)
-    decode_tokens: int = 0  # the tokens after each request's first
-
-    @property
-    def decode_per_token_s(self) -> float:
-        """Per request, its first-to-last-token time over the tokens after the first: the client's
-        view of the server's per-token decode time (what payoff measures)."""
-        return self.decode_s / self.decode_tokens
 
     @property
     def per_token_s(self) -> float:
         return self.seconds / self.tokens
 
-    def __add__(self, other: Load) -> Load:
-        return Load(
-            self.seconds + other.seconds,
-            self.tokens + other.tokens,
-            self.latency_s + other.latency_s,
-            self.decode_s + other.decode_s,
-            self.decode_tokens + other.decode_tokens,
-        )
-
 
 def load(url: str, requests: int = 16, concurrency: int = 2, max_tokens: int = 64) -> Load:
-    """``requests`` completions, ``concurrency`` at a time, sent by engine_load.py in a session of
-    its own (see there why), streamed; its wall time, tokens, summed request latencies and decode
-    times."""
-    proc = subprocess.run(
-        [sys.executable, str(HERE / "engine_load.py"), url, str(requests), str(concurrency),
-         str(max_tokens)],
-        capture_output=True, text=True, timeout=ENGINE_TIMEOUT, check=False,
-        start_new_session=True,
-    )  # fmt: skip
-    if proc.returncode != 0:
-        raise AssertionError(f"the load on {url} failed:\n{proc.stderr[-3000:]}")
-    data = json.loads(proc.stdout.strip().splitlines()[-1])
-    return Load(
-        float(data["seconds"]),
-        int(data["tokens"]),
-        float(data["latency_s"]),
-        float(data["decode_s"]),
-        int(data["decode_tokens"]),
-    )
+    """``requests`` completions, ``concurrency`` at a time; wall time over tokens generated."""
+    todo = iter(range(requests))
+    lock = threading.Lock()
+    errors: list[BaseException] = []
+
+    def worker() -> None:
+        while True:
+            with lock:
+                i = next(todo, None)
+            if i is None:
+                return
+            try:
+                complete(url, [3 + (17 * i) % 500, 40 + i % 400, 100 + (3 * i) % 300], max_tokens)
+            except BaseException as exc:  # reported after the join
+                errors.append(exc)
+                return
+
+    started = time.monotonic()
+    threads = [threading.Thread(target=worker) for _ in range(concurrency)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+    return Load(time.monotonic() - started, requests * max_tokens)
