@@ -6,6 +6,7 @@ use these, so the two paths print, refuse and exit the same way."""
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from collections.abc import Callable
@@ -99,8 +100,6 @@ def emit(command: str | None, exit_code: int, data: dict[str, Any]) -> None:
 
     Every ``--json`` output goes through here, reports and errors alike; ``ok`` is exit code 0.
     """
-    import json  # only a --json run pays for it
-
     envelope: dict[str, Any] = {
         "schema": SCHEMA,
         "command": command,
