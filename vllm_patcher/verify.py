@@ -207,6 +207,11 @@ def state_fix(target: Target, catalogue: Catalogue, st: status_mod.Status) -> st
     return status_mod.apply_command(target, catalogue, [p.name for p in failing])
 
 
+# why the slow tiers did not run after a failed state tier (the CLI's last line tells them apart)
+BUSY = "another vllm-patcher run is changing the files right now; verify again when it is done"
+NOT_PATCHED = "a patch is not in the files yet"
+
+
 def _not_patched(st: status_mod.Status) -> bool:
     """A patch is missing from the files (or a run is changing them): the slow tiers would only
     confirm that."""
@@ -247,12 +252,7 @@ def verify(
         report.checks.append(Check("state", p.name, ok, f"{p.state}. {p.detail}".strip(". ")))
     if not _conclude(report, "state") and _not_patched(st):
         # Importing would test files that are not (all) patched: seconds spent on a known answer.
-        why = (
-            "another vllm-patcher run is changing the files right now; verify again when it is done"
-            if st.in_progress
-            else "a patch is not in the files yet"
-        )
-        _not_run(report, ("import", "behaviour"), why)
+        _not_run(report, ("import", "behaviour"), BUSY if st.in_progress else NOT_PATCHED)
         return report
 
     if target.python is None:

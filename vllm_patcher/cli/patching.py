@@ -62,7 +62,7 @@ def verify(opts: Options) -> None:
     Stops after the state tier when a patch is not applied, and names the command that fixes it.
     """
     # verify's module is only loaded for verify
-    from ..verify import TIERS
+    from ..verify import BUSY, TIERS
     from ..verify import verify as run_verify
 
     target = opts.target()
@@ -107,9 +107,8 @@ def verify(opts: Options) -> None:
         elif report.ok:
             echo("verify: OK")
         elif report.tiers.get("import") == "not-run" and report.tiers.get("state") == "failed":
-            why = report.not_run.get("import", "")
-            if why.startswith("another vllm-patcher run"):
-                echo(f"verify: FAILED: stopped after the state tier; {why}")
+            if report.not_run.get("import") == BUSY:
+                echo(f"verify: FAILED: stopped after the state tier; {BUSY}")
             else:
                 then = (
                     f"run `{report.fix}` first" if report.fix else "fix what the state tier names"
