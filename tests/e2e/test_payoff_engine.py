@@ -3,7 +3,15 @@ HTTP on 127.0.0.1, with drafters whose acceptance is set by construction (near 1
 near 0) and the same target without speculation as the baseline, under the same load.
 
 Both servers run on this machine's two cores, so each is measured alone with the same load (a
-real deployment runs them on their own hardware and scrapes both live)."""
+real deployment runs them on their own hardware and scrapes both live).
+
+The speedup the verdict must follow is the one the servers measured, read here from the raw
+/metrics text with a regular expression, not through payoff's parser. The load client's own clock
+is no reference on this machine: with two busy loops in the test's session, the client is
+starved of CPU between requests, so the servers idle for part of its wall time and its figure
+moved from payoff's by up to 68% in 102 measured windows (in a loaded CI run, 1.54x against
+payoff's 0.77x; a streamed client's first-to-last-token time, in another, 0.79x against 1.29x).
+`make bench` prints payoff's speedup against the client's: a figure measured, not asserted."""
 
 from __future__ import annotations
 
@@ -18,7 +26,7 @@ import pytest
 from vllm_patcher.payoff.analysis import verdict as verdict_of
 
 from ..conftest import assert_refused, run_cli
-from .engine import Load, build_models, cpu_python, free_port, load, serve
+from .engine import build_models, cpu_python, free_port, load, serve
 
 RELEASE = "0.32.0"
 
@@ -47,17 +55,26 @@ def _raw_sum(text: str, name: str) -> float:
     return sum(float(v) for v in pattern.findall(text))
 
 
-def _measure(
-    spec_url: str, base_url: str, tmp: Path
-) -> tuple[dict[str, object], Load, Load, dict[str, Path]]:
+def _per_token_s(first: str, last: str) -> float:
+    """Decode seconds per decode-emitted token between two scrapes: the steps' time
+    (inter_token_latency_seconds_sum) over the tokens generated less each request's first one
+    (the prefill's, one time_to_first_token sample per request)."""
+
+    def delta(name: str) -> float:
+        return _raw_sum(last, name) - _raw_sum(first, name)
+
+    emitted = delta("generation_tokens_total") - delta("time_to_first_token_seconds_count")
+    return delta("inter_token_latency_seconds_sum") / emitted
+
+
+def _measure(spec_url: str, base_url: str, tmp: Path) -> tuple[dict[str, object], dict[str, Path]]:
     """The same load on each server in turn (this machine's two cores would otherwise be shared
     between them unevenly), each between two saved scrapes; payoff on those scrapes."""
     files: dict[str, Path] = {}
-    loads: dict[str, Load] = {}
     for side, url in (("spec", spec_url), ("base", base_url)):
         load(url, requests=2, max_tokens=16)  # warm: the first requests pay one-off costs
         files[f"{side}-1"] = _scrape(url, tmp / f"{side}-1.txt")
-        loads[side] = load(url, requests=8, concurrency=2, max_tokens=128)
+        load(url, requests=8, concurrency=2, max_tokens=128)
         files[f"{side}-2"] = _scrape(url, tmp / f"{side}-2.txt")
     proc = run_cli(
         "--json",
@@ -72,7 +89,7 @@ def _measure(
     )
     data = json.loads(proc.stdout)
     data["_exit"] = proc.returncode
-    return data, loads["spec"], loads["base"], files
+    return data, files
 
 
 @pytest.mark.parametrize(
@@ -85,7 +102,7 @@ def test_payoff_on_real_servers_counts_what_the_server_counted_and_its_verdict_f
     with serve(
         cpu_python(RELEASE), models / "target", models / drafter, tmp_path / "spec.log"
     ) as s:
-        data, spec_load, base_load, files = _measure(s.url, baseline, tmp_path)
+        data, files = _measure(s.url, baseline, tmp_path)
     # the counts are the raw counters' differences, summed over engines
     raw = {k: files[k].read_text() for k in files}
     for key, name in (
@@ -98,12 +115,16 @@ def test_payoff_on_real_servers_counts_what_the_server_counted_and_its_verdict_f
     assert low <= data["acceptance_rate"] <= high, data
     prefix = data["per_position"]
     assert prefix == sorted(prefix, reverse=True)  # a prefix count never grows with position
-    # the verdict is the measured speedup's, and the exit code the verdict's
-    assert data["verdict"] == verdict_of(data["speedup"]), data
+    # the speedup is the servers' own per-token times, base over spec, each over its window
+    spec_s = _per_token_s(raw["spec-1"], raw["spec-2"])
+    base_s = _per_token_s(raw["base-1"], raw["base-2"])
+    # (the JSON rounds milliseconds to 3 places and the speedup to 4)
+    assert data["per_token_ms"] == pytest.approx(spec_s * 1000, abs=6e-4), data
+    assert data["baseline_per_token_ms"] == pytest.approx(base_s * 1000, abs=6e-4), data
+    assert data["speedup"] == pytest.approx(base_s / spec_s, abs=6e-5), (data, base_s / spec_s)
+    # the verdict is that measured speedup's, and the exit code the verdict's
+    assert data["verdict"] == verdict_of(base_s / spec_s), data
     assert data["_exit"] == (0 if data["verdict"] == "pays" else 1)
-    # payoff's speedup (server-side per-token times) agrees with the client's own timing
-    client = base_load.per_token_s / spec_load.per_token_s
-    assert abs(data["speedup"] / client - 1) < 0.35, (data["speedup"], client)
     assert set(data["expected_speedup"]) == {"1", "2", "3"} and data["best_k"] in (1, 2, 3)
     if drafter == "right":  # everything accepted: more drafts is better, and it pays here
         assert data["best_k"] == 3 and data["verdict"] == "pays"

@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from vllm_patcher.install.locate import locate
-from vllm_patcher.verify import probe_tiers
+from vllm_patcher.verify import Check
 
 from ..conftest import (
     CATALOGUE,
@@ -69,7 +68,9 @@ def test_apply_status_verify_revert(vllm_python: Path, mode: str) -> None:
     assert "nothing applied" in cli("revert").stdout
 
 
-def test_verify_fails_before_apply_and_names_the_cause(vllm_python: Path) -> None:
+def test_verify_fails_before_apply_and_names_the_cause(
+    vllm_python: Path, pristine_probe: list[Check]
+) -> None:
     proc = run_cli("--python", str(vllm_python), "--json", "verify")
     assert proc.returncode == 1
     report = json.loads(proc.stdout)
@@ -77,8 +78,7 @@ def test_verify_fails_before_apply_and_names_the_cause(vllm_python: Path) -> Non
     assert report["fix"] == f"vllm-patcher --python {vllm_python} apply"
     assert report["tiers"]["import"] == report["tiers"]["behaviour"] == "not-run"
     # verify stops there; the checks it spared, run anyway, fail on what is missing
-    target = locate(str(vllm_python), None)
-    failed = {c.name: c.detail for c in probe_tiers(target, CATALOGUE) if not c.ok}
+    failed = {c.name: c.detail for c in pristine_probe if not c.ok}
     accept = "eagle3-whitelist: SpeculativeConfig eagle3 accepts deepseek_v3"
     assert accept in failed
     assert "only supported for" in failed[accept]
