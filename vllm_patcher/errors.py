@@ -116,6 +116,10 @@ class FileSystemError(PatcherError):
     exit_code = 6
 
 
+class OutputLost(FileSystemError):
+    """Standard output could not be written (a full disk behind ``>``, an I/O error)."""
+
+
 class PatchFolderError(PatcherError):
     """A patch folder is malformed: bad patch.toml, a name clash, a path outside vllm/, a link,
     or a manifest that does not match its diff."""

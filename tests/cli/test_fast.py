@@ -111,6 +111,43 @@ def test_a_closed_stream_changes_neither_the_work_nor_the_exit_code(
     }
 
 
+def test_a_stdout_that_cannot_be_written_is_one_line_and_exit_6_not_a_traceback(
+    tmp_path: Path,
+) -> None:
+    """``> /dev/full``: the output is lost, so the exit code is 6 with one line saying so, and
+    the run stops at its first line of output: a plain apply (which names its target first)
+    changes nothing, one with --json (which prints at the end) and a revert are done whole; a
+    refusal keeps its own code and line."""
+    site = tmp_path / "site"
+    lost = "vllm-patcher: error: cannot write to standard output: No space left on device;"
+    for path in ("fast", "click"):
+        shutil.rmtree(site, ignore_errors=True)
+        shutil.copytree(
+            sources.fetch_release("0.15.1"), site, ignore=shutil.ignore_patterns(".complete")
+        )
+        for args, code, line, applied in (
+            (["apply"], 6, lost, False),
+            (["--json", "apply"], 6, lost, True),
+            (["--json", "status"], 6, lost, True),
+            (["--json", "apply", "no-such-patch"], 2, "vllm-patcher: error: no patch named", True),
+            (["revert"], 6, lost, False),
+        ):
+            proc = subprocess.run(
+                ["bash", "-c", '"$@" > /dev/full', "_", sys.executable, "-c", _RUN, path,
+                 "--target", str(site), *args],
+                capture_output=True, text=True, check=False,
+            )  # fmt: skip
+            assert proc.returncode == code, (path, args, proc.stderr)
+            assert len(proc.stderr.splitlines()) == 1, (path, args, proc.stderr)
+            assert proc.stderr.startswith(line), (path, args, proc.stderr)
+            assert (site / ".vllm-patcher" / "state.json").is_file() is applied, (path, args)
+    proc = subprocess.run(
+        ["bash", "-c", '"$@" > /dev/full', "_", sys.executable, "-m", "vllm_patcher", "list"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 6 and proc.stderr.startswith(lost), proc.stderr
+
+
 @pytest.mark.parametrize(
     "argv",
     [

@@ -6,6 +6,7 @@ use these, so the two paths print, refuse and exit the same way."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -16,7 +17,7 @@ from typing import Any, NoReturn
 from .. import fileops, progress
 from ..catalogue.folders import load_catalogue, user_folders
 from ..catalogue.model import NAME_RULE, Catalogue, valid_patch_name
-from ..errors import EXIT_INTERRUPTED, BadSetting, FileSystemError, PatcherError
+from ..errors import EXIT_INTERRUPTED, BadSetting, FileSystemError, OutputLost, PatcherError
 from ..install import locate as locate_mod
 from ..install import target as target_mod
 
@@ -74,7 +75,10 @@ def check_names(*names: str) -> None:
 
 def echo(message: str = "", *, err: bool = False, nl: bool = True) -> None:
     """Print, and survive a reader that went away (``| head``): once a change is committed, a
-    closed pipe must not turn its exit code into a failure."""
+    closed pipe must not turn its exit code into a failure. A stream that cannot be written
+    (``> /dev/full``, an I/O error) is a failure: the output is lost, so the exit code says so,
+    after one line on stderr (the stream is silenced first, so that line's JSON twin cannot fail
+    again)."""
     stream = sys.stderr if err else sys.stdout
     if stream is None:  # closed (``>&-``): nothing to print to, as click.echo did
         return
@@ -87,9 +91,24 @@ def echo(message: str = "", *, err: bool = False, nl: bool = True) -> None:
             stream.write(text.encode(encoding, "replace").decode(encoding))
         stream.flush()
     except BrokenPipeError:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, 2 if err else 1)
-        os.close(devnull)
+        _silence(stream, 2 if err else 1)
+    except OSError as exc:
+        _silence(stream, 2 if err else 1)
+        if not err:  # on stderr there is nowhere left to say it
+            raise OutputLost(
+                f"cannot write to standard output: {exc.strerror or exc}; this run's output is "
+                "lost (`vllm-patcher status` shows what it changed): run it again with its "
+                "output going somewhere writable"
+            ) from exc
+
+
+def _silence(stream: Any, fd: int) -> None:
+    """Point ``fd`` at /dev/null and drop what ``stream`` still buffers for it."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fd)
+    os.close(devnull)
+    with contextlib.suppress(OSError, ValueError):
+        stream.flush()  # the buffer now drains into /dev/null
 
 
 SCHEMA = "vllm-patcher/1"  # the envelope's version; vllm_patcher/schema/output.schema.json
@@ -123,10 +142,16 @@ def json_wanted(opts: Options | None) -> bool:
 
 
 def fail(opts: Options | None, exc: PatcherError) -> NoReturn:
+    _error(opts, exc.exit_code, exc.message)
+
+
+def _error(opts: Options | None, exit_code: int, message: str) -> NoReturn:
+    """The failure's JSON twin on stdout when ``--json`` was asked for, its line on stderr."""
     if json_wanted(opts):
-        emit(RUN.command, exc.exit_code, {"error": exc.message})
-    echo(f"vllm-patcher: error: {exc.message}", err=True)
-    sys.exit(exc.exit_code)
+        with contextlib.suppress(OutputLost):  # stdout is gone; the stderr line still says it
+            emit(RUN.command, exit_code, {"error": message})
+    echo(f"vllm-patcher: error: {message}", err=True)
+    sys.exit(exit_code)
 
 
 def guarded(opts: Callable[[], Options | None], body: Callable[[], Any]) -> Any:
@@ -138,11 +163,7 @@ def guarded(opts: Callable[[], Options | None], body: Callable[[], Any]) -> Any:
     except PatcherError as exc:
         fail(opts(), exc)
     except KeyboardInterrupt:
-        message = "interrupted; every file is as it was before this run"
-        if json_wanted(opts()):
-            emit(RUN.command, EXIT_INTERRUPTED, {"error": message})
-        echo(f"vllm-patcher: error: {message}", err=True)
-        sys.exit(EXIT_INTERRUPTED)
+        _error(opts(), EXIT_INTERRUPTED, "interrupted; every file is as it was before this run")
     except BrokenPipeError:
         sys.exit(0)  # only reached outside echo; nothing was being written
     except OSError as exc:
