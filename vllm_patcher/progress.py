@@ -112,12 +112,13 @@ class Progress:
                     self._write("\r" + self._line(f"{seconds} s"))
 
     def _write(self, text: str) -> None:
-        """Write and flush; a reader that went away must not fail the command."""
+        """Write and flush; a reader that went away, or a stream that cannot be written
+        (``2>/dev/full``), must not fail the command: progress is a courtesy."""
         stream = self._stream or sys.stderr
         if stream is None:  # stderr closed
             return
         try:
             stream.write(text)
             stream.flush()
-        except (BrokenPipeError, ValueError):
+        except (OSError, ValueError):
             self.mode = OFF

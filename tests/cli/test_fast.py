@@ -4,10 +4,12 @@ takes prints, refuses and exits byte for byte as click's path does on the same t
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import click
@@ -141,11 +143,65 @@ def test_a_stdout_that_cannot_be_written_is_one_line_and_exit_6_not_a_traceback(
             assert len(proc.stderr.splitlines()) == 1, (path, args, proc.stderr)
             assert proc.stderr.startswith(line), (path, args, proc.stderr)
             assert (site / ".vllm-patcher" / "state.json").is_file() is applied, (path, args)
-    proc = subprocess.run(
-        ["bash", "-c", '"$@" > /dev/full', "_", sys.executable, "-m", "vllm_patcher", "list"],
-        capture_output=True, text=True, check=False,
-    )  # fmt: skip
-    assert proc.returncode == 6 and proc.stderr.startswith(lost), proc.stderr
+    # click's own printing (help, version) meets the same rule; a usage error keeps its code
+    for args, code, line in (
+        (["list"], 6, lost),
+        (["--help"], 6, lost),
+        (["--version"], 6, lost),
+        (["--json", "--help"], 6, lost),
+        (["status", "--help"], 6, lost),
+        (["doctor", "--help"], 6, lost),
+        (["--json", "--bogus", "status"], 2, "vllm-patcher: error: No such option '--bogus'"),
+        (["--json", "apply", "--bogus"], 2, "vllm-patcher: error: No such option '--bogus'"),
+        (["--json", "nosuchcmd"], 2, "vllm-patcher: error: No such command 'nosuchcmd'"),
+    ):
+        proc = subprocess.run(
+            ["bash", "-c", '"$@" > /dev/full', "_", sys.executable, "-m", "vllm_patcher", *args],
+            capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        assert proc.returncode == code, (args, proc.stderr)
+        assert proc.stderr.startswith(line) and len(proc.stderr.splitlines()) == 1, (args, proc)
+
+
+def test_a_stderr_that_cannot_be_written_changes_neither_the_work_nor_the_exit_code(
+    tmp_path: Path,
+) -> None:
+    """``2> /dev/full``: diagnostics have nowhere to go, so they fall silent; apply, verify and
+    revert do their work and exit as usual (waiting for a lock too), usage errors keep exit 2."""
+    site = tmp_path / "site"
+    shutil.copytree(
+        sources.fetch_release("0.15.1"), site, ignore=shutil.ignore_patterns(".complete")
+    )
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["bash", "-c", '"$@" 2> /dev/full', "_", sys.executable, "-m", "vllm_patcher", *args],
+            capture_output=True, text=True, check=False,
+        )  # fmt: skip
+
+    for args, code in ((["apply", "--bogus"], 2), (["nosuchcmd"], 2), ([], 2)):
+        assert run("--target", str(site), *args).returncode == code, args
+    lock = site / ".vllm-patcher" / "lock"
+    lock.parent.mkdir()
+    lock.touch()
+    with open(lock, "r+") as held:  # another run holds the lock for a second: apply waits
+        fcntl.flock(held, fcntl.LOCK_EX)
+        waiter = subprocess.Popen(
+            ["bash", "-c", '"$@" 2> /dev/full', "_", sys.executable, "-m", "vllm_patcher",
+             "--target", str(site), "apply"],
+            stdout=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        time.sleep(1.0)
+        fcntl.flock(held, fcntl.LOCK_UN)
+    out, _ = waiter.communicate(timeout=120)
+    assert waiter.returncode == 0, out
+    assert (site / ".vllm-patcher" / "state.json").is_file()
+    verify = run("--target", str(site), "verify")
+    assert verify.returncode == 0 and verify.stdout.splitlines()[-1].startswith("verify: OK"), (
+        verify
+    )
+    assert run("--target", str(site), "revert").returncode == 0
+    assert not (site / ".vllm-patcher" / "state.json").exists()
 
 
 @pytest.mark.parametrize(

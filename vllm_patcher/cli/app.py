@@ -4,6 +4,7 @@ What does not need click (options, printing, the envelope, the failure handler) 
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import sys
 from pathlib import Path
@@ -11,7 +12,17 @@ from typing import Any
 
 import click
 
-from .base import RUN, Options, echo, emit, guarded, json_wanted, merge_after
+from ..errors import OutputLost
+from .base import (
+    RUN,
+    Options,
+    echo,
+    emit,
+    guard_streams,
+    guarded,
+    json_wanted,
+    merge_after,
+)
 
 
 def command_name(ctx: click.Context | None) -> str | None:
@@ -33,7 +44,8 @@ def usage_error(exc: click.ClickException) -> None:
     """Under ``--json`` a usage error is the envelope on stdout and one error line on stderr, as
     for every other refusal (not click's usage block); without it, click reports it as usual."""
     if json_wanted(None):
-        emit(RUN.command, exc.exit_code, {"error": exc.format_message()})
+        with contextlib.suppress(OutputLost):  # stdout is gone; the stderr line still says it
+            emit(RUN.command, exc.exit_code, {"error": exc.format_message()})
         echo(f"vllm-patcher: error: {exc.format_message()}", err=True)
         sys.exit(exc.exit_code)
 
@@ -162,7 +174,12 @@ class Group(click.Group):
     def main(self, args: Any = None, *rest: Any, **kwargs: Any) -> Any:
         RUN.argv = [str(a) for a in (sys.argv[1:] if args is None else args)]
         RUN.command = None
-        return super().main(args, *rest, **kwargs)
+        guard_streams()
+        try:
+            return super().main(args, *rest, **kwargs)
+        except OutputLost as exc:  # click printing --help or --version into a full disk
+            echo(f"vllm-patcher: error: {exc.message}", err=True)
+            sys.exit(exc.exit_code)
 
     def make_context(self, *args: Any, **kwargs: Any) -> click.Context:
         try:

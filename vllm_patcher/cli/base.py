@@ -95,11 +95,16 @@ def echo(message: str = "", *, err: bool = False, nl: bool = True) -> None:
     except OSError as exc:
         _silence(stream, 2 if err else 1)
         if not err:  # on stderr there is nowhere left to say it
-            raise OutputLost(
-                f"cannot write to standard output: {exc.strerror or exc}; this run's output is "
-                "lost (`vllm-patcher status` shows what it changed): run it again with its "
-                "output going somewhere writable"
-            ) from exc
+            raise output_lost(exc) from exc
+
+
+def output_lost(exc: OSError) -> OutputLost:
+    """The failure for a standard output that cannot be written."""
+    return OutputLost(
+        f"cannot write to standard output: {exc.strerror or exc}; this run's output is lost "
+        "(after an apply or revert, `vllm-patcher status` shows what it did): run it again with "
+        "its output going somewhere writable"
+    )
 
 
 def _silence(stream: Any, fd: int) -> None:
@@ -109,6 +114,58 @@ def _silence(stream: Any, fd: int) -> None:
     os.close(devnull)
     with contextlib.suppress(OSError, ValueError):
         stream.flush()  # the buffer now drains into /dev/null
+
+
+class _Guarded:
+    """A standard stream that is written through this wrapper, so that whoever prints (our
+    ``echo``, click's help and usage errors) meets the same rule when it cannot be written: the
+    stream is silenced first, then standard output raises :class:`OutputLost` (the run's output
+    is gone, and the exit code must say so) and standard error falls quiet (diagnostics have
+    nowhere else to go: a failing stderr changes neither what a run does nor its exit code)."""
+
+    def __init__(self, stream: Any, fd: int) -> None:
+        self._stream = stream
+        self._fd = fd
+        self._lost: OSError | None = None  # once failed, every later write fails the same way
+
+    def _failed(self, exc: OSError) -> None:
+        if isinstance(exc, BrokenPipeError):  # a reader that went away: the callers' rule
+            raise exc
+        if self._lost is None:
+            self._lost = exc
+            _silence(self._stream, self._fd)
+        if self._fd == 1:  # (a caller that swallows this one meets it again at its next write)
+            raise output_lost(exc) from exc
+
+    def write(self, text: str) -> int:
+        if self._lost is not None:
+            self._failed(self._lost)
+            return len(text)
+        try:
+            return int(self._stream.write(text))
+        except OSError as exc:
+            self._failed(exc)
+            return len(text)
+
+    def flush(self) -> None:
+        if self._lost is not None:  # nothing left to flush (and exit's own flush must not fail)
+            return
+        try:
+            self._stream.flush()
+        except OSError as exc:
+            self._failed(exc)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def guard_streams() -> None:
+    """Route ``sys.stdout`` and ``sys.stderr`` through :class:`_Guarded` (once; a closed stream
+    stays None)."""
+    if sys.stdout is not None and not isinstance(sys.stdout, _Guarded):
+        sys.stdout = _Guarded(sys.stdout, 1)  # type: ignore[assignment]
+    if sys.stderr is not None and not isinstance(sys.stderr, _Guarded):
+        sys.stderr = _Guarded(sys.stderr, 2)  # type: ignore[assignment]
 
 
 SCHEMA = "vllm-patcher/1"  # the envelope's version; vllm_patcher/schema/output.schema.json

@@ -29,6 +29,7 @@ from .base import (
     check_names,
     chosen_line,
     echo,
+    guard_streams,
     guarded,
     merge_after,
     report,
@@ -113,6 +114,7 @@ def run(argv: list[str], parsed: Parsed) -> NoReturn:
     """Run a parsed command as click would: the same checks in the same order, the same exits."""
     RUN.argv = list(argv)
     RUN.command = parsed.command
+    guard_streams()
     opts: Options | None = None
 
     def body() -> None:
