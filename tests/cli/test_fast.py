@@ -161,6 +161,33 @@ def test_a_stdout_that_cannot_be_written_is_one_line_and_exit_6_not_a_traceback(
         )  # fmt: skip
         assert proc.returncode == code, (args, proc.stderr)
         assert proc.stderr.startswith(line) and len(proc.stderr.splitlines()) == 1, (args, proc)
+    # an ASCII stdout, which click writes through its binary buffer: the same rule
+    for args in (["--help"], ["apply", "--help"]):
+        proc = subprocess.run(
+            ["bash", "-c", '"$@" > /dev/full', "_", sys.executable, "-m", "vllm_patcher", *args],
+            capture_output=True, text=True, check=False,
+            env={**os.environ, "PYTHONIOENCODING": "ascii"},
+        )  # fmt: skip
+        assert (proc.returncode, proc.stderr[: len(lost)]) == (6, lost), (args, proc.stderr)
+
+
+@pytest.mark.parametrize("stream", ["stdout", "stderr"])
+def test_a_reader_that_went_away_is_no_failure_for_click_either(stream: str) -> None:
+    """A pipe whose reader has gone: --help still exits 0 and a usage error 2 (not click's 1)."""
+    for args, code in ((["--help"], 0), (["nosuchcmd"], 2), (["apply", "--bogus"], 2)):
+        read, write = os.pipe()
+        os.close(read)  # gone before the first byte: every write is a broken pipe
+        try:
+            proc = subprocess.run(
+                [sys.executable, "-m", "vllm_patcher", *args],
+                stdout=write if stream == "stdout" else subprocess.DEVNULL,
+                stderr=write if stream == "stderr" else subprocess.PIPE,
+                text=True, check=False,
+            )  # fmt: skip
+        finally:
+            os.close(write)
+        assert proc.returncode == code, (stream, args, proc.stderr)
+        assert stream == "stderr" or "Traceback" not in proc.stderr, proc.stderr
 
 
 def test_a_stderr_that_cannot_be_written_changes_neither_the_work_nor_the_exit_code(

@@ -121,30 +121,43 @@ class _Guarded:
     ``echo``, click's help and usage errors) meets the same rule when it cannot be written: the
     stream is silenced first, then standard output raises :class:`OutputLost` (the run's output
     is gone, and the exit code must say so) and standard error falls quiet (diagnostics have
-    nowhere else to go: a failing stderr changes neither what a run does nor its exit code)."""
+    nowhere else to go: a failing stderr changes neither what a run does nor its exit code). A
+    reader that went away (a broken pipe) silences either stream and is no failure, as in
+    ``echo``. The binary ``buffer`` under it is guarded the same way (click writes there when it
+    judges the text stream's encoding wrong, ``PYTHONIOENCODING=ascii``)."""
 
     def __init__(self, stream: Any, fd: int) -> None:
         self._stream = stream
         self._fd = fd
         self._lost: OSError | None = None  # once failed, every later write fails the same way
+        raw = getattr(stream, "buffer", None)
+        if raw is not None:
+            self.buffer = _GuardedBuffer(raw, self)
 
-    def _failed(self, exc: OSError) -> None:
-        if isinstance(exc, BrokenPipeError):  # a reader that went away: the callers' rule
-            raise exc
+    def failed(self, exc: OSError) -> None:
+        if isinstance(exc, BrokenPipeError):  # the rest goes nowhere, as the reader chose
+            _silence(self._stream, self._fd)
+            return
         if self._lost is None:
             self._lost = exc
             _silence(self._stream, self._fd)
         if self._fd == 1:  # (a caller that swallows this one meets it again at its next write)
             raise output_lost(exc) from exc
 
+    def lost(self) -> bool:
+        """Whether the stream failed: a write now fails again (stdout) or does nothing."""
+        if self._lost is None:
+            return False
+        self.failed(self._lost)
+        return True
+
     def write(self, text: str) -> int:
-        if self._lost is not None:
-            self._failed(self._lost)
+        if self.lost():
             return len(text)
         try:
             return int(self._stream.write(text))
         except OSError as exc:
-            self._failed(exc)
+            self.failed(exc)
             return len(text)
 
     def flush(self) -> None:
@@ -153,10 +166,38 @@ class _Guarded:
         try:
             self._stream.flush()
         except OSError as exc:
-            self._failed(exc)
+            self.failed(exc)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._stream, name)
+
+
+class _GuardedBuffer:
+    """The binary buffer of a :class:`_Guarded` stream, under the same rule and state."""
+
+    def __init__(self, raw: Any, owner: _Guarded) -> None:
+        self._raw = raw
+        self._owner = owner
+
+    def write(self, data: bytes) -> int:
+        if self._owner.lost():
+            return len(data)
+        try:
+            return int(self._raw.write(data))
+        except OSError as exc:
+            self._owner.failed(exc)
+            return len(data)
+
+    def flush(self) -> None:
+        if self._owner._lost is not None:
+            return
+        try:
+            self._raw.flush()
+        except OSError as exc:
+            self._owner.failed(exc)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._raw, name)
 
 
 def guard_streams() -> None:
