@@ -75,10 +75,11 @@ def check_names(*names: str) -> None:
 
 def echo(message: str = "", *, err: bool = False, nl: bool = True) -> None:
     """Print, and survive a reader that went away (``| head``): once a change is committed, a
-    closed pipe must not turn its exit code into a failure. A stream that cannot be written
-    (``> /dev/full``, an I/O error) is a failure: the output is lost, so the exit code says so,
-    after one line on stderr (the stream is silenced first, so that line's JSON twin cannot fail
-    again)."""
+    closed pipe must not turn its exit code into a failure. A stdout that cannot be written
+    (``> /dev/full``, an I/O error) is a failure: the output is lost, so :class:`OutputLost`
+    (exit 6) says so on stderr. Both entry points route the streams through :class:`_Guarded`,
+    which applies the same rule to click's printing; the handling here covers a caller that did
+    not."""
     stream = sys.stderr if err else sys.stdout
     if stream is None:  # closed (``>&-``): nothing to print to, as click.echo did
         return
