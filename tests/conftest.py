@@ -89,11 +89,11 @@ PYTHONS = frozenset(  # "file.py" or "file.py::test_name", as in NOT_UNIT
 #   place, read by the cluster, the metric renderers and verify's overlays, linked by the install
 #   shapes);
 # - the tests that work on scratch copies (`-m "not vllm_venvs and not venv_0171 and not
-#   engine"`), then `-m venv_0171`, the tests of the shared 0.17.1 venv (patched in place by
+#   vllm_cpu"`), then `-m venv_0171`, the tests of the shared 0.17.1 venv (patched in place by
 #   test_real_releases, read by the 0.17.1 metric renderer);
-# - `-m "engine and not engine_timed"`: the real vllm-cpu engine running the Granite backport
-#   (vllm-cpu 0.31.0 patched in place, 0.32.0 read), whose assertions are about tokens and
-#   counters, never about time.
+# - `-m "vllm_cpu and not engine_timed"`: the vllm-cpu venvs, the real engine running the Granite
+#   backport (0.31.0 patched in place, 0.32.0 read) and the 0.32.0 metric renderer, whose
+#   assertions are about tokens, counters and text, never about time.
 # Then `-m engine_timed` alone: payoff's verdicts follow speedups the servers measure, which a
 # process beside them would move.
 SHARED_VENV_FILES = frozenset(
@@ -115,9 +115,17 @@ def uses_the_0171_venv(item: pytest.Item) -> bool:
     return item.path.name == "test_formats.py" and params.get("release") == "0.17.1"
 
 
+def uses_a_vllm_cpu_venv(item: pytest.Item) -> bool:
+    """The test runs the real engine of a vllm-cpu venv, or reads one (and no shared CUDA venv)."""
+    if item.path.name in ENGINE_FILES:
+        return True
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    return item.path.name == "test_formats.py" and params.get("release") == "0.32.0"
+
+
 def uses_the_vllm_venvs(item: pytest.Item) -> bool:
     """The test reads or writes the shared CUDA vLLM 0.15.1 venv."""
-    if item.path.name in ENGINE_FILES:  # their `venv` fixture is a vllm-cpu one
+    if uses_a_vllm_cpu_venv(item):  # the engine files' `venv` fixture is a vllm-cpu one
         return False
     if uses_the_0171_venv(item):
         return False
@@ -142,6 +150,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.vllm_venvs)
         if uses_the_0171_venv(item):
             item.add_marker(pytest.mark.venv_0171)
+        if uses_a_vllm_cpu_venv(item):
+            item.add_marker(pytest.mark.vllm_cpu)
         if item.path.name in ENGINE_FILES:
             item.add_marker(pytest.mark.engine)
         if item.path.name in ENGINE_TIMED_FILES:

@@ -22,6 +22,8 @@ from vllm_patcher import sources
 
 HERE = Path(__file__).resolve().parent
 ENGINE_TIMEOUT = 900  # seconds for one engine run or server start, loaded machine included
+# a 1 GiB KV cache; the model run in the engine's own process (engine_run.py, serve)
+IN_PROCESS = {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
 PROMPTS = [[3 + 17 * i, 40 + i, 100 + 3 * i] for i in range(4)]
 
 
@@ -62,7 +64,7 @@ def run_engine(
         text=True,
         timeout=ENGINE_TIMEOUT,
         cwd=str(target.parent),
-        env={**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1"},
+        env={**os.environ, **IN_PROCESS},
     )
     lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
     if not lines:
@@ -97,7 +99,12 @@ def serve(
     python: Path, target: Path, drafter: Path | None, log: Path, k: int = 3
 ) -> Iterator[Server]:
     """``vllm serve`` of vllm-cpu (``-m vllm.entrypoints.openai.api_server``: its console script
-    looks for a distribution named vllm) on 127.0.0.1; stopped, with its engine, on exit."""
+    looks for a distribution named vllm) on 127.0.0.1; stopped, with its engine, on exit.
+
+    The layout of a one-GPU server: the API process and one engine-core process running the model
+    itself (the ``uni`` executor, which vLLM's CPU platform allows only with
+    ``VLLM_ENABLE_V1_MULTIPROCESSING=0``; the API server's engine core is a process of its own
+    either way). The CPU platform's default adds a worker process to every server."""
     port = free_port()
     cmd = [
         str(python),
@@ -118,6 +125,8 @@ def serve(
         "0.05",
         "--max-model-len",
         "512",
+        "--distributed-executor-backend",
+        "uni",
     ]
     if drafter is not None:
         spec = {"method": "eagle3", "model": str(drafter), "num_speculative_tokens": k}
@@ -128,7 +137,7 @@ def serve(
             stdout=out,
             stderr=subprocess.STDOUT,
             start_new_session=True,
-            env={**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1"},
+            env={**os.environ, **IN_PROCESS},
         )
     url = f"http://127.0.0.1:{port}"
     try:

