@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import json
 import os
 import shutil
 import subprocess
@@ -156,6 +157,27 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.engine)
         if item.path.name in ENGINE_TIMED_FILES:
             item.add_marker(pytest.mark.engine_timed)
+
+
+def revert_force_keeps(python: Path, site: Path, rel: str) -> None:
+    """``revert --force`` on a patched venv whose ``rel`` holds an edit of a test's: the edit is
+    kept aside byte for byte, then its saved/<stamp> folder is removed (the venv is shared and
+    cached: nothing a test made may pile up in it), and the touched files are the installer's.
+    An edit that gave the installer's bytes back (a patch's only hunk removed) is no edit: it is
+    named already pristine, and nothing is kept."""
+    edited = (site / rel).read_bytes()
+    proc = run_cli("--python", str(python), "--json", "revert", "--force", check=True)
+    result = json.loads(proc.stdout)
+    if file_hash(edited) == record_of(site)[rel]:
+        assert rel in result["already_pristine"] and rel not in result["saved_edits"], result
+    else:
+        kept = Path(result["saved_edits"][rel])
+        assert kept.read_bytes() == edited
+        stamp = kept.parents[len(Path(rel).parts) - 1]
+        assert stamp.parent == site / ".vllm-patcher" / "saved", kept
+        shutil.rmtree(stamp)
+    assert all(touched_match_record(site).values())
+    assert not (site / ".vllm-patcher" / "state.json").exists()
 
 
 def touched_files(

@@ -466,15 +466,32 @@ def revert(
         return result
 
 
+def _new_saved_folder(saved: Path) -> Path:
+    """A folder of its own under saved/, named by the second (``-2``, ``-3``... after the first of
+    that second), so a copy kept earlier is never written over. The run holds the lock."""
+    fileops.ensure_dir(saved)
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    for n in range(1, 10_000):
+        folder = saved / (stamp if n == 1 else f"{stamp}-{n}")
+        try:
+            folder.mkdir()
+        except FileExistsError:
+            continue
+        except OSError as exc:
+            raise NotWritable(fileops.os_error_message(folder, exc)) from None
+        return folder
+    raise NotWritable(f"{saved}: no free folder name for {stamp}; move old copies out")
+
+
 def _save_edits(
     target: Target, plan: RevertPlan, contents: dict[str, bytes | None]
 ) -> dict[str, str]:
     saved: dict[str, str] = {}
     if not plan.edited:
         return saved
-    stamp = time.strftime("%Y%m%dT%H%M%S")
+    folder = _new_saved_folder(journal_mod.state_dir(target.site_packages) / "saved")
     for rel in plan.edited:
-        dest = journal_mod.state_dir(target.site_packages) / "saved" / stamp / rel
+        dest = folder / rel
         fileops.ensure_dir(dest.parent)
         fileops.atomic_write(dest, contents[rel] or b"")
         saved[rel] = str(dest)

@@ -16,6 +16,7 @@ from ..conftest import (
     GRANITE_CHECKS,
     MINIMAX_CHECKS,
     pip_reinstall_vllm,
+    revert_force_keeps,
     run_cli,
     touched_match_record,
     venv_site,
@@ -176,12 +177,9 @@ def test_verify_catches_each_breakage_in_the_right_tier(vllm_python: Path, break
     else:
         assert check_name in failed, failed
         assert failed[check_name]
-    # the edit is ours to undo: revert --force keeps it aside, apply and verify are green again
-    run_cli(*where, "revert", "--force", check=True)
-    assert all(touched_match_record(site).values())
-    run_cli(*where, "apply", check=True)
-    assert run_cli(*where, "verify").returncode == 0
-    run_cli(*where, "revert", check=True)
+    # the edit is ours to undo: revert --force keeps it aside and gives back the installer's
+    # bytes, with no state left (apply and verify green from there: test_apply_status_verify_revert)
+    revert_force_keeps(vllm_python, site, rel)
 
 
 def test_a_real_pip_reinstall_after_apply_shows_drift_and_apply_heals_it(vllm_python: Path) -> None:

@@ -132,6 +132,33 @@ def test_edit_after_apply_blocks_revert_until_forced(tree_copy) -> None:  # type
     assert all(touched_match_record(site).values())
 
 
+def test_revert_force_never_overwrites_an_edit_it_kept_earlier_in_the_same_second(
+    tree_copy,
+) -> None:  # type: ignore[no-untyped-def]
+    """saved/ is named by the second: an earlier copy of that second (and of the next two
+    minutes, whatever the clock says when revert runs) keeps its bytes, the new one goes beside."""
+    import time
+
+    site = tree_copy("0.15.1")
+    rel = "vllm/config/speculative.py"
+    saved = site / ".vllm-patcher" / "saved"
+    now = time.time()
+    earlier = {}
+    for i in range(120):
+        copy = saved / time.strftime("%Y%m%dT%H%M%S", time.localtime(now + i)) / rel
+        copy.parent.mkdir(parents=True)
+        copy.write_bytes(b"an edit kept by an earlier revert --force %d\n" % i)
+        earlier[copy] = copy.read_bytes()
+    run_cli("--target", str(site), "apply", check=True)
+    edited = site / rel
+    edited.write_text(edited.read_text() + "# tuned by hand\n")
+    mine = edited.read_bytes()
+    forced = run_cli("--target", str(site), "--json", "revert", "--force", check=True)
+    kept = Path(json.loads(forced.stdout)["saved_edits"][rel])
+    assert kept.read_bytes() == mine and kept not in earlier
+    assert {c: c.read_bytes() for c in earlier} == earlier
+
+
 def test_exclusive_location_options(tmp_path: Path) -> None:
     proc = run_cli("--python", sys.executable, "--target", str(tmp_path), "status")
     assert proc.returncode == 2 and "exclusive" in proc.stderr and "Traceback" not in proc.stderr
