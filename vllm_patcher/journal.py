@@ -326,7 +326,11 @@ def left_in_place(root: Path) -> str:
         names = sorted(p.name for p in folder.iterdir())
     except OSError:
         names = []
-    if "saved" in names and any((folder / "saved").iterdir()):
+    try:
+        copies = "saved" in names and any((folder / "saved").iterdir())
+    except OSError:  # a saved/ it cannot list may hold copies all the same
+        copies = True
+    if copies:
         return (
             f"left in place: {folder} (the lock file, and in saved/ the copies of your edits that "
             "revert --force kept); move them out, then remove it with rm -r once no vllm-patcher "

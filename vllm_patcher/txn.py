@@ -229,13 +229,20 @@ def _tidy(target: Target, journal: Journal | None, rels: list[str]) -> None:
 
 
 def _recover(
-    target: Target, journal: Journal, contents: dict[str, bytes | None], force: bool = False
+    target: Target,
+    journal: Journal,
+    contents: dict[str, bytes | None],
+    force: bool = False,
+    kept: dict[str, str] | None = None,
 ) -> list[str]:
     """Bring every file an unfinished journal names back to pristine, then forget the journal.
 
-    ``contents`` is updated with the bytes each file ends with, so nothing is read twice.
+    ``contents`` is updated with the bytes each file ends with, so nothing is read twice. With
+    ``force``, a file that matches neither side (an edit made after the interruption) is copied
+    to saved/ first, like any edit ``revert --force`` restores; ``kept`` gets where.
     """
     plan: list[tuple[str, bytes]] = []
+    edited: list[str] = []
     for rel, fr in journal.files.items():
         path = _check_inside_package(target, rel)
         data = status_mod.read_once(target, rel, contents)
@@ -248,7 +255,12 @@ def _recover(
                 f"patched bytes; nothing was changed; run `{target.command('revert --force')}` (keeps "
                 "a copy of it) or reinstall vLLM"
             )
+        if cur not in (fr.after, fr.was):
+            edited.append(rel)
         plan.append((rel, _read_pristine_copy(target, rel, fr.before, fr.after)))
+    saved = _save_edits(target, edited, contents)
+    if kept is not None:
+        kept.update(saved)
     for rel, data in plan:
         _write_file(target, rel, data)
         contents[rel] = data
@@ -443,7 +455,9 @@ def revert(
         _require_writable(target, list(journal.files))
         contents: dict[str, bytes | None] = {}
         if not journal.finished:
-            return RevertResult(recovered=_recover(target, journal, contents, force=force))
+            kept: dict[str, str] = {}
+            recovered = _recover(target, journal, contents, force=force, kept=kept)
+            return RevertResult(recovered=recovered, saved_edits=kept)
         for rel in journal.files:
             status_mod.read_once(target, rel, contents)
         fileops.fault_point("surveyed")
@@ -460,7 +474,7 @@ def revert(
             )
         fileops.fault_point("planned")
         result = RevertResult(already_pristine=plan.already_pristine)
-        result.saved_edits = _save_edits(target, plan, contents)
+        result.saved_edits = _save_edits(target, plan.edited, contents)
         _commit_revert(target, journal, plan)
         result.restored = [e.path for e in plan.edits]
         return result
@@ -468,7 +482,13 @@ def revert(
 
 def _new_saved_folder(saved: Path) -> Path:
     """A folder of its own under saved/, named by the second (``-2``, ``-3``... after the first of
-    that second), so a copy kept earlier is never written over. The run holds the lock."""
+    that second), so a copy kept earlier is never written over. The run holds the lock. Never
+    through a link: it could point anywhere, the package included."""
+    if saved.is_symlink():
+        raise LocallyModified(
+            f"{saved} is a link; refusing to keep copies of your edits through it; nothing was "
+            "changed (remove the link, then run this again)"
+        )
     fileops.ensure_dir(saved)
     stamp = time.strftime("%Y%m%dT%H%M%S")
     for n in range(1, 10_000):
@@ -484,17 +504,24 @@ def _new_saved_folder(saved: Path) -> Path:
 
 
 def _save_edits(
-    target: Target, plan: RevertPlan, contents: dict[str, bytes | None]
+    target: Target, edited: list[str], contents: dict[str, bytes | None]
 ) -> dict[str, str]:
+    """Copy each edited file's bytes to a new folder under saved/; where each went."""
     saved: dict[str, str] = {}
-    if not plan.edited:
+    if not edited:
         return saved
     folder = _new_saved_folder(journal_mod.state_dir(target.site_packages) / "saved")
-    for rel in plan.edited:
-        dest = folder / rel
-        fileops.ensure_dir(dest.parent)
-        fileops.atomic_write(dest, contents[rel] or b"")
-        saved[rel] = str(dest)
+    try:
+        for rel in edited:
+            dest = folder / rel
+            fileops.ensure_dir(dest.parent)
+            fileops.atomic_write(dest, contents[rel] or b"")
+            saved[rel] = str(dest)
+    except BaseException:  # nothing restored yet: the edits are still in place, drop the part
+        import shutil  # only on this path
+
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
     return saved
 
 

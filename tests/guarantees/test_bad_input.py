@@ -157,6 +157,66 @@ def test_revert_force_never_overwrites_an_edit_it_kept_earlier_in_the_same_secon
     kept = Path(json.loads(forced.stdout)["saved_edits"][rel])
     assert kept.read_bytes() == mine and kept not in earlier
     assert {c: c.read_bytes() for c in earlier} == earlier
+    # the run met a taken name (it ran within the two minutes) and went beside it
+    stamp = kept.parents[len(Path(rel).parts) - 1].name
+    assert stamp.endswith("-2") and (saved / stamp[:-2] / rel) in earlier, kept
+
+
+def test_a_saved_folder_that_is_a_link_is_never_written_through(tree_copy, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """saved/ linked elsewhere (or into the package itself): revert --force refuses and changes
+    nothing, like a linked state folder."""
+    for i, aim in enumerate((tmp_path / "elsewhere", Path("../vllm"))):
+        site = tree_copy("0.15.1").rename(tmp_path / f"case-{i}")
+        run_cli("--target", str(site), "apply", check=True)
+        edited = site / "vllm/config/speculative.py"
+        edited.write_text(edited.read_text() + "# tuned by hand\n")
+        if aim.is_absolute():
+            aim.mkdir()
+        (site / ".vllm-patcher" / "saved").symlink_to(aim)
+        before = snapshot(site)
+        proc = run_cli("--target", str(site), "revert", "--force")
+        assert_refused(proc, 5, "saved", "link")
+        assert snapshot(site) == before
+        if aim.is_absolute():
+            assert not any(aim.iterdir())
+
+
+def test_a_revert_that_succeeded_exits_0_whatever_saved_is(tree_copy) -> None:  # type: ignore[no-untyped-def]
+    """The closing "left in place" line reads saved/ to say what is there; a saved/ it cannot
+    list (here a file) makes it say copies may be there, never turns the done revert into a
+    failure."""
+    site = tree_copy("0.15.1")
+    run_cli("--target", str(site), "apply", check=True)
+    (site / ".vllm-patcher" / "saved").write_text("not a folder")
+    proc = run_cli("--target", str(site), "revert")
+    assert proc.returncode == 0, proc.stderr
+    assert "restored vllm/config/speculative.py" in proc.stdout and not proc.stderr
+    assert "move them out" in proc.stdout
+    from ..conftest import touched_match_record
+
+    assert all(touched_match_record(site).values())
+
+
+def test_a_forced_revert_that_fails_while_keeping_the_copies_leaves_no_folder(tree_copy) -> None:  # type: ignore[no-untyped-def]
+    """A full disk at each write of a forced revert of two edited files: exit 6, every file as
+    it was, and no saved/<stamp> folder left half-filled (each attempt would add one)."""
+    site = tree_copy("0.15.1")
+    run_cli("--target", str(site), "apply", check=True)
+    for rel in ("vllm/config/speculative.py", "vllm/v1/spec_decode/eagle.py"):
+        (site / rel).write_bytes((site / rel).read_bytes() + b"# tuned by hand\n")
+    before = snapshot(site)
+    saved = site / ".vllm-patcher" / "saved"
+    for n in (1, 2):  # the first copy's write, then the second's
+        proc = run_cli(
+            "--target",
+            str(site),
+            "revert",
+            "--force",
+            env={"VLLM_PATCHER_FAULT": f"enospc@write#{n}"},
+        )
+        assert_refused(proc, 6, "no space left")
+        assert snapshot(site) == before
+        assert not saved.exists() or not any(saved.iterdir()), list(saved.iterdir())
 
 
 def test_exclusive_location_options(tmp_path: Path) -> None:

@@ -475,3 +475,40 @@ def test_rewrite_after_apply_is_drift_and_apply_heals_it(trees: Trees, tmp_path:
     out = json.loads(run_cli("--target", str(site), "--json", "revert", check=True).stdout)
     assert out["restored"] == [] and sorted(out["already_pristine"]) == sorted(trees.rels)
     assert not (site / ".vllm-patcher" / "state.json").exists()
+
+
+def test_revert_force_after_an_interrupted_apply_keeps_the_users_edit(
+    trees: Trees, tmp_path: Path, fault_dir: Path
+) -> None:
+    """An apply killed mid-run, then the user edits a file it had patched: plain revert refuses
+    and offers `revert --force` as the one that keeps a copy; the forced one does keep it."""
+    site = tmp_path / "site"
+    _prepare(trees, "pristine", site)
+    run = Run(site, "apply", fault="stop@journal#1", fault_dir=fault_dir)
+    assert run.reached()
+    run.proc.kill()
+    run.finish()
+    assert json.loads((site / ".vllm-patcher" / "state.json").read_text())["phase"] != "done"
+    rel = "vllm/config/speculative.py"
+    edited = site / rel
+    edited.write_bytes(edited.read_bytes() + b"# MY EDIT, made after the interrupted apply\n")
+    mine = edited.read_bytes()
+    refused = run_cli("--target", str(site), "revert")
+    assert refused.returncode == 5 and "keep" in refused.stderr and str(edited) in refused.stderr
+    forced = run_cli("--target", str(site), "--json", "revert", "--force", check=True)
+    result = json.loads(forced.stdout)
+    assert rel in result["recovered"], result
+    assert Path(result["saved_edits"][rel]).read_bytes() == mine, result
+    assert trees.current(site) == trees.before
+    assert not (site / ".vllm-patcher" / "state.json").exists()
+    # the same in text: why it was restored, and where the edit went
+    _prepare(trees, "pristine", site2 := tmp_path / "site2")
+    again = Run(site2, "apply", fault="stop@journal#1", fault_dir=fault_dir)
+    assert again.reached()
+    again.proc.kill()
+    again.finish()
+    (site2 / rel).write_bytes(mine)
+    text = run_cli("--target", str(site2), "revert", "--force", check=True).stdout
+    assert f"restored {rel} (an interrupted run had left it, and it was edited since)" in text
+    where = text.split(f"your edited {rel} was kept at ", 1)[1].splitlines()[0]
+    assert Path(where).read_bytes() == mine, text

@@ -261,7 +261,10 @@ def revert(opts: Options, force: bool) -> None:
         echo("nothing applied; nothing to revert")
         return
     for rel in result.recovered:
-        echo(f"restored {rel} (an interrupted run had left it patched)")
+        if rel in result.saved_edits:
+            echo(f"restored {rel} (an interrupted run had left it, and it was edited since)")
+        else:
+            echo(f"restored {rel} (an interrupted run had left it patched)")
     for rel in result.restored:
         echo(f"restored {rel}")
     for rel, where in result.saved_edits.items():
