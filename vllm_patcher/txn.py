@@ -261,8 +261,19 @@ def _recover(
     saved = _save_edits(target, edited, contents)
     if kept is not None:
         kept.update(saved)
+    # Written back as a whole or not at all: a run stopped part-way puts back what it wrote (the
+    # unfinished journal stays, for the next run) and drops the copies whose edits are back.
+    written: list[FileEdit] = []
+    absent = tuple(rel for rel, _ in plan if contents[rel] is None)
+    try:
+        for rel, data in plan:
+            written.append(FileEdit(rel, contents[rel] or b"", data, (), "recover"))
+            _write_file(target, rel, data)
+    except BaseException:
+        _roll_back(target, written, to_before=True, absent=absent)
+        _drop_copies_if_in_place(target, saved, contents)
+        raise
     for rel, data in plan:
-        _write_file(target, rel, data)
         contents[rel] = data
     journal_mod.clear(target.site_packages, list(journal.files))
     return [rel for rel, _ in plan]
@@ -475,9 +486,31 @@ def revert(
         fileops.fault_point("planned")
         result = RevertResult(already_pristine=plan.already_pristine)
         result.saved_edits = _save_edits(target, plan.edited, contents)
-        _commit_revert(target, journal, plan)
+        try:
+            _commit_revert(target, journal, plan)
+        except BaseException:  # rolled back: the copies whose edits are back are not kept
+            _drop_copies_if_in_place(target, result.saved_edits, contents)
+            raise
         result.restored = [e.path for e in plan.edits]
         return result
+
+
+def _drop_copies_if_in_place(
+    target: Target, saved: dict[str, str], contents: dict[str, bytes | None]
+) -> None:
+    """After a forced revert that failed: remove its saved/ folder when every edit it copied is
+    still (or again) in its file, so a failed run leaves nothing; otherwise the copies stay."""
+    if not saved:
+        return
+    rel, where = next(iter(saved.items()))
+    folder = Path(where).parents[len(Path(rel).parts) - 1]
+    try:
+        if all(fileops.read_or_none(target.path(r)) == contents[r] for r in saved):
+            import shutil  # only on this path
+
+            shutil.rmtree(folder, ignore_errors=True)
+    except OSError:
+        pass
 
 
 def _new_saved_folder(saved: Path) -> Path:

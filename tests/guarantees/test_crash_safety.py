@@ -512,3 +512,44 @@ def test_revert_force_after_an_interrupted_apply_keeps_the_users_edit(
     assert f"restored {rel} (an interrupted run had left it, and it was edited since)" in text
     where = text.split(f"your edited {rel} was kept at ", 1)[1].splitlines()[0]
     assert Path(where).read_bytes() == mine, text
+
+
+@pytest.mark.parametrize("where", ["after-apply", "after-an-interrupted-apply"])
+def test_a_forced_revert_stopped_part_way_leaves_every_file_and_no_copy_behind(
+    trees: Trees, tmp_path: Path, fault_dir: Path, where: str
+) -> None:
+    """Ctrl-C or a full disk at each write of `revert --force` over an edit: exit 130 or 6 and
+    every file as it was, the edit in its file (so no copy of it is left unnamed in saved/); the
+    next forced revert keeps the edit and names where."""
+    rel = "vllm/config/speculative.py"
+    n = 0
+    while True:
+        n += 1
+        site = tmp_path / f"{where}-{n}"
+        if where == "after-apply":
+            _prepare(trees, "patched", site)
+        else:  # killed with some files patched: recovery rewrites several files
+            _prepare(trees, "pristine", site)
+            run = Run(site, "apply", fault="stop@replaced#10", fault_dir=fault_dir)
+            assert run.reached()
+            run.proc.kill()
+            run.finish()
+            patched = [r for r, h in trees.current(site).items() if h != trees.before[r]]
+            assert len(patched) >= 2 and rel in patched, patched
+        (site / rel).write_bytes((site / rel).read_bytes() + b"# MY EDIT\n")
+        mine = (site / rel).read_bytes()
+        before = snapshot(site)
+        fault = f"{'interrupt' if n % 2 else 'enospc'}@write#{n}"
+        proc = run_cli(
+            "--target", str(site), "revert", "--force", env={"VLLM_PATCHER_FAULT": fault}
+        )
+        if proc.returncode == 0:
+            break  # past the last write
+        assert proc.returncode in (6, 130) and "Traceback" not in proc.stderr, (fault, proc.stderr)
+        assert snapshot(site) == before, f"{where}: {fault} changed files"
+        forced = json.loads(
+            run_cli("--target", str(site), "--json", "revert", "--force", check=True).stdout
+        )
+        assert Path(forced["saved_edits"][rel]).read_bytes() == mine, (fault, forced)
+        assert trees.current(site) == trees.before
+    assert n > 3, "too few writes to prove anything"
