@@ -22,7 +22,7 @@ from vllm_patcher import sources
 
 HERE = Path(__file__).resolve().parent
 ENGINE_TIMEOUT = 900  # seconds for one engine run or server start, loaded machine included
-# a 1 GiB KV cache; the model run in the engine's own process (engine_run.py, serve)
+# engine_run.py: a 1 GiB KV cache, the model run in the engine's own process
 IN_PROCESS = {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
 PROMPTS = [[3 + 17 * i, 40 + i, 100 + 3 * i] for i in range(4)]
 
@@ -101,10 +101,11 @@ def serve(
     """``vllm serve`` of vllm-cpu (``-m vllm.entrypoints.openai.api_server``: its console script
     looks for a distribution named vllm) on 127.0.0.1; stopped, with its engine, on exit.
 
-    The layout of a one-GPU server: the API process and one engine-core process running the model
-    itself (the ``uni`` executor, which vLLM's CPU platform allows only with
-    ``VLLM_ENABLE_V1_MULTIPROCESSING=0``; the API server's engine core is a process of its own
-    either way). The CPU platform's default adds a worker process to every server."""
+    The CPU build's own layout (an engine-core and a worker process), not engine_run.py's
+    in-process one: served in process (``--distributed-executor-backend uni``), a server starts in
+    half the time, but under two busy loops the base and spec servers' step times moved apart
+    (a plain step as slow as a speculative one: payoff rightly said "unknown"), which the mp
+    layout had not shown in the loaded runs before."""
     port = free_port()
     cmd = [
         str(python),
@@ -125,8 +126,6 @@ def serve(
         "0.05",
         "--max-model-len",
         "512",
-        "--distributed-executor-backend",
-        "uni",
     ]
     if drafter is not None:
         spec = {"method": "eagle3", "model": str(drafter), "num_speculative_tokens": k}
@@ -137,7 +136,7 @@ def serve(
             stdout=out,
             stderr=subprocess.STDOUT,
             start_new_session=True,
-            env={**os.environ, **IN_PROCESS},
+            env={**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1"},
         )
     url = f"http://127.0.0.1:{port}"
     try:
