@@ -90,12 +90,11 @@ PYTHONS = frozenset(  # "file.py" or "file.py::test_name", as in NOT_UNIT
 #   place, read by the cluster, the metric renderers and verify's overlays, linked by the install
 #   shapes);
 # - the tests that work on scratch copies (`-m "not vllm_venvs and not venv_0171 and not
-#   vllm_cpu"`);
+#   vllm_cpu"`), then `-m venv_0171`, the tests of the shared 0.17.1 venv (patched in place by
+#   test_real_releases, read by the 0.17.1 metric renderer);
 # - `-m "vllm_cpu and not engine_timed"`: the vllm-cpu venvs, the real engine running the Granite
 #   backport (0.31.0 patched in place, 0.32.0 read) and the 0.32.0 metric renderer, whose
-#   assertions are about tokens, counters and text, never about time; then `-m venv_0171`, the
-#   tests of the shared 0.17.1 venv (patched in place by test_real_releases, read by the 0.17.1
-#   metric renderer).
+#   assertions are about tokens, counters and text, never about time.
 # Then `-m engine_timed` alone: payoff's verdicts follow speedups the servers measure, which a
 # process beside them would move.
 SHARED_VENV_FILES = frozenset(
