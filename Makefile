@@ -129,7 +129,16 @@ $(CACHE)/cpu-%/.ready:
 	$(CACHE)/cpu-$*/bin/pip uninstall -q -y torchvision torchaudio torchcodec; \
 	echo $$(( $$(date +%s) - start )) > $@  # the seconds it took, for make bench
 
+# Then, on every run (a copy: cheap, and a venv cached before it gets it too), tests/e2e/amx.py
+# into each venv's site-packages with a .pth line that imports it at every interpreter start: on a
+# CPU with AMX each process (servers, engine cores, spawned workers) asks Linux for the AMX tile
+# state before vLLM's attention kernel uses it (without it the worker dies with SIGILL).
 engine-venvs: $(foreach v,$(ENGINE_RELEASES),$(CACHE)/cpu-$(v)/.ready)
+	@for v in $(ENGINE_RELEASES); do \
+	  site=$$($(CACHE)/cpu-$$v/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])') \
+	  && cp tests/e2e/amx.py $$site/_vllm_patcher_amx.py \
+	  && echo "import _vllm_patcher_amx" > $$site/_vllm_patcher_amx.pth || exit 1; \
+	done
 
 lint: dev
 	$(DEV_VENV)/bin/ruff check vllm_patcher tests bench
@@ -193,7 +202,9 @@ test:
 	  summary="$$summary\n  $$tier: $$result ($$(( $$(date +%s) - start )) s)"; \
 	  [ $$status = 0 ] || break; \
 	done; \
-	echo -e "make test tiers:$$summary\n  total: $$(( $$(date +%s) - all )) s"; exit $$status
+	if grep -qw amx_tile /proc/cpuinfo 2>/dev/null; then isa="AMX yes (the engine tier's attention kernel: amx)"; \
+	else isa="AMX no (the engine tier's attention kernel: vec)"; fi; \
+	echo -e "make test tiers:$$summary\n  total: $$(( $$(date +%s) - all )) s\n  host CPU: $$isa"; exit $$status
 
 .PHONY: tier-lint tier-unit-pythons tier-venvs tier-suite
 tier-lint: lint

