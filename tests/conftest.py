@@ -102,9 +102,7 @@ SHARED_VENV_FILES = frozenset(
     {"test_install_shapes.py", "test_formats.py", "test_real_releases.py", "test_readme.py"}
 )
 VENV_0171_FILES = frozenset({"test_real_releases.py"})  # and test_formats' 0.17.1 renderings
-ENGINE_FILES = frozenset(
-    {"test_granite_engine.py", "test_payoff_engine.py", "test_amx_engine.py"}
-)
+ENGINE_FILES = frozenset({"test_granite_engine.py", "test_payoff_engine.py", "test_amx_engine.py"})
 ENGINE_TIMED_FILES = frozenset({"test_payoff_engine.py"})
 HF_FROM_THE_VENV = (
     "test_doctor.py::test_a_repo_id_resolves_through_the_vllm_venvs_own_huggingface_hub"
