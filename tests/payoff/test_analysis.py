@@ -38,23 +38,37 @@ def _plain(step_s: float, steps: float) -> Window:
     return Window("base", 10.0, False, False, 0, 0, 0, 0, (), steps + 4, 4, step_s * steps, steps)
 
 
-def test_the_expected_speedup_of_a_shorter_draft_follows_the_acceptance_curve_and_the_fitted_cost() -> (
-    None
-):
-    # 100 drafts, k = 3: 80 accept the first token, 40 the first two, 20 all three
+def test_a_shorter_draft_gets_a_range_between_the_two_cost_models_never_a_figure() -> None:
+    # 100 drafts, k = 3: 80 accept the first token, 40 the first two, 20 all three; the plain
+    # server under the same load (one request in flight) made 160 steps of 10 ms in the 1.6 s
+    # the speculative one took for 100 steps of 16 ms
     spec = _window(100, (80, 40, 20), step_s=0.016, steps=100)
-    a = analyse(spec, _plain(0.010, 100))
+    a = analyse(spec, _plain(0.010, 160))
     assert a.mean_acceptance_length == pytest.approx(2.4)
+    assert a.tokens_per_step == pytest.approx(2.4)
     assert a.prefix == pytest.approx([0.8, 0.4, 0.2])
     assert a.conditional == pytest.approx([0.8, 0.5, 0.5])
-    # c = (16 - 10) / 3 = 2 ms per draft token; speedup(k') = 10 * L(k') / (10 + 2 k')
-    assert a.draft_cost_s == pytest.approx(0.002)
-    assert a.expected_speedup[1] == pytest.approx(10 * 1.8 / 12)
-    assert a.expected_speedup[2] == pytest.approx(10 * 2.2 / 14)
-    assert a.expected_speedup[3] == pytest.approx(10 * 2.4 / 16)
-    assert a.speedup == pytest.approx(a.expected_speedup[3])  # the model fits its own k exactly
-    assert a.best_k == 2 and a.verdict == "pays"
+    assert a.speedup == pytest.approx(10 * 2.4 / 16)  # measured: per-token time ratio
+    assert a.throughput_ratio == pytest.approx(240 / 160)  # measured: tokens per second
+    assert a.verdict == "pays" and a.unknown_reason is None
+    # k' = 1: 1.8 tokens a step; low end at the same step cost (16 ms), high end at 10 + 2 ms
+    assert a.shorter_k_range[1] == pytest.approx((10 * 1.8 / 16, 10 * 1.8 / 12))
+    assert a.shorter_k_range[2] == pytest.approx((10 * 2.2 / 16, 10 * 2.2 / 14))
+    assert 3 not in a.shorter_k_range  # the served k is measured, not modelled
     assert a.break_even_length == pytest.approx(1.6)
+    advice = " ".join(a.advice)  # both models above 1.0x: a reason to measure, never advice
+    assert "set num_speculative_tokens" not in advice and "payoff sweep" in advice
+
+
+def test_a_range_that_crosses_one_says_to_measure_each_k() -> None:
+    # the H200 of issue 27: steps 5.85 ms plain, 10.22 ms at k = 3, 47/23/13% per position
+    spec = _window(1000, (470, 230, 130), step_s=0.01022, steps=1000)
+    a = analyse(spec, _plain(0.00585, 1747))
+    assert a.speedup == pytest.approx(1.047, abs=1e-3) and a.verdict == "break-even"
+    low, high = a.shorter_k_range[1]
+    assert low == pytest.approx(0.84, abs=0.005) and high == pytest.approx(1.18, abs=0.005)
+    advice = " ".join(a.advice)
+    assert "vllm-patcher payoff sweep" in advice and "set num_speculative_tokens" not in advice
 
 
 def test_the_verdict_has_a_five_percent_band_around_parity() -> None:
@@ -69,8 +83,8 @@ def test_the_verdict_has_a_five_percent_band_around_parity() -> None:
 
 def test_without_a_baseline_the_speedup_is_unknown_and_never_guessed() -> None:
     a = analyse(_window(100, (80, 40, 20), step_s=0.016, steps=100))
-    assert a.verdict == "unknown" and a.speedup is None and a.expected_speedup == {}
-    assert a.best_k is None and any("--baseline" in line for line in a.advice)
+    assert a.verdict == "unknown" and a.speedup is None and a.shorter_k_range == {}
+    assert a.unknown_reason is None and any("--baseline" in line for line in a.advice)
 
 
 @pytest.mark.parametrize(
@@ -117,8 +131,7 @@ def test_a_plain_step_slower_than_a_speculative_one_fits_no_cost_and_predicts_no
     """Servers not under the same load: the measured speedup stays, the model is not made up."""
     a = analyse(_window(100, (80, 40, 20), step_s=0.008, steps=100), _plain(0.010, 100))
     assert a.speedup is not None and a.verdict == "unknown"  # no measurement under unequal loads
-    assert a.draft_cost_s is None and a.expected_speedup == {} and a.best_k is None
-    assert a.break_even_length is None
+    assert a.shorter_k_range == {} and a.break_even_length is None
     assert any("not under the same load" in line for line in a.advice)
 
 
@@ -149,14 +162,20 @@ def test_the_advice_for_a_longer_window_fits_the_source(
 
 
 def _scrape_text(
-    drafts: str = "100", accepted: str = "60", itl_sum: str = "1.0", pos: str = "0"
+    drafts: str = "100",
+    accepted: str = "60",
+    itl_sum: str = "1.0",
+    pos: str = "0",
+    draft_tokens: str = "300",
 ) -> str:
     return "\n".join(
         [
             f'vllm:spec_decode_num_drafts_total{{engine="0",model_name="m"}} {drafts}',
-            'vllm:spec_decode_num_draft_tokens_total{engine="0",model_name="m"} 300',
+            f'vllm:spec_decode_num_draft_tokens_total{{engine="0",model_name="m"}} {draft_tokens}',
             f'vllm:spec_decode_num_accepted_tokens_total{{engine="0",model_name="m"}} {accepted}',
             f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{engine="0",model_name="m",position="{pos}"}} 50',
+            'vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="m",position="1"} 7',
+            'vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="m",position="2"} 3',
             'vllm:generation_tokens_total{engine="0",model_name="m"} 1000',
             'vllm:time_to_first_token_seconds_count{engine="0",model_name="m"} 10',
             f'vllm:inter_token_latency_seconds_sum{{engine="0",model_name="m"}} {itl_sum}',
@@ -192,7 +211,9 @@ def test_baseline_scrapes_in_the_wrong_order_are_refused_not_read_as_a_restart(
 ) -> None:
     s1, s2 = tmp_path / "s1.txt", tmp_path / "s2.txt"
     s1.write_text(_scrape_text(drafts="100"))
-    s2.write_text(_scrape_text(drafts="200", accepted="120").replace("1000", "2000"))
+    s2.write_text(
+        _scrape_text(drafts="200", accepted="120", draft_tokens="600").replace("1000", "2000")
+    )
     b1, b2 = tmp_path / "b1.txt", tmp_path / "b2.txt"
     b1.write_text('vllm:inter_token_latency_seconds_sum{engine="0",model_name="m"} 1.0\n')
     b2.write_text('vllm:inter_token_latency_seconds_sum{engine="0",model_name="m"} 3.0\n')
@@ -201,14 +222,14 @@ def test_baseline_scrapes_in_the_wrong_order_are_refused_not_read_as_a_restart(
     swapped = run_cli(
         "payoff", "--metrics", str(s1), str(s2), "--baseline", str(b2), "--baseline", str(b1)
     )
-    assert_refused(swapped, 2, f"{b1} was saved before {b2}")
+    assert_refused(swapped, 2, f"but {b1} was saved first")
     # saved at the same moment (no order to tell from the files): the counters still tell
     for f in (b1, b2):
         os.utime(f, (1000.0, 1000.0))
     same_time = run_cli(
         "payoff", "--metrics", str(s1), str(s2), "--baseline", str(b2), "--baseline", str(b1)
     )
-    assert_refused(same_time, 2, "went down")
+    assert_refused(same_time, 2, "same modification time")
 
 
 def test_two_scrapes_of_the_server_given_later_first_are_refused(tmp_path: Path) -> None:
@@ -216,7 +237,9 @@ def test_two_scrapes_of_the_server_given_later_first_are_refused(tmp_path: Path)
     earlier scrape alone (27 drafts instead of 860 in the tryout)."""
     s1, s2 = tmp_path / "s1.txt", tmp_path / "s2.txt"
     s1.write_text(_scrape_text(drafts="100"))
-    s2.write_text(_scrape_text(drafts="200", accepted="120").replace("1000", "2000"))
+    s2.write_text(
+        _scrape_text(drafts="200", accepted="120", draft_tokens="600").replace("1000", "2000")
+    )
     os.utime(s1, (1000.0, 1000.0))
     os.utime(s2, (1005.0, 1005.0))
     assert run_cli("payoff", "--metrics", str(s1), str(s2)).returncode in (0, 1)

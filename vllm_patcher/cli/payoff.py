@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -11,7 +12,7 @@ import click
 from ..errors import BadSetting, TargetNotFound
 from ..payoff import run as payoff_run
 from .app import SubGroup, json_report
-from .base import Options, echo
+from .base import RUN, Options, echo
 
 
 class _DefaultGroup(SubGroup):
@@ -120,18 +121,27 @@ def payoff_report(
             "own window: drop them, or give the server's URL"
         )
     if metrics:
-        metrics = metrics + tuple(Path(s) for s in sources)
+        metrics = _in_given_order(metrics + tuple(Path(s) for s in sources))
     elif len(sources) > 1:
         raise BadSetting(f"payoff reads one server at a time; got {len(sources)} URLs")
+    elif sources and not sources[0].startswith(("http://", "https://")):
+        raise BadSetting(
+            f"{sources[0]} is not a server URL (http://HOST:PORT); for a saved scrape write "
+            f"payoff --metrics {sources[0]}"
+        )
     elif sources:
         url = sources[0]
+    gone = _stdout_gone_check()
 
-    def show(shown: Any) -> None:
+    def show(shown: Any, refresh: bool) -> bool:
         if opts.as_json:
             json_report(payoff_run.exit_code(shown), shown)
         else:
+            if refresh and sys.stdout is not None and sys.stdout.isatty():
+                echo("\x1b[H\x1b[2J", nl=False)
             for line in shown:
                 echo(line)
+        return not gone()
 
     exit_code = payoff_run.report(
         url,
@@ -147,6 +157,44 @@ def payoff_report(
     sys.exit(exit_code)
 
 
+def _in_given_order(files: tuple[Path, ...]) -> tuple[Path, ...]:
+    """The scrapes in the order they stand on the command line (``payoff A --metrics B`` is A
+    then B, though click hands the option's value over first)."""
+    argv = RUN.argv
+
+    def place(path: Path) -> int:
+        return argv.index(str(path)) if str(path) in argv else len(argv)
+
+    return tuple(sorted(files, key=place))
+
+
+def _stdout_gone_check() -> Any:
+    """Whether nobody reads standard output any more: closed (``>&-``), or a reader that went
+    away (``| head``), after which the guarded stream points it at /dev/null. --watch stops."""
+
+    def identity() -> tuple[int, int] | None:
+        try:
+            info = os.fstat(1)
+        except OSError:
+            return None
+        return info.st_dev, info.st_ino
+
+    try:
+        null = os.stat(os.devnull)
+        devnull: tuple[int, int] | None = (null.st_dev, null.st_ino)
+    except OSError:
+        devnull = None
+    at_start = identity()
+
+    def gone() -> bool:
+        if sys.stdout is None or at_start is None:
+            return True
+        now = identity()
+        return now is None or (now == devnull and at_start != devnull)
+
+    return gone
+
+
 @payoff.command("bench")
 @click.argument("url")
 @click.option(
@@ -156,6 +204,13 @@ def payoff_report(
     "--concurrency", default="1,4,16", show_default=True, help="Comma-separated concurrencies."
 )
 @click.option("--num-prompts", default=64, show_default=True, type=int)
+@click.option(
+    "--repeat",
+    default=1,
+    show_default=True,
+    type=int,
+    help="Runs per concurrency: a verdict only where every run's figures fall in one class.",
+)
 @click.option("--dataset", default="random", show_default=True, help="vllm bench serve's dataset.")
 @click.option("--plot", type=click.Path(path_type=Path), metavar="FILE.png", help="Draw it.")
 @click.argument("client_args", nargs=-1, type=click.UNPROCESSED, metavar="[-- CLIENT ARGS]")
@@ -166,6 +221,7 @@ def payoff_bench(
     baseline_url: str,
     concurrency: str,
     num_prompts: int,
+    repeat: int,
     dataset: str,
     plot: Path | None,
     client_args: tuple[str, ...],
@@ -203,16 +259,26 @@ def payoff_bench(
         num_prompts,
         dataset,
         client_args,
-        progress=not opts.as_json,
+        progress=None if opts.as_json else (lambda line: echo(line, err=True)),
+        repeat=repeat,
     )
     if plot is not None:
         from ..payoff.plot import draw_bench
 
         draw_bench(result, plot)
-    code = 0 if result.pays_at else 1  # as payoff's own verdicts: 1 when it pays nowhere
+    code = bench.exit_code(result)
     if opts.as_json:
         json_report(code, result.to_dict())
     else:
         for line in bench.lines(result):
             echo(line)
     sys.exit(code)
+
+
+def _register_sweep() -> None:
+    from .sweep import payoff_sweep
+
+    payoff.add_command(payoff_sweep)
+
+
+_register_sweep()

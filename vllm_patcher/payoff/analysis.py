@@ -1,17 +1,17 @@
 """From a window of a speculative server (and one of a plain server under the same load): the
-acceptance figures, a per-step cost fitted from the two, the expected speedup of every shorter
-draft, the best one, and a verdict.
+acceptance figures, the two measures of speed, a verdict that needs both to agree, and, for each
+shorter draft, a range between two cost models (``judge``), never a figure or advice.
 
-The model, in one place:
+The figures, in one place:
 - The count at position i is the number of drafts whose first i+1 tokens were all accepted, so
-  ``prefix[i] = per_pos[i] / drafts`` and a draft of k' <= k tokens accepts, on average,
-  ``prefix[0] + ... + prefix[k'-1]`` of them: a step emits ``L(k') = 1 + that sum`` tokens.
+  ``prefix[i] = per_pos[i] / drafts``.
 - A decode step's time is one sample of ``inter_token_latency_seconds`` (one per request and
-  step); the per-token time is the steps' time over the tokens they emitted. On the plain server
-  a step emits one token, so its step time ``t0`` is its per-token time.
-- A speculative step with k drafts costs ``T(k) = t0 + k * c``: fitted from the two servers as
-  ``c = (T(k) - t0) / k``. Then ``speedup(k') = t0 * L(k') / T(k')``, and speculation breaks even
-  at a mean acceptance length of ``T(k) / t0``.
+  step); the per-token time is the steps' time over the tokens they emitted, and the tokens per
+  step are measured the same way (steps without a draft emit one token and count as such).
+- The per-token time ratio (plain over speculative) is ``speedup``; the output throughput ratio
+  is the tokens each server emitted per second of its window. The two differ by the ratio of
+  requests decoding (the steps' time over the window's length): when that differs, the two
+  servers were not under the same load and there is no verdict.
 """
 
 from __future__ import annotations
@@ -20,11 +20,24 @@ import dataclasses
 import math
 from dataclasses import dataclass, field
 
+from .judge import (
+    BREAK_EVEN,
+    LOSES,
+    MARGIN,
+    PAYS,
+    RANGE_MODEL,
+    SWEEP,
+    UNKNOWN,
+    judge,
+    shorter_k_range,
+    verdict,
+)
 from .window import Window
 
-PAYS, BREAK_EVEN, LOSES, UNKNOWN = "pays", "break-even", "loses", "unknown"
-MARGIN = 0.05  # within +-5% of 1.0x is break-even
+__all__ = ["BREAK_EVEN", "LOSES", "PAYS", "UNKNOWN", "Analysis", "analyse", "verdict", "wider"]
+
 SMALL_SAMPLE = 500  # drafts; a tryout's 5 s windows of 50-150 drafts swung from 0.36x to 3.67x
+SAME_LOAD = 1.5  # requests decoding on one side at most this many times the other's
 
 
 @dataclass
@@ -41,26 +54,39 @@ class Analysis:
     step_s: float | None
     per_token_s: float | None
     baseline_per_token_s: float | None = None
-    speedup: float | None = None
-    draft_cost_s: float | None = None  # c: what one more draft token adds to a step
-    expected_speedup: dict[int, float] = field(default_factory=dict)
-    best_k: int | None = None
+    speedup: float | None = None  # the per-token time ratio, plain over speculative
+    throughput_ratio: float | None = None  # tokens per second, speculative over plain
+    tokens_per_s: float | None = None
+    baseline_tokens_per_s: float | None = None
+    shorter_k_range: dict[int, tuple[float, float]] = field(default_factory=dict)
     break_even_length: float | None = None
     verdict: str = UNKNOWN
+    unknown_reason: str | None = None
     advice: list[str] = field(default_factory=list)
 
-    def to_dict(self) -> dict[str, object]:
+    @property
+    def draft_tokens_per_draft(self) -> float | None:
         w = self.window
+        return w.draft_tokens / w.drafts if w.drafts else None
+
+    def to_dict(self) -> dict[str, object]:
+        w, b = self.window, self.baseline
         return {
             "verdict": self.verdict,
+            "unknown_reason": self.unknown_reason,
             "speedup": _round(self.speedup),
+            "throughput_ratio": _round(self.throughput_ratio),
             "acceptance_rate": _round(self.acceptance_rate),
             "mean_acceptance_length": _round(self.mean_acceptance_length),
             "per_position": [_round(p) for p in self.prefix],
             "conditional": [_round(p) for p in self.conditional],
             "k": self.k,
-            "best_k": self.best_k,
-            "expected_speedup": {str(k): _round(v) for k, v in self.expected_speedup.items()},
+            "draft_tokens_per_draft": _round(self.draft_tokens_per_draft),
+            "shorter_k_range": {
+                str(k): {"low": _round(lo), "high": _round(hi)}
+                for k, (lo, hi) in self.shorter_k_range.items()
+            },
+            "shorter_k_model": RANGE_MODEL if self.shorter_k_range else None,
             "break_even_length": _round(self.break_even_length),
             "drafts": int(self.drafts),
             "draft_tokens": int(w.draft_tokens),
@@ -72,11 +98,15 @@ class Analysis:
             "tokens_per_step": _round(self.tokens_per_step),
             "step_ms": _ms(self.step_s),
             "per_token_ms": _ms(self.per_token_s),
+            "tokens_per_s": _round(self.tokens_per_s),
             "baseline_per_token_ms": _ms(self.baseline_per_token_s),
-            "draft_cost_ms": _ms(self.draft_cost_s),
+            "baseline_tokens_per_s": _round(self.baseline_tokens_per_s),
+            "requests_decoding": _round(w.decoding),
+            "baseline_requests_decoding": _round(b.decoding) if b else None,
             "mean_batch": _round(w.running),
+            "baseline_mean_batch": _round(b.running) if b else None,
             "source": w.source,
-            "baseline": self.baseline.source if self.baseline else None,
+            "baseline": b.source if b else None,
             "advice": self.advice,
         }
 
@@ -102,7 +132,7 @@ def wider(w: Window) -> str:
 
 def _per_token(w: Window) -> tuple[float | None, float | None, float | None]:
     """Tokens per step, step time, per-token time of a window's decode steps."""
-    if w.steps <= 0 or w.emitted <= 0:
+    if w.steps <= 0 or w.emitted <= 0 or w.step_seconds <= 0:
         return None, None, None
     return w.emitted / w.steps, w.step_seconds / w.steps, w.step_seconds / w.emitted
 
@@ -154,46 +184,106 @@ def analyse(w: Window, baseline: Window | None = None) -> Analysis:
 
 
 def _with_baseline(a: Analysis, baseline: Window) -> None:
+    w = a.window
     _, t0, base_per_token = _per_token(baseline)
     a.baseline_per_token_s = base_per_token
-    if base_per_token is None or a.per_token_s is None or t0 is None or a.step_s is None:
+    missing = [
+        name
+        for name, value in (("the server's", a.per_token_s), ("the baseline's", base_per_token))
+        if value is None
+    ]
+    if missing:
+        _unknown(
+            a,
+            f"{' and '.join(missing)} window has no decode latency samples to time "
+            "(inter_token_latency_seconds: its _sum or _count did not grow), so the speedup was "
+            f"not measured; put the same load on both while payoff reads them and {wider(w)}",
+        )
         return
+    assert a.per_token_s is not None and base_per_token is not None and t0 is not None
+    assert a.step_s is not None
     a.speedup = base_per_token / a.per_token_s
-    a.verdict = verdict(a.speedup)
-    if a.k and a.step_s <= t0:
-        a.verdict = UNKNOWN  # a speedup from servers under different loads is no measurement
+    if w.seconds and baseline.seconds and w.seconds > 0 and baseline.seconds > 0:
+        a.tokens_per_s = w.emitted / w.seconds
+        a.baseline_tokens_per_s = baseline.emitted / baseline.seconds
+        a.throughput_ratio = a.tokens_per_s / a.baseline_tokens_per_s
+    reason = _not_comparable(a, baseline, t0)
+    if reason:
+        _unknown(a, reason)
+        return
+    figures = {"per-token time": [a.speedup]}
+    if a.throughput_ratio is not None:
+        figures["throughput"] = [a.throughput_ratio]
+    else:
         a.advice.append(
+            "the throughput was not compared: a window's length is not known (saved scrapes "
+            "with the same modification time, or one scrape per side); the verdict is the "
+            "per-token time's alone"
+        )
+    judged = judge(figures)
+    a.verdict = judged.verdict
+    if judged.reason:
+        _unknown(a, f"{judged.reason}; {wider(w)} to settle it")
+        return
+    a.break_even_length = a.step_s / t0
+    per_draft = a.draft_tokens_per_draft or 0.0
+    if a.k >= 2 and abs(per_draft - a.k) > 0.01:
+        a.advice.append(
+            f"the drafts held {per_draft:.2f} draft tokens per draft where the position labels "
+            f"say k = {a.k} (drafts shorter than k, as n-gram or suffix drafts are, or positions "
+            "left from an earlier k): no range is modelled for a shorter draft"
+        )
+    elif a.tokens_per_step is not None:
+        a.shorter_k_range = shorter_k_range(
+            a.speedup, a.k, w.per_pos, w.steps, a.tokens_per_step, a.step_s, t0
+        )
+
+
+def _not_comparable(a: Analysis, baseline: Window, t0: float) -> str | None:
+    """Why the two windows are not one load on the same model, or None."""
+    w = a.window
+    if w.model and baseline.model and w.model != baseline.model:
+        return (
+            f"the baseline serves model_name {baseline.model!r} and the server {w.model!r}: "
+            "give the same model served without --speculative-config (same --served-model-name)"
+        )
+    here, there = w.decoding, baseline.decoding
+    running = (
+        f"requests running when read: {w.running or 0:.1f} here, {baseline.running or 0:.1f} "
+        "on the baseline"
+    )
+    if here and there and max(here, there) / min(here, there) > SAME_LOAD:
+        return (
+            f"the two servers were not under the same load: {here:.1f} requests decoding on "
+            f"average here, {there:.1f} on the baseline ({running}); put the same load on both "
+            f"at the same time and {wider(w)}"
+        )
+    if a.k and a.step_s is not None and a.step_s <= t0:
+        return (
             f"a speculative step ({a.step_s * 1000:.2f} ms) took no longer than a plain one "
             f"({t0 * 1000:.2f} ms), so the two servers were not under the same load (or the "
-            "window is too short): no step cost can be fitted, and no shorter draft predicted; "
-            f"put the same load on both at the same time and {wider(a.window)}"
+            f"window is too short; {running}): put the same load on both at the same time and "
+            f"{wider(w)}"
         )
-    elif a.k:
-        a.draft_cost_s = (a.step_s - t0) / a.k
-        for kk in range(1, a.k + 1):
-            length = 1 + sum(a.prefix[:kk])
-            a.expected_speedup[kk] = t0 * length / (t0 + kk * a.draft_cost_s)
-        a.best_k = max(a.expected_speedup, key=lambda kk: a.expected_speedup[kk])
-        a.break_even_length = a.step_s / t0
+    return None
 
 
-def verdict(speedup: float) -> str:
-    if speedup >= 1 + MARGIN:
-        return PAYS
-    if speedup <= 1 - MARGIN:
-        return LOSES
-    return BREAK_EVEN
+def _unknown(a: Analysis, reason: str) -> None:
+    a.verdict = UNKNOWN
+    a.unknown_reason = reason
+    a.advice.append(reason)
 
 
 def _advise(a: Analysis) -> None:
-    """What to change, in plain words, from what was measured (never a guessed speedup)."""
+    """What to do next, from what was measured (a shorter draft only ever gets a range)."""
     say = a.advice.append
     if a.baseline is None:
         if a.mean_acceptance_length is not None:
             cost = f" (one speculative step took {a.step_s * 1000:.1f} ms here)" if a.step_s else ""
+            per_step = a.tokens_per_step or a.mean_acceptance_length
             say(
                 f"to pay, one speculative step with k = {a.k} must cost less than "
-                f"{a.mean_acceptance_length:.2f} plain decode steps{cost}; serve the same model "
+                f"{per_step:.2f} plain decode steps{cost}; serve the same model "
                 "without --speculative-config under the same load and pass it as --baseline "
                 "to measure the speedup"
                 + (
@@ -202,26 +292,25 @@ def _advise(a: Analysis) -> None:
                     else ""
                 )
             )
-    elif (
-        a.best_k is not None
-        and a.best_k != a.k
-        and a.expected_speedup[a.best_k] >= 1 + MARGIN  # never advise a k that does not pay
-    ):
-        say(
-            f"set num_speculative_tokens to {a.best_k}: expected "
-            f"{a.expected_speedup[a.best_k]:.2f}x against {a.expected_speedup[a.k]:.2f}x at "
-            f"k = {a.k} (the acceptance curve measured here, the fitted step cost)"
-        )
+    elif a.shorter_k_range:
+        crossing = [k for k, (lo, hi) in a.shorter_k_range.items() if lo < 1 < hi]
+        above = [k for k, (lo, _) in a.shorter_k_range.items() if lo >= 1 + MARGIN]
+        if crossing or above:
+            ks = ", ".join(f"k = {k}" for k in crossing + above)
+            say(
+                f"one served k cannot tell whether {ks} would pay (the two cost models' range "
+                f"{'crosses' if crossing else 'is above'} 1.0x): measure each k ({SWEEP}) before "
+                "changing num_speculative_tokens"
+            )
+        elif a.verdict in (LOSES, BREAK_EVEN):
+            say(
+                "under both cost models no shorter draft reaches 1.0x at this load: serve "
+                "without speculation, or keep it for low-concurrency traffic (payoff bench "
+                f"--concurrency 1,4,16 measures that; {SWEEP} measures each k)"
+            )
     if a.prefix and a.prefix[0] < 0.3:
         say(
             f"only {a.prefix[0]:.0%} of drafts get their first token accepted: check the drafter "
             "fits the target (vllm-patcher doctor --model ... --drafter ...: aux layers, "
             "vocabulary, hidden size)"
         )
-    if a.verdict in (LOSES, BREAK_EVEN) and a.expected_speedup:
-        best = max(a.expected_speedup.values())
-        if best < 1 + MARGIN:
-            say(
-                "no shorter draft pays either at this load: serve without speculation, or "
-                "keep it for low-concurrency traffic (try payoff bench --concurrency 1,4,16)"
-            )

@@ -1,88 +1,229 @@
 """``payoff bench``: the same load on a speculative server and on a plain one, at several
-concurrencies, with vLLM's own benchmark client run in the target interpreter; per concurrency
-the throughput, the per-token time, the speedup and the acceptance (from each server's /metrics
-before and after), and the concurrency above which speculation stops paying."""
+concurrencies (in ascending order), with vLLM's own benchmark client run in the target
+interpreter, each ``--repeat`` times; per concurrency both measures (the per-token time ratio and
+the output throughput ratio, from the client, and the per-token time ratio from each server's
+/metrics difference), their spread over the repeats, that concurrency's own acceptance, and a
+verdict only when every figure falls in one class (``judge``)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
-import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import BadSetting, NoDrafts, ServerUnreachable
+from ..errors import EXIT_CHECK_FAILED, EXIT_OK, BadSetting, NoDrafts, ServerUnreachable
 from . import scrape
-from .analysis import Analysis, analyse, verdict
-from .window import between
+from .analysis import Analysis, analyse
+from .judge import PAYS, UNKNOWN, Judgement, judge, more_needed, span
+from .window import Window, between
 
 CLIENT = Path(__file__).with_name("bench_client.py")
 TIMEOUT = 3600.0  # one benchmark run
+MEASURES = ("per-token time (client)", "throughput (client)", "per-token time (/metrics)")
+
+
+@dataclass
+class Run:
+    """One run of the load on each server at one concurrency."""
+
+    spec: dict[str, Any]  # the client's result file: output_throughput, mean_tpot_ms, ...
+    base: dict[str, Any]
+    window: Window  # the speculative server's /metrics difference over its run
+    base_window: Window
+
+    def figures(self) -> dict[str, float | None]:
+        return dict(
+            zip(
+                MEASURES,
+                (
+                    _ratio(self.base.get("mean_tpot_ms"), self.spec.get("mean_tpot_ms")),
+                    _ratio(self.spec.get("output_throughput"), self.base.get("output_throughput")),
+                    _ratio(_per_token_s(self.base_window), _per_token_s(self.window)),
+                ),
+                strict=True,
+            )
+        )
+
+
+def _ratio(top: Any, bottom: Any) -> float | None:
+    if not isinstance(top, int | float) or not isinstance(bottom, int | float):
+        return None
+    return top / bottom if top > 0 and bottom > 0 else None
+
+
+def _per_token_s(w: Window) -> float | None:
+    return w.step_seconds / w.emitted if w.emitted > 0 and w.step_seconds > 0 else None
+
+
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def _r(value: float | None) -> float | None:
+    return None if value is None else round(value, 4)
 
 
 @dataclass
 class Point:
     concurrency: int
-    spec: dict[str, Any]  # the client's result file: output_throughput, mean_tpot_ms, ...
-    base: dict[str, Any]
-    analysis: Analysis
+    runs: list[Run]
+    analysis: Analysis  # this concurrency's own windows: its acceptance
+    prompts: int = 0
+
+    def series(self) -> dict[str, list[float]]:
+        out: dict[str, list[float]] = {m: [] for m in MEASURES}
+        for run in self.runs:
+            for name, value in run.figures().items():
+                if value is not None:
+                    out[name].append(value)
+        return out
 
     @property
     def speedup(self) -> float | None:
-        spec, base = self.spec.get("mean_tpot_ms"), self.base.get("mean_tpot_ms")
-        return base / spec if spec and base else None
+        return _mean(self.series()[MEASURES[0]])
+
+    def judgement(self) -> Judgement:
+        series = self.series()
+        if not series[MEASURES[0]] and not series[MEASURES[1]]:
+            return Judgement(
+                UNKNOWN, "the benchmark client reported no per-token time or throughput"
+            )
+        judged = judge(series)
+        if judged.reason is None:
+            return judged
+        values = [v for vs in series.values() for v in vs]
+        hint = (
+            more_needed(values, self.prompts)
+            if len(self.runs) > 1
+            else more_needed([], self.prompts)
+        )
+        return Judgement(UNKNOWN, f"{judged.reason}; {hint}")
 
     def to_dict(self) -> dict[str, object]:
-        s = self.speedup
+        series = self.series()
+        judged = self.judgement()
         acceptance = self.analysis.to_dict()
+
+        def mean_of(key: str, side: str) -> float | None:
+            values = [
+                v for run in self.runs if isinstance(v := getattr(run, side).get(key), int | float)
+            ]
+            return _r(_mean(values))
+
         return {
             "concurrency": self.concurrency,
-            "speedup": None if s is None else round(s, 4),
-            "verdict": None if s is None else verdict(s),
-            "throughput": self.spec.get("output_throughput"),
-            "baseline_throughput": self.base.get("output_throughput"),
-            "tpot_ms": self.spec.get("mean_tpot_ms"),
-            "baseline_tpot_ms": self.base.get("mean_tpot_ms"),
+            "verdict": judged.verdict,
+            "unknown_reason": judged.reason,
+            "repeats": len(self.runs),
+            "speedup": _r(_mean(series[MEASURES[0]])),
+            "speedup_spread": _spread(series[MEASURES[0]]),
+            "throughput_ratio": _r(_mean(series[MEASURES[1]])),
+            "throughput_ratio_spread": _spread(series[MEASURES[1]]),
+            "metrics_speedup": _r(_mean(series[MEASURES[2]])),
+            "metrics_speedup_spread": _spread(series[MEASURES[2]]),
+            "throughput": mean_of("output_throughput", "spec"),
+            "baseline_throughput": mean_of("output_throughput", "base"),
+            "tpot_ms": mean_of("mean_tpot_ms", "spec"),
+            "baseline_tpot_ms": mean_of("mean_tpot_ms", "base"),
             "acceptance_rate": acceptance["acceptance_rate"],
             "mean_acceptance_length": acceptance["mean_acceptance_length"],
             "per_position": acceptance["per_position"],
+            "drafts": acceptance["drafts"],
         }
+
+
+def _spread(values: list[float]) -> list[float] | None:
+    return [round(min(values), 4), round(max(values), 4)] if values else None
 
 
 @dataclass
 class BenchResult:
     points: list[Point] = field(default_factory=list)
+    repeat: int = 1
 
-    @property
-    def stops_paying_above(self) -> int | None:
-        """The last concurrency that still paid, when a higher one did not."""
-        last_paying = None
-        for p in self.points:
-            if p.speedup is not None and p.speedup >= 1.05:
-                last_paying = p.concurrency
-            elif last_paying is not None:
-                return last_paying
-        return None
+    def verdicts(self) -> list[tuple[int, str]]:
+        return [(p.concurrency, p.judgement().verdict) for p in self.points]
 
     @property
     def pays_at(self) -> list[int]:
-        return [p.concurrency for p in self.points if p.speedup is not None and p.speedup >= 1.05]
+        return [c for c, v in self.verdicts() if v == PAYS]
+
+    @property
+    def stops_paying_above(self) -> int | None:
+        """The highest concurrency that paid, when every one below it paid too and every one
+        above it measured break-even or a loss (an unknown row above says nothing)."""
+        rows = self.verdicts()
+        paying = self.pays_at
+        if not paying or len(paying) == len(rows):
+            return None
+        if [v for _, v in rows[: len(paying)]] != [PAYS] * len(paying):
+            return None
+        if any(v == UNKNOWN for _, v in rows[len(paying) :]):
+            return None
+        return paying[-1]
 
     def to_dict(self) -> dict[str, object]:
         return {
             "points": [p.to_dict() for p in self.points],
+            "repeat": self.repeat,
             "pays_at": self.pays_at,
             "stops_paying_above": self.stops_paying_above,
+            "summary": summary(self),
         }
 
 
-def _client(python: str, argv: list[str]) -> dict[str, Any]:
+def summary(result: BenchResult) -> str:
+    """One line that says what the rows say, and nothing they do not."""
+    rows = result.verdicts()
+    paying = result.pays_at
+    unknown = [c for c, v in rows if v == UNKNOWN]
+    if rows and len(paying) == len(rows):
+        return "speculation pays at every concurrency measured"
+    if rows and len(unknown) == len(rows):
+        return "no verdict at any concurrency measured: unknown at " + _list(unknown)
+    above = result.stops_paying_above
+    if above is not None:
+        said = f"speculation stops paying above concurrency {above}"
+    elif paying:
+        said = "speculation pays at concurrency " + _list(paying) + " only"
+    elif unknown:
+        said = "speculation does not pay where a verdict was possible"
+    else:
+        said = "speculation does not pay at the concurrencies measured"
+    if unknown:
+        said += "; unknown at concurrency " + _list(unknown) + " (see the row's reason)"
+    return said
+
+
+def _list(levels: list[int]) -> str:
+    return ", ".join(str(c) for c in levels)
+
+
+def exit_code(result: BenchResult) -> int:
+    """As payoff's own verdicts: 1 when no row pays and one at least breaks even or loses."""
+    rows = [v for _, v in result.verdicts()]
+    if result.pays_at or all(v == UNKNOWN for v in rows):
+        return EXIT_OK
+    return EXIT_CHECK_FAILED
+
+
+def client(python: str, argv: list[str]) -> dict[str, Any]:
     from ..runtime import ScriptNotRun, run_script
 
     try:
-        # not isolated: the client reads HF_* and VLLM_* settings as vllm bench serve would
-        run = run_script(python, [str(CLIENT), json.dumps(argv)], timeout=TIMEOUT, isolated=False)
+        # not isolated: the client reads HF_* and VLLM_* settings as vllm bench serve would;
+        # its own process group, killed whole on Ctrl-C or a timeout
+        run = run_script(
+            python,
+            [str(CLIENT), json.dumps(argv)],
+            timeout=TIMEOUT,
+            isolated=False,
+            own_group=True,
+        )
     except ScriptNotRun as exc:
         raise ServerUnreachable(f"vllm bench serve did not finish: {exc}") from None
     if run.returncode == 2 and "error:" in run.stderr:  # the client's own argument parser
@@ -98,6 +239,31 @@ def _client(python: str, argv: list[str]) -> dict[str, Any]:
     return result
 
 
+def merged(windows: list[Window]) -> Window:
+    """The repeats' windows of one concurrency as one: their counts added."""
+    first = windows[0]
+    if len(windows) == 1:
+        return first
+    k = max(w.k for w in windows)
+
+    def total(name: str) -> float:
+        return float(sum(getattr(w, name) for w in windows))
+
+    return dataclasses.replace(
+        first,
+        seconds=sum(w.seconds or 0.0 for w in windows) or None,
+        k=k,
+        per_pos=tuple(sum(w.per_pos[i] if i < w.k else 0.0 for w in windows) for i in range(k)),
+        drafts=total("drafts"),
+        draft_tokens=total("draft_tokens"),
+        accepted=total("accepted"),
+        generation_tokens=total("generation_tokens"),
+        first_tokens=total("first_tokens"),
+        step_seconds=total("step_seconds"),
+        steps=total("steps"),
+    )
+
+
 def run(
     python: str,
     url: str,
@@ -106,65 +272,86 @@ def run(
     num_prompts: int,
     dataset: str,
     extra: tuple[str, ...] = (),
-    progress: bool = True,
+    progress: Callable[[str], None] | None = None,
+    repeat: int = 1,
 ) -> BenchResult:
     if not concurrencies or any(c < 1 for c in concurrencies):
         raise BadSetting("--concurrency takes positive integers, e.g. 1,4,16")
-    out = BenchResult()
+    if repeat < 1:
+        raise BadSetting(f"--repeat {repeat}: give 1 or more runs per concurrency")
+    out = BenchResult(repeat=repeat)
     with tempfile.TemporaryDirectory(prefix="vllm-patcher-bench-") as tmp:
-        for c in concurrencies:
-            results = {}
-            windows = {}
-            for side, base_url in (("spec", url), ("base", baseline_url)):
-                before = scrape.fetch(base_url)
-                argv = [
-                    "--base-url", base_url.rstrip("/"),
-                    "--dataset-name", dataset,
-                    "--num-prompts", str(num_prompts),
-                    "--max-concurrency", str(c),
-                    "--request-rate", "inf",
-                    "--ignore-eos",
-                    "--save-result",
-                    "--result-dir", tmp,
-                    "--result-filename", f"{side}-{c}.json",
-                    *extra,
-                ]  # fmt: skip
-                results[side] = _client(python, argv)
-                windows[side] = between(before, scrape.fetch(base_url))
-            if not windows["spec"].spec or windows["spec"].drafts <= 0:
-                raise NoDrafts(
-                    f"{url} made no drafts under the benchmark: is it the speculative server?"
-                )
-            if windows["base"].spec and windows["base"].drafts > 0:
-                raise BadSetting(
-                    f"the baseline {baseline_url} made drafts under the benchmark: give the same "
-                    "model served without --speculative-config"
-                )
-            out.points.append(Point(c, results["spec"], results["base"], analyse(windows["spec"])))
-            if progress:
-                print(f"payoff bench: concurrency {c} measured", file=sys.stderr, flush=True)
+        for c in sorted(set(concurrencies)):  # ascending, whatever order they were given in
+            runs = [
+                _one_run(python, url, baseline_url, c, num_prompts, dataset, extra, tmp, r)
+                for r in range(repeat)
+            ]
+            window = merged([r.window for r in runs])
+            out.points.append(Point(c, runs, analyse(window), num_prompts))
+            if progress is not None:
+                progress(f"payoff bench: concurrency {c} measured ({repeat} run(s))")
     return out
+
+
+def _one_run(
+    python: str,
+    url: str,
+    baseline_url: str,
+    c: int,
+    num_prompts: int,
+    dataset: str,
+    extra: tuple[str, ...],
+    tmp: str,
+    repeat: int,
+) -> Run:
+    results: dict[str, dict[str, Any]] = {}
+    windows: dict[str, Window] = {}
+    for side, base_url in (("spec", url), ("base", baseline_url)):
+        before = scrape.fetch(base_url)
+        argv = [
+            "--base-url", base_url.rstrip("/"),
+            "--dataset-name", dataset,
+            "--num-prompts", str(num_prompts),
+            "--max-concurrency", str(c),
+            "--request-rate", "inf",
+            "--ignore-eos",
+            "--save-result",
+            "--result-dir", tmp,
+            "--result-filename", f"{side}-{c}-{repeat}.json",
+            *extra,
+        ]  # fmt: skip
+        results[side] = client(python, argv)
+        windows[side] = between(before, scrape.fetch(base_url))
+    if not windows["spec"].spec or windows["spec"].drafts <= 0:
+        raise NoDrafts(f"{url} made no drafts under the benchmark: is it the speculative server?")
+    if windows["base"].spec and windows["base"].drafts > 0:
+        raise BadSetting(
+            f"the baseline {baseline_url} made drafts under the benchmark: give the same "
+            "model served without --speculative-config"
+        )
+    return Run(results["spec"], results["base"], windows["spec"], windows["base"])
 
 
 def lines(result: BenchResult) -> list[str]:
     out = [
-        "concurrency  speedup  verdict     tok/s spec  tok/s base  tpot ms spec/base  acceptance"
+        "concurrency  verdict     per-token (client)  throughput (client)  per-token (/metrics)"
+        "  tok/s spec / base    acceptance  drafts"
     ]
     for p in result.points:
         d = p.to_dict()
+        series = p.series()
+        figures = [span(series[m]) if series[m] else "-" for m in MEASURES]
         out.append(
-            f"{p.concurrency:>11}  {d['speedup'] or 0:>6.2f}x  {d['verdict'] or '-':<10}  "
-            f"{d['throughput'] or 0:>10.1f}  {d['baseline_throughput'] or 0:>10.1f}  "
-            f"{d['tpot_ms'] or 0:>7.2f} / {d['baseline_tpot_ms'] or 0:<7.2f}  "
-            f"{(d['acceptance_rate'] or 0):.1%}"
+            f"{p.concurrency:>11}  {d['verdict']:<10}  {figures[0]:>18}  {figures[1]:>19}  "
+            f"{figures[2]:>20}  {d['throughput'] or 0:>8.1f} / {d['baseline_throughput'] or 0:<8.1f}"
+            f"  {(d['acceptance_rate'] or 0):>9.1%}  {d['drafts']:>6,}"
         )
-    above = result.stops_paying_above
-    if above is not None:
-        out.append(f"speculation stops paying above concurrency {above}")
-    elif any(p.speedup is None for p in result.points):
-        out.append("the benchmark client reported no per-token time for some concurrencies")
-    elif all(p.speedup is not None and p.speedup >= 1.05 for p in result.points):
-        out.append("speculation pays at every concurrency measured")
-    else:
-        out.append("speculation does not pay at the concurrencies measured")
+        if d["unknown_reason"]:
+            out.append(f"{'':>13}unknown: {d['unknown_reason']}")
+    out.append(summary(result))
+    if result.repeat == 1:
+        out.append(
+            "one run per concurrency: its spread is not known (--repeat 3 gives a verdict only "
+            "where three runs agree)"
+        )
     return out

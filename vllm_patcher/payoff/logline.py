@@ -3,9 +3,10 @@
 The format string is the same in every release from 0.11.0: mean acceptance length, accepted and
 drafted throughput, accepted and drafted tokens, per-position acceptance rates, the average
 draft acceptance rate. Each line covers the drafts since the previous printed line, so the lines
-add up. The number of drafts is not printed: it is rebuilt as accepted / (mean length - 1), or
-drafted / k when nothing was accepted, and the per-position counts from the rounded rates, so a
-window read from a log is approximate (the report says so).
+add up. The number of drafts is not printed: it is rebuilt as accepted / (mean length - 1) (kept
+between drafted / k and drafted, as a draft holds 1 to k tokens), or drafted / k when nothing
+was accepted, and the per-position counts from the rounded rates, so a window read from a log is
+approximate (the report says so).
 """
 
 from __future__ import annotations
@@ -44,9 +45,11 @@ def read_log(path: Path) -> Window:
             raise ServerUnreachable(
                 f"{path}: a SpecDecoding line vLLM would not print ({match.group(0)[:120]}...)"
             )
-        # each draft has at most k tokens, so there are at least drafted / k drafts; the mean
-        # length (two decimals) gives the count better only when it is well above 1
-        n = max(acc / (mal - 1) if mal - 1 >= 0.1 else 0.0, drafted / k)
+        # the line prints the mean acceptance length (1 + accepted / drafts), so the drafts are
+        # accepted / (length - 1); a draft holds 1 to k tokens, which bounds the count when the
+        # rounded length says little (n-gram drafts are often shorter than k)
+        n = acc / (mal - 1) if acc > 0 and mal > 1 else drafted / k
+        n = min(max(n, drafted / k), drafted)
         drafts += n
         draft_tokens += drafted
         accepted += acc

@@ -12,7 +12,7 @@ from ..errors import BadSetting, NoDrafts, NoSpeculation
 from . import scrape
 from .logline import read_log
 from .scrape import Reading
-from .window import Window, between
+from .window import NotOneWindow, Window, between
 
 
 def _is_url(value: str) -> bool:
@@ -31,21 +31,20 @@ def _pair(
     readings = [scrape.read_file(f) for f in files]
     if len(readings) == 2 and readings[1].at < readings[0].at:
         raise BadSetting(
-            f"{files[1]} was saved before {files[0]}: give the earlier scrape first "
-            "(the window is between the files' modification times)"
+            f"payoff read {files[0]} then {files[1]}, but {files[1]} was saved first: give "
+            "the earlier scrape first (the window is between the files' modification times)"
         )
     return (readings[0] if len(readings) == 2 else None), readings[-1]
 
 
-def measure(
+def check(
     url: str | None = None,
     metrics: tuple[Path, ...] = (),
     log: Path | None = None,
     window_s: float = 5.0,
     baseline: tuple[str, ...] = (),
-    sleep: Callable[[float], None] = time.sleep,
-) -> tuple[Window, Window | None]:
-    """The speculative server's window and the baseline's (None without one)."""
+) -> None:
+    """The options alone: a usage error here is one before anything is read."""
     if sum(x is not None and x != () for x in (url, metrics or None, log)) != 1:
         raise BadSetting("give exactly one of URL, --metrics FILE [FILE] or --log FILE")
     if not math.isfinite(window_s) or not 0 <= window_s <= 86400:
@@ -68,6 +67,18 @@ def measure(
             "give the same number, taken at the same times (repeat --baseline for each: "
             "--baseline FILE --baseline FILE)"
         )
+
+
+def measure(
+    url: str | None = None,
+    metrics: tuple[Path, ...] = (),
+    log: Path | None = None,
+    window_s: float = 5.0,
+    baseline: tuple[str, ...] = (),
+    sleep: Callable[[float], None] = time.sleep,
+) -> tuple[Window, Window | None]:
+    """The speculative server's window and the baseline's (None without one)."""
+    check(url, metrics, log, window_s, baseline)
     live: list[tuple[str, list[Reading]]] = []
     spec_files = None if log is not None else _pair(url, metrics, live)
     base_url = baseline[0] if baseline and _is_url(baseline[0]) else None
@@ -121,7 +132,7 @@ def measure(
         base = between(*base_pair)
         if base.reset or spec.reset:
             which = "the baseline's" if base.reset else "the server's"
-            raise BadSetting(
+            raise NotOneWindow(
                 f"{which} counters went down between its readings (given in the wrong order, or "
                 "it restarted): the two windows cannot be compared; read both again"
             )

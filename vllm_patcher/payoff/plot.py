@@ -1,16 +1,17 @@
-"""``--plot FILE.png``: the acceptance curve and the expected speedup per k (matplotlib, the
-optional ``plot`` extra, imported only here)."""
+"""``--plot FILE.png``: the acceptance curve, the measured speedup and, for shorter drafts, the
+range between the two cost models (matplotlib, the optional ``plot`` extra, imported only here)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import BadSetting
+from ..errors import BadSetting, NotWritable
 
 if TYPE_CHECKING:
     from .analysis import Analysis
     from .bench import BenchResult
+    from .sweep import SweepResult
 
 
 def _pyplot() -> Any:
@@ -58,15 +59,14 @@ def draw(a: Analysis, path: Path) -> None:
     left.set_xticks(positions)
     left.set_title(f"acceptance (mean length {a.mean_acceptance_length or 0:.2f}, k = {a.k})")
     left.legend(loc="upper right")
-    if a.expected_speedup:
-        ks = list(a.expected_speedup)
-        right.plot(ks, list(a.expected_speedup.values()), "o-", label="expected (fitted)")
-        if a.speedup is not None:
-            right.plot([a.k], [a.speedup], "r*", markersize=14, label="measured")
-        right.set_xticks(ks)
-    elif a.speedup is not None:
-        right.plot([a.k], [a.speedup], "r*", markersize=14, label="measured (no cost fitted)")
-        right.set_xticks([a.k])
+    if a.speedup is not None:
+        for kk, (lo, hi) in a.shorter_k_range.items():
+            right.plot([kk, kk], [lo, hi], "-", color="tab:blue", linewidth=6, alpha=0.5)
+        if a.shorter_k_range:
+            right.plot([], [], "-", color="tab:blue", linewidth=6, alpha=0.5,
+                       label="two cost models (not measured)")  # fmt: skip
+        right.plot([a.k], [a.speedup], "r*", markersize=14, label="measured")
+        right.set_xticks(list(range(1, a.k + 1)) or [a.k])
     else:
         right.text(
             0.5, 0.5, "no baseline:\nspeedup not measured", ha="center", va="center",
@@ -78,9 +78,7 @@ def draw(a: Analysis, path: Path) -> None:
     right.set_ylabel("speedup (x)")
     right.set_title(f"verdict: {a.verdict}")
     right.legend(loc="best")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    _save(plt, fig, path)
 
 
 def draw_bench(result: BenchResult, path: Path) -> None:
@@ -105,6 +103,55 @@ def draw_bench(result: BenchResult, path: Path) -> None:
     right.set_ylabel("% of drafts accepted up to here")
     right.set_ylim(0, 105)
     right.legend(loc="best")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    _save(plt, fig, path)
+
+
+def draw_sweep(result: SweepResult, path: Path) -> None:
+    """Measured speedup (per-token time, against k = 0) against concurrency, one line per k,
+    each repeat's spread as a bar, with the break-even line; and each k's acceptance per
+    position at the lowest concurrency."""
+    plt = _pyplot()
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    levels = result.concurrencies
+    for k in result.ks:
+        points = [(c, result.cells[(k, c)]) for c in levels if (k, c) in result.cells]
+        if not k or not points:
+            continue
+        xs = [c for c, _ in points]
+        ys = [p.speedup or 0.0 for _, p in points]
+        spreads = [p.series() for _, p in points]
+        first = next(iter(spreads[0])) if spreads else ""
+        low = [y - min(s[first] or [y]) for y, s in zip(ys, spreads, strict=True)]
+        high = [max(s[first] or [y]) - y for y, s in zip(ys, spreads, strict=True)]
+        left.errorbar(xs, ys, yerr=[low, high], fmt="o-", capsize=3, label=f"k = {k}")
+    left.axhline(1.0, color="grey", linestyle=":", label="break-even (k = 0)")
+    left.set_xscale("log", base=2)
+    left.set_xticks(levels, [str(c) for c in levels])
+    left.set_xlabel("concurrency")
+    left.set_ylabel("speedup against k = 0 (x, per-token time)")
+    left.legend(loc="best")
+    lowest = levels[0]
+    for k in result.ks:
+        cell = result.cells.get((k, lowest))
+        if cell is not None:
+            prefix = cell.analysis.prefix
+            right.plot(range(1, len(prefix) + 1), [x * 100 for x in prefix], "o-", label=f"k = {k}")
+    right.set_xlabel(f"draft position (concurrency {lowest})")
+    right.set_xticks(range(1, max(result.ks) + 1))
+    right.set_ylabel("% of drafts accepted up to here")
+    right.set_ylim(0, 105)
+    right.legend(loc="best")
+    _save(plt, fig, path)
+
+
+def _save(plt: Any, fig: Any, path: Path) -> None:
+    try:
+        fig.tight_layout()
+        fig.savefig(path, dpi=100)
+    except OSError as exc:
+        raise NotWritable(
+            f"cannot write the plot {path}: {exc.strerror or exc}; give --plot a file in a "
+            "folder that can be written"
+        ) from None
+    finally:
+        plt.close(fig)

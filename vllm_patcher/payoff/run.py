@@ -1,25 +1,34 @@
 """``payoff``'s one entry point for the command line: measure, analyse, show, and the exit code
-(0 for ``pays`` and ``unknown``, 1 for ``loses`` and ``break-even``)."""
+(0 for ``pays`` and ``unknown``, 1 for ``loses`` and ``break-even``).
+
+``--watch`` reads again after a window it cannot judge (no drafts, a server down or restarted, two
+readings that are not one window), with a pause between reads, and stops when nobody reads its
+output any more (``show`` says so) or on Ctrl-C."""
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..errors import EXIT_CHECK_FAILED, EXIT_OK, NoDrafts, ServerUnreachable
+from ..errors import EXIT_CHECK_FAILED, EXIT_OK, NoDrafts, NoSpeculation, ServerUnreachable
 from .analysis import BREAK_EVEN, LOSES, Analysis, analyse
-from .measure import measure
-from .report import lines
+from .measure import check, measure
+from .window import NotOneWindow
+
+PAUSE = 5.0  # seconds between reads that gave no report, and between --window 0 reports
+CARRY_ON = (NoDrafts, NoSpeculation, ServerUnreachable, NotOneWindow)
+
+# show(lines or JSON data, refresh) -> whether anyone still reads the output
+Show = Callable[[Any, bool], bool]
 
 
 def exit_code(data: dict[str, Any]) -> int:
     return EXIT_CHECK_FAILED if data.get("verdict") in (LOSES, BREAK_EVEN) else EXIT_OK
 
 
-def once(
+def measure_once(
     url: str | None,
     metrics: tuple[Path, ...],
     log: Path | None,
@@ -39,42 +48,53 @@ def report(
     *,
     watch: bool,
     plot: Path | None,
-    show: Callable[[Any], Any],
+    show: Show,
     as_json: bool,
+    once: Callable[..., Analysis] = measure_once,
+    sleep: Callable[[float], None] = time.sleep,
 ) -> int:
+    check(url, metrics, log, window_s, baseline)
     if plot is not None:
         from .plot import check_available
 
         check_available(plot)
-    a = once(url, metrics, log, window_s, baseline)
-    _show(a, show, as_json, clear=False)
+    if not watch or url is None:
+        a = once(url, metrics, log, window_s, baseline)
+        _publish(a, plot, show, as_json, refresh=False)
+        return exit_code(a.to_dict())
+    last: Analysis | None = None
+    failed: Exception | None = None
+    try:
+        while True:
+            try:
+                a = once(url, metrics, log, window_s, baseline)
+            except CARRY_ON as exc:  # a window that cannot be judged: say so, pause, read again
+                failed = exc
+                said = f"payoff: {exc.message}; reading again in {PAUSE:.0f} s"
+                if not as_json and not show([said], False):  # under --json: full reports only
+                    break
+                sleep(PAUSE)
+                continue
+            read, last = _publish(a, plot, show, as_json, refresh=last is not None), a
+            if not read:
+                break
+            if window_s <= 0:
+                sleep(PAUSE)
+    except KeyboardInterrupt:
+        pass
+    if last is None:
+        if failed is not None:
+            raise failed
+        raise KeyboardInterrupt
+    return exit_code(last.to_dict())
+
+
+def _publish(a: Analysis, plot: Path | None, show: Show, as_json: bool, refresh: bool) -> bool:
+    """Draw first: a plot that fails leaves one answer (its error), not a report then an error."""
     if plot is not None:
         from .plot import draw
 
         draw(a, plot)
-    while watch and url is not None:
-        try:
-            if window_s <= 0:
-                time.sleep(5.0)
-            a = once(url, metrics, log, window_s, baseline)
-        except KeyboardInterrupt:
-            break
-        except (NoDrafts, ServerUnreachable) as exc:  # one empty or unreadable window: go on
-            if not as_json:  # under --json only full reports are printed
-                show([f"payoff: {exc.message}; reading again"])
-            continue
-        _show(a, show, as_json, clear=sys.stdout.isatty())
-        if plot is not None:
-            from .plot import draw
+    from .report import lines
 
-            draw(a, plot)
-    return exit_code(a.to_dict())
-
-
-def _show(a: Analysis, show: Callable[[Any], Any], as_json: bool, clear: bool) -> None:
-    if as_json:
-        show(a.to_dict())
-        return
-    if clear:
-        sys.stdout.write("\x1b[H\x1b[2J")
-    show(lines(a))
+    return show(a.to_dict() if as_json else lines(a), refresh)

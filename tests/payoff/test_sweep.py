@@ -1,0 +1,103 @@
+"""payoff sweep's judgement of the cells it measured (no server: the cells are built from
+generated scrapes and client results; tests/e2e/test_sweep_engine.py runs real servers): the best
+k is a measured paying cell, a cell that is unknown or missing gives no best k, the concurrency
+above which no k pays, and the verdict and text that follow from them."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from vllm_patcher.payoff import scrape, sweep
+from vllm_patcher.payoff.analysis import analyse
+from vllm_patcher.payoff.bench import Point, Run
+from vllm_patcher.payoff.window import between
+
+from .scrapes import metrics
+
+
+def _window(spec: bool, speedup: float, k: int = 2) -> object:
+    a = 0.5
+    per_pos = tuple(1000 * a ** (i + 1) for i in range(k)) if spec else ()
+    emitted = 1000 + sum(per_pos)
+    after = metrics(
+        drafts=1000 if spec else 0, per_pos=per_pos, generation=emitted + 16, first_tokens=16,
+        itl_sum=emitted * 0.010 / speedup if spec else 1000 * 0.010, itl_count=1000, running=2,
+        spec=spec,
+    )  # fmt: skip
+    before = metrics(per_pos=(0.0,) * k if spec else (), spec=spec)
+    t = time.time()
+    return between(scrape.parse(before, "u", t - 10), scrape.parse(after, "u", t))
+
+
+def _point(c: int, k: int, speedups: list[float]) -> Point:
+    runs = []
+    for s in speedups:
+        spec_w, base_w = _window(True, s, k), _window(False, 1.0)
+        runs.append(
+            Run(
+                {"mean_tpot_ms": 10.0 / s, "output_throughput": 100.0 * s},
+                {"mean_tpot_ms": 10.0, "output_throughput": 100.0},
+                spec_w,  # type: ignore[arg-type]
+                base_w,  # type: ignore[arg-type]
+            )
+        )
+    return Point(c, runs, analyse(runs[0].window), 64)
+
+
+def _result(
+    cells: dict[tuple[int, int], list[float]], ks: list[int], levels: list[int]
+) -> sweep.SweepResult:
+    servers = {k: sweep.Started(k, Path(f"/logs/k{k}.log"), pid=100 + k, ready_s=30.0) for k in ks}
+    result = sweep.SweepResult(ks, levels, 2, 64, servers, Path("/logs"))
+    for (k, c), speedups in cells.items():
+        result.cells[(k, c)] = _point(c, k, speedups)
+    return result
+
+
+def test_the_best_k_is_the_paying_cell_with_the_highest_measured_speedup() -> None:
+    r = _result({(1, 1): [1.2, 1.25], (2, 1): [1.4, 1.45], (3, 1): [1.3, 1.3]}, [0, 1, 2, 3], [1])
+    assert r.best(1)[0] == 2
+    assert r.verdict().verdict == "pays"
+    text = "\n".join(sweep.lines(r))
+    assert "best k = 2" in text and "set num_speculative_tokens to 2" in text
+
+
+def test_no_best_k_while_a_cell_is_unknown_or_was_not_run() -> None:
+    # k = 2's repeats fall on both sides of the thresholds: unknown, so no k is "best" for certain
+    r = _result({(1, 1): [0.8, 0.8], (2, 1): [0.8, 1.3]}, [0, 1, 2], [1])
+    assert r.best(1)[0] is None and r.verdict().verdict == "unknown"
+    assert "set num_speculative_tokens" not in "\n".join(sweep.lines(r))
+    missing = _result({(1, 1): [0.8, 0.8]}, [0, 1, 2], [1])  # k = 2 did not start
+    assert missing.best(1)[0] is None
+
+
+def test_where_every_k_loses_the_best_is_no_speculation_and_the_verdict_loses() -> None:
+    r = _result({(1, 1): [0.8, 0.82], (2, 1): [0.7, 0.72]}, [0, 1, 2], [1])
+    assert r.best(1)[0] == 0 and r.verdict().verdict == "loses"
+    assert "no k pays" in "\n".join(sweep.lines(r))
+
+
+def test_the_concurrency_above_which_no_k_pays() -> None:
+    r = _result(
+        {(1, 1): [1.3, 1.3], (1, 4): [1.2, 1.2], (1, 16): [0.8, 0.8],
+         (2, 1): [1.5, 1.5], (2, 4): [1.1, 1.1], (2, 16): [0.7, 0.7]},
+        [0, 1, 2], [1, 4, 16],
+    )  # fmt: skip
+    assert [r.best(c)[0] for c in (1, 4, 16)] == [2, 1, 0]
+    assert r.no_k_pays_above == 4
+    data = r.to_dict()
+    assert data["best_k"] == {"1": 2, "4": 1, "16": 0} and data["no_k_pays_above"] == 4
+    assert "no k pays above concurrency 4" in "\n".join(sweep.lines(r))
+
+
+def test_a_server_that_did_not_start_is_named_with_its_signal_and_log() -> None:
+    r = _result({(1, 1): [1.3, 1.3]}, [0, 1, 2], [1])
+    r.servers[2].ready_s = None
+    r.servers[2].failure = sweep.server.StartFailure(
+        "the server killed by SIGILL before it was ready", -4, Path("/logs/k2.log"),
+        ("Fatal Python error: Illegal instruction",),
+    )  # fmt: skip
+    text = "\n".join(sweep.lines(r))
+    assert "k = 2: did not start" in text and "SIGILL" in text and "/logs/k2.log" in text
+    assert r.to_dict()["servers"][2]["failure"]["signal"] == "SIGILL"  # type: ignore[index]

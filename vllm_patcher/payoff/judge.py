@@ -1,0 +1,112 @@
+"""Verdicts that hold under noise, and what one served k can say about a shorter one.
+
+A verdict needs every figure behind it in one class: both measures (the per-token time ratio and
+the output throughput ratio over the same load) and, with repeats, every repeat of each. Figures
+that fall in different classes give ``unknown`` with the figures, never the class of one of them.
+
+A shorter draft k' < k is never measured from one served k, so it gets a range between two cost
+models, not a figure: all of the extra cost of a speculative step fixed (``T(k') = T(k)``: the low
+end) and all of it per draft token (``T(k') = T(0) + k' c``, c fitted from the two servers: the
+high end). The tokens a step emits at k' are the measured tokens per step less what positions
+k'..k-1 contributed, so steps without a draft count as what they are.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+PAYS, BREAK_EVEN, LOSES, UNKNOWN = "pays", "break-even", "loses", "unknown"
+MARGIN = 0.05  # within +-5% of 1.0x is break-even
+RANGE_MODEL = (
+    "two cost models from one served k, not a measurement: low = a speculative step costs the "
+    "same at every k (T(k') = T(k)), high = all of its extra cost is per draft token "
+    "(T(k') = T(0) + k' c)"
+)
+SWEEP = "vllm-patcher payoff sweep"  # measures each k; the only source of advice to change k
+
+
+def verdict(speedup: float) -> str:
+    if speedup >= 1 + MARGIN:
+        return PAYS
+    if speedup <= 1 - MARGIN:
+        return LOSES
+    return BREAK_EVEN
+
+
+@dataclass(frozen=True)
+class Judgement:
+    verdict: str
+    reason: str | None = None  # why it is unknown
+
+
+def span(values: list[float]) -> str:
+    lo, hi = min(values), max(values)
+    return f"{lo:.2f}x" if math.isclose(lo, hi, abs_tol=5e-3) else f"{lo:.2f}x to {hi:.2f}x"
+
+
+def judge(figures: dict[str, list[float]]) -> Judgement:
+    """One class for every value of every measure, or ``unknown`` naming them all."""
+    values = [v for vs in figures.values() for v in vs]
+    if not values:
+        return Judgement(UNKNOWN, "nothing was measured")
+    classes = {verdict(v) for v in values}
+    if len(classes) == 1:
+        return Judgement(classes.pop())
+    said = "; ".join(
+        f"{name} {span(vs)} ({' and '.join(sorted({verdict(v) for v in vs}))})"
+        for name, vs in figures.items()
+        if vs
+    )
+    return Judgement(UNKNOWN, f"the figures fall in different verdicts: {said}")
+
+
+def room(center: float) -> float:
+    """How far a figure may move before it changes class."""
+    if center >= 1 + MARGIN:
+        return center - (1 + MARGIN)
+    if center <= 1 - MARGIN:
+        return (1 - MARGIN) - center
+    return min(1 + MARGIN - center, center - (1 - MARGIN))
+
+
+def more_needed(values: list[float], prompts: int) -> str:
+    """How many prompts per run would make repeats this far apart fall in one class (a model:
+    a run's spread shrinks as 1/sqrt(prompts))."""
+    if len(values) < 2:
+        return "one run shows no spread: repeat it (--repeat 3) to see whether the verdict holds"
+    center = sum(values) / len(values)
+    half = max(abs(v - center) for v in values)
+    free = room(center)
+    if free < 0.005:
+        return (
+            f"the figures centre on {center:.2f}x, on a threshold: no number of prompts settles "
+            "the class; treat it as break-even"
+        )
+    wanted = math.ceil(prompts * (half / free) ** 2)
+    return (
+        f"about {wanted:,} prompts per run (now {prompts:,}) would keep repeats this far apart "
+        "in one class, if the spread shrinks as 1/sqrt(prompts)"
+    )
+
+
+def shorter_k_range(
+    speedup: float,
+    k: int,
+    per_pos: tuple[float, ...],
+    steps: float,
+    tokens_per_step: float,
+    step_s: float,
+    plain_step_s: float,
+) -> dict[int, tuple[float, float]]:
+    """For each k' < k: (low, high) speedup under the two cost models (see the module)."""
+    out: dict[int, tuple[float, float]] = {}
+    if k < 2 or steps <= 0 or tokens_per_step <= 0 or step_s <= plain_step_s:
+        return out
+    per_token_cost = (step_s - plain_step_s) / k
+    for kk in range(1, k):
+        emitted = tokens_per_step - sum(per_pos[kk:]) / steps
+        low = speedup * emitted / tokens_per_step
+        high = low * step_s / (plain_step_s + kk * per_token_cost)
+        out[kk] = (low, high)
+    return out
