@@ -177,7 +177,7 @@ def sweep_speed(models: Path, tmp: Path) -> None:
     wall = time.monotonic() - started
     data = json.loads(proc.stdout)
     ready = sum(s["ready_s"] or 0 for s in data["servers"])
-    loads = sum(s["load_s"] or 0 for s in data["servers"])
+    loads = sum(s["under_load_s"] or 0 for s in data["servers"])
     print()
     print(
         f"payoff sweep k = 0..3, concurrency 2, 8 prompts: {wall:.0f} s wall (target < 300 s): "

@@ -278,7 +278,11 @@ test_venv_python.__test__ = False  # type: ignore[attr-defined]
 
 
 def run_cli(
-    *args: str, python: str | None = None, env: dict[str, str] | None = None, check: bool = False
+    *args: str,
+    python: str | None = None,
+    env: dict[str, str] | None = None,
+    check: bool = False,
+    timeout: float = 900,
 ) -> subprocess.CompletedProcess[str]:
     """Run the real command line in a fresh process, the way a user does."""
     full_env = dict(os.environ)
@@ -290,7 +294,7 @@ def run_cli(
         capture_output=True,
         text=True,
         env=full_env,
-        timeout=900,
+        timeout=timeout,
         check=False,
     )
     if check and proc.returncode != 0:

@@ -327,3 +327,20 @@ def test_per_position_counts_that_grow_with_position_are_refused(tmp_path: Path)
     proc = run_cli("payoff", "--metrics", str(path))
     assert_refused(proc, 18, "position")
     assert "500" not in proc.stdout
+
+
+# found by the second attack: with no window length (one saved scrape each, no _created), the
+# requests decoding cannot be averaged, and the running gauges read are the only load figure
+def test_single_scrapes_under_different_loads_with_no_window_length_get_unknown(
+    tmp_path: Path,
+) -> None:
+    spec = decode(2000, 0.012, (1200, 600), drafts=2000, running=1)
+    base = decode(2000, 0.010, running=16)
+    s = tmp_path / "s.txt"
+    b = tmp_path / "b.txt"
+    s.write_text(spec)
+    b.write_text(base)
+    proc = run_cli("--json", "payoff", "--metrics", str(s), "--baseline", str(b))
+    data = json.loads(proc.stdout)
+    assert data["verdict"] == "unknown", data
+    assert "16.0 on the baseline" in data["unknown_reason"], data

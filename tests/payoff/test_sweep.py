@@ -5,14 +5,18 @@ above which no k pays, and the verdict and text that follow from them."""
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
+
+import pytest
 
 from vllm_patcher.payoff import scrape, sweep
 from vllm_patcher.payoff.analysis import analyse
 from vllm_patcher.payoff.bench import Point, Run
 from vllm_patcher.payoff.window import between
 
+from ..conftest import assert_refused, run_cli
 from .scrapes import metrics
 
 
@@ -63,6 +67,23 @@ def test_the_best_k_is_the_paying_cell_with_the_highest_measured_speedup() -> No
     assert "best k = 2" in text and "set num_speculative_tokens to 2" in text
 
 
+def test_no_best_k_while_a_cell_that_might_be_better_is_unknown() -> None:
+    # k = 2's repeats average 1.32x but fall in two classes: it may be the best, so no k is
+    r = _result({(1, 1): [1.10, 1.10], (2, 1): [1.04, 1.60]}, [0, 1, 2], [1])
+    k, judged = r.best(1)
+    assert k is None and "k = 2 unknown" in str(judged.reason) and "k = 1" in str(judged.reason)
+    assert "set num_speculative_tokens" not in "\n".join(sweep.lines(r))
+
+
+def test_where_every_k_was_judged_and_none_pays_the_verdict_is_the_best_class_met() -> None:
+    r = _result({(1, 1): [0.8, 0.8], (2, 1): [1.0, 1.0]}, [0, 1, 2], [1])
+    assert r.best(1)[0] == 0 and r.verdict().verdict == "break-even"
+    text = "\n".join(sweep.lines(r))
+    assert "no k pays (the best, k = 2: 1.00x, break-even)" in text, text
+    two = _result({(1, 1): [0.8, 0.8], (1, 4): [0.97, 0.98]}, [0, 1], [1, 4])
+    assert two.verdict().verdict == "break-even"
+
+
 def test_no_best_k_while_a_cell_is_unknown_or_was_not_run() -> None:
     # k = 2's repeats fall on both sides of the thresholds: unknown, so no k is "best" for certain
     r = _result({(1, 1): [0.8, 0.8], (2, 1): [0.8, 1.3]}, [0, 1, 2], [1])
@@ -99,5 +120,38 @@ def test_a_server_that_did_not_start_is_named_with_its_signal_and_log() -> None:
         ("Fatal Python error: Illegal instruction",),
     )  # fmt: skip
     text = "\n".join(sweep.lines(r))
-    assert "k = 2: did not start" in text and "SIGILL" in text and "/logs/k2.log" in text
+    assert "k = 2: not measured" in text and "SIGILL" in text and "/logs/k2.log" in text
     assert r.to_dict()["servers"][2]["failure"]["signal"] == "SIGILL"  # type: ignore[index]
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["--url", "3"], "give K=URL"),
+        (["--url", "x=http://h:1"], "give K=URL"),
+        (["--url", "1=ftp://h"], "give K=URL"),
+        (["--url", "0=http://a:1", "--url", "0=http://b:1"], "k = 0 twice"),
+        (["--url", "0=http://a:1", "--", "/m/t"], "not both"),
+        (["--url", "0=http://a:1", "--k", "0,1"], "drop --k"),
+        (["--k", "1,2", "--", "/m/t"], "must include 0"),
+        (["--k", "0,x", "--", "/m/t"], "give integers"),
+        (["--", "/m/t", "--speculative-config", "{bad"], "not JSON"),
+        (["--client-args", "'unclosed", "--", "/m/t"], "--client-args"),
+        (["--client-args", "--max-concurrency 8", "--", "/m/t"], "the sweep sets it"),
+        (["--client-args", "--base-url=http://x:1", "--", "/m/t"], "the sweep sets it"),
+        (["--ready-timeout", "nan", "--", "/m/t"], "--ready-timeout"),
+        (["--ready-timeout", "inf", "--", "/m/t"], "--ready-timeout"),
+    ],
+)
+def test_a_sweep_it_cannot_run_is_refused_in_one_line_before_anything_starts(
+    argv: list[str], said: str
+) -> None:
+    assert_refused(run_cli("payoff", "sweep", *argv), 2, said)
+
+
+def test_the_global_options_may_follow_the_sweep_and_its_refusal_names_the_sweep() -> None:
+    proc = run_cli("payoff", "sweep", "--json", "--python", "/no/such/venv", "--k", "1,2", "--",
+                   "/m/t")  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["command"] == "payoff sweep" and "must include 0" in data["error"]

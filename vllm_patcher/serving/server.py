@@ -67,6 +67,20 @@ class Server:
     pid: int  # the API server's, and its process group's id
     log: Path
     ready_s: float  # from the start to the first healthy answer
+    process: subprocess.Popen[bytes]
+
+    def exit_note(self) -> tuple[str, int | None]:
+        """How the server ended, if it did: for a failure during the load."""
+        code = self.process.poll()
+        return _how(code), code
+
+
+def _how(code: int | None) -> str:
+    if code is None:
+        return "still running"
+    if code < 0 and -code in signal.valid_signals():
+        return f"killed by {signal.Signals(-code).name}"
+    return f"exited with code {code}"
 
 
 def free_port() -> int:
@@ -107,13 +121,34 @@ def _healthy(url: str) -> bool:
 
 
 def _group_alive(pgid: int) -> bool:
+    """Whether a process of the group still runs. Zombies do not count: a tool running as PID 1
+    (a container's entrypoint) inherits the group's orphans and must reap them itself."""
     try:
         os.killpg(pgid, 0)
-    except ProcessLookupError:
+    except (ProcessLookupError, PermissionError):  # none left, or the id is another user's
         return False
-    except PermissionError:  # a process of another user took the id: not ours
-        return False
-    return True
+    _reap_orphans()
+    try:
+        entries = [e for e in os.listdir("/proc") if e.isdigit()]
+    except OSError:  # no /proc to tell zombies apart: the group is still there
+        return True
+    for entry in entries:
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            return True
+    return False
+
+
+def _reap_orphans() -> None:
+    if os.getpid() != 1:
+        return
+    with contextlib.suppress(ChildProcessError):
+        while os.waitpid(-1, os.WNOHANG)[0]:
+            pass
 
 
 def stop(proc: subprocess.Popen[bytes], grace_s: float = STOP_GRACE_S) -> None:
@@ -126,13 +161,29 @@ def stop(proc: subprocess.Popen[bytes], grace_s: float = STOP_GRACE_S) -> None:
     while time.monotonic() < deadline:
         proc.poll()
         if proc.returncode is not None and not _group_alive(pgid):
+            _await_reaped(pgid)
             return
         time.sleep(0.2)
     with contextlib.suppress(ProcessLookupError):
         os.killpg(pgid, signal.SIGKILL)
     proc.wait()
-    while _group_alive(pgid):  # SIGKILL cannot be refused: the rest go within moments
+    deadline = time.monotonic() + grace_s  # SIGKILL cannot be refused: the rest go in moments
+    while _group_alive(pgid) and time.monotonic() < deadline:
         time.sleep(0.1)
+    _await_reaped(pgid)
+
+
+def _await_reaped(pgid: int, within_s: float = 2.0) -> None:
+    """The group's dead members are orphans whose new parent (init) reaps them: give it a
+    moment, so that the next server starts on a clean process table (bounded: never a hang)."""
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pgid, 0)
+        except (ProcessLookupError, PermissionError):
+            return
+        _reap_orphans()
+        time.sleep(0.05)
 
 
 @contextlib.contextmanager
@@ -155,13 +206,16 @@ def _signals_interrupt() -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _signals_ignored() -> Iterator[None]:
-    """While a group is being stopped (bounded: ``STOP_GRACE_S``, then SIGKILL)."""
+def _signals_deferred() -> Iterator[None]:
+    """While a group is being stopped (bounded: ``STOP_GRACE_S``, then SIGKILL): a Ctrl-C,
+    SIGTERM or SIGHUP waits until the group is gone, then interrupts as usual."""
+    caught: list[int] = []
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        caught.append(signum)
+
     try:
-        old = {
-            s: signal.signal(s, signal.SIG_IGN)
-            for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-        }
+        old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     except ValueError:  # not the main thread
         yield
         return
@@ -170,6 +224,8 @@ def _signals_ignored() -> Iterator[None]:
     finally:
         for s, h in old.items():
             signal.signal(s, h)
+    if caught:
+        raise Interrupted(signal.Signals(caught[0]).name)
 
 
 @contextlib.contextmanager
@@ -201,13 +257,10 @@ def running(
                 on_start(proc.pid)
             url = f"http://127.0.0.1:{port}"
             started = time.monotonic()
-            while not _healthy(url):
+            # healthy, and still ours: another process answering on the port is not our server
+            while not (_healthy(url) and proc.poll() is None):
                 if proc.poll() is not None:
-                    how = (
-                        f"killed by {signal.Signals(-proc.returncode).name}"
-                        if proc.returncode < 0 and -proc.returncode in signal.valid_signals()
-                        else f"exited with code {proc.returncode}"
-                    )
+                    how = _how(proc.returncode)
                     raise ServerDidNotStart(
                         StartFailure(
                             f"the server {how} before it was ready",
@@ -226,7 +279,7 @@ def running(
                         )
                     )
                 time.sleep(POLL_S)
-            yield Server(url, proc.pid, log, time.monotonic() - started)
+            yield Server(url, proc.pid, log, time.monotonic() - started, proc)
         finally:
-            with _signals_ignored():  # a second Ctrl-C must not leave the group half-stopped
+            with _signals_deferred():  # a Ctrl-C must not leave the group half-stopped
                 stop(proc)
