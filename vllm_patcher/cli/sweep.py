@@ -116,6 +116,10 @@ def payoff_sweep(
         None,
     ):
         raise BadSetting("--url K=URL names each k: drop --k")
+    if running and 0 not in running:
+        raise BadSetting("--url needs 0=URL too: the server without speculation is the baseline")
+    if running and len(running) < 2:
+        raise BadSetting("--url needs 0=URL and at least one K=URL with K above 0")
     args = None if running else parse(serve_args)
     try:
         extra = tuple(shlex.split(client_args))

@@ -129,7 +129,7 @@ def draw_sweep(result: SweepResult, path: Path) -> None:
     left.set_xticks(levels, [str(c) for c in levels])
     left.set_xlabel("concurrency")
     left.set_ylabel("speedup against k = 0 (x, per-token time)")
-    left.legend(loc="best")
+    left.legend(loc="best")  # the break-even line has a label whatever was judged
     lowest = levels[0]
     for k in result.ks:
         cell = result.cells.get((k, lowest))
@@ -140,7 +140,8 @@ def draw_sweep(result: SweepResult, path: Path) -> None:
     right.set_xticks(range(1, max(result.ks) + 1))
     right.set_ylabel("% of drafts accepted up to here")
     right.set_ylim(0, 105)
-    right.legend(loc="best")
+    if right.get_legend_handles_labels()[0]:  # nothing judged: no curve, no empty legend
+        right.legend(loc="best")
     _save(plt, fig, path)
 
 

@@ -130,8 +130,8 @@ class SweepResult:
         if any(k for k, _ in bests):
             return Judgement(PAYS)
         if not self.cells or any(k is None for k, _ in bests):
-            return Judgement(UNKNOWN, "no k pays where measured, and some cells are unknown or "
-                             "were not measured")  # fmt: skip
+            return Judgement(UNKNOWN, "no best k at some concurrency: a cell there is unknown "
+                             "or was not measured")  # fmt: skip
         classes = {j.verdict for _, j in bests}
         return Judgement(BREAK_EVEN if BREAK_EVEN in classes else LOSES)
 
@@ -250,19 +250,28 @@ def _serve_one(
                     log,
                     server.log_tail(log),
                 )
+            else:
+                how, code = srv.exit_note()
+                if code is not None:  # what answered was not our server, or not all along
+                    started.failure = server.StartFailure(
+                        f"the server {how} during the load: what answered was not it",
+                        code,
+                        log,
+                        server.log_tail(log),
+                    )
     except server.ServerDidNotStart as exc:
         started.failure = exc.failure
     served = _served_k(started)
     if started.failure is None and served != {k}:
         said = ", ".join(map(str, sorted(served)))
-        started.failure = server.StartFailure(
-            f"it served k = {said}, not {k}: a speculative config reached it from elsewhere "
+        why = (
+            "it made no drafts under the load"
+            if served == {0}
+            else f"it served k = {said}, not {k}: a speculative config reached it from elsewhere "
             "(--config FILE, -sc, --speculative_config, --spec-*): give it as "
-            "--speculative-config only",
-            None,
-            log,
-            (),
+            "--speculative-config only"
         )
+        started.failure = server.StartFailure(why, None, log, ())
     if started.failure is not None:
         started.runs.clear()  # nothing of it is judged
         say(f"k = {k}: {started.failure.reason}; its log: {log}")
@@ -276,7 +285,15 @@ def _running_one(
     and checked to serve that k."""
     started = Started(k, None)
     say(f"k = {k}: {url} (running); warming up")
-    _measure(python, url, k, plan, tmp, say, plan.client_extra, started)
+    try:
+        _measure(python, url, k, plan, tmp, say, plan.client_extra, started)
+    except (ServerUnreachable, NoDrafts, NoSpeculation) as exc:
+        started.runs.clear()
+        started.failure = server.StartFailure(
+            f"failed under the load: {exc.message}", None, None, ()
+        )
+        say(f"k = {k}: {started.failure.reason}")
+        return started
     served = _served_k(started)
     if served != {k}:
         said = ", ".join(str(x) for x in sorted(served))
@@ -351,8 +368,11 @@ def plan(
     if not math.isfinite(ready_timeout_s) or ready_timeout_s <= 0:
         raise BadSetting("--ready-timeout takes a number of seconds above 0")
     for given in client_extra:
-        name = given.split("=", 1)[0]
-        if name in SWEEP_SETS:
+        name = given.split("=", 1)[0].replace("_", "-")  # vLLM's parser reads both spellings
+        # and takes any unambiguous prefix (--num-p): a prefix of one the sweep sets is refused
+        if given.startswith("--") and any(
+            opt == name or (len(name) > 3 and opt.startswith(name)) for opt in SWEEP_SETS
+        ):
             raise BadSetting(
                 f"--client-args {name}: the sweep sets it itself (--concurrency, --num-prompts, "
                 "--dataset; its own servers' URLs); leave it out"
@@ -459,7 +479,8 @@ def lines(result: SweepResult) -> list[str]:
         out.append(f"k = {k}, concurrency {c}: the server made no drafts under the load")
     for k, s in sorted(result.servers.items()):
         if s.failure is not None:
-            sig = f", {s.failure.signal_name}" if s.failure.signal_name else ""
+            sig = s.failure.signal_name or ""
+            sig = f", {sig}" if sig and sig not in s.failure.reason else ""
             out.append(f"k = {k}: not measured: {s.failure.reason}{sig}; its log: {s.log}")
             out += [f"    {line}" for line in s.failure.tail[-5:]]
     if (

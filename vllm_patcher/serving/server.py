@@ -42,7 +42,7 @@ class StartFailure:
 
     reason: str  # one line
     returncode: int | None  # None: still running when the bound passed (then stopped)
-    log: Path
+    log: Path | None  # None: a server the user runs (--url)
     tail: tuple[str, ...]  # the log's last lines
 
     @property
@@ -77,9 +77,9 @@ class Server:
 
 def _how(code: int | None) -> str:
     if code is None:
-        return "still running"
+        return "is still running"
     if code < 0 and -code in signal.valid_signals():
-        return f"killed by {signal.Signals(-code).name}"
+        return f"was killed by {signal.Signals(-code).name}"
     return f"exited with code {code}"
 
 
