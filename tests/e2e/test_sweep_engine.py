@@ -174,7 +174,15 @@ def test_ctrl_c_during_a_start_or_a_load_stops_every_process_the_sweep_started(
         *_sweep_argv("0,1", tmp_path / "logs"), "--", *_serve_args(models, models / "half"),
     ]  # fmt: skip
     proc = subprocess.Popen(
-        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, **ENV}
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **ENV},
+        # as at a terminal: `make test` runs this lane as a background job of a non-interactive
+        # shell, whose children start with SIGINT ignored (then Python installs no Ctrl-C
+        # handler, and the sweep rightly keeps the shell's choice), so the test restores it
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     assert proc.stderr is not None
     pgid = None
