@@ -17,7 +17,14 @@ from typing import Any, NoReturn
 from .. import fileops, progress
 from ..catalogue.folders import load_catalogue, user_folders
 from ..catalogue.model import NAME_RULE, Catalogue, valid_patch_name
-from ..errors import EXIT_INTERRUPTED, BadSetting, FileSystemError, OutputLost, PatcherError
+from ..errors import (
+    EXIT_INTERRUPTED,
+    BadSetting,
+    FileSystemError,
+    OutputLost,
+    PatcherError,
+    TargetNotFound,
+)
 from ..install import locate as locate_mod
 from ..install import target as target_mod
 
@@ -346,3 +353,22 @@ def chosen_line(target: target_mod.Target) -> str:
     where = target.python if target.python is not None else target.site_packages
     why = _CHOSEN_TEXT.get(target.chosen_by, target.chosen_by)
     return f"target: {where}" + (f" ({why})" if why else "")
+
+
+def vllm_python(opts: Options, what: str) -> str:
+    """The target's interpreter for a command that runs vLLM (``what``: "payoff bench runs
+    vLLM's benchmark client"): a --target tree or no vLLM here is refused, naming --python."""
+    if opts.directory is not None:
+        raise BadSetting(f"{what}: give --python, not --target")
+    try:
+        target = opts.target()
+    except TargetNotFound:
+        if opts.python is not None:
+            raise
+        raise TargetNotFound(
+            f"{what} and this interpreter has no vLLM; give the vLLM venv with "
+            "--python /path/to/venv"
+        ) from None
+    if target.python is None:  # pragma: no cover - a located install always has its interpreter
+        raise BadSetting(f"{what}: give --python, not --target")
+    return str(target.python)

@@ -9,10 +9,10 @@ from typing import Any
 
 import click
 
-from ..errors import BadSetting, TargetNotFound
+from ..errors import BadSetting
 from ..payoff import run as payoff_run
 from .app import SubGroup, json_report
-from .base import RUN, Options, echo
+from .base import RUN, Options, echo, vllm_python
 
 
 class _DefaultGroup(SubGroup):
@@ -238,21 +238,8 @@ def payoff_bench(
         from ..payoff.plot import check_available
 
         check_available(plot)
-    if opts.directory is not None:
-        raise BadSetting("payoff bench runs vLLM's benchmark client: give --python, not --target")
-    try:
-        target = opts.target()
-    except TargetNotFound:
-        if opts.python is not None:
-            raise
-        raise TargetNotFound(
-            "payoff bench runs vLLM's benchmark client and this interpreter has no vLLM; give "
-            "the vLLM venv with --python /path/to/venv"
-        ) from None
-    if target.python is None:  # pragma: no cover - a located install always has its interpreter
-        raise BadSetting("payoff bench runs vLLM's benchmark client: give --python, not --target")
     result = bench.run(
-        str(target.python),
+        vllm_python(opts, "payoff bench runs vLLM's benchmark client"),
         url,
         baseline_url,
         levels,

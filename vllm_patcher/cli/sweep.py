@@ -15,10 +15,9 @@ from ..errors import (
     BadSetting,
     NotWritable,
     SweepInterrupted,
-    TargetNotFound,
 )
 from .app import Command, json_report
-from .base import Options, echo
+from .base import Options, echo, vllm_python
 
 
 def _running(urls: tuple[str, ...]) -> dict[int, str]:
@@ -140,20 +139,8 @@ def payoff_sweep(
         from ..payoff.plot import check_available
 
         check_available(plot)
-    if opts.directory is not None:
-        raise BadSetting("payoff sweep starts vLLM: give --python, not --target")
-    try:
-        target = opts.target()
-    except TargetNotFound:
-        if opts.python is not None:
-            raise
-        raise TargetNotFound(
-            "payoff sweep starts vLLM and this interpreter has no vLLM; give the vLLM venv with "
-            "--python /path/to/venv"
-        ) from None
-    if target.python is None:  # pragma: no cover - a located install always has its interpreter
-        raise BadSetting("payoff sweep starts vLLM: give --python, not --target")
-    sweep.check(str(target.python), args, plan)
+    python = vllm_python(opts, "payoff sweep starts vLLM")
+    sweep.check(python, args, plan)
     plan = plan.prepare()
     say = None if opts.as_json else (lambda line: echo(f"payoff sweep: {line}", err=True))
     if say is not None and args is not None and args.replaced:
@@ -169,7 +156,7 @@ def payoff_sweep(
             f"concurrency {', '.join(map(str, plan.concurrencies))}; logs in {plan.log_dir}"
         )
     try:
-        result = sweep.run(str(target.python), args, plan, say)
+        result = sweep.run(python, args, plan, say)
     except KeyboardInterrupt:
         raise SweepInterrupted(
             f"interrupted; every server this sweep started is stopped (logs in {plan.log_dir})"

@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 from .args import ServeArgs
 
@@ -187,15 +188,12 @@ def _await_reaped(pgid: int, within_s: float = 2.0) -> None:
 
 
 @contextlib.contextmanager
-def _signals_interrupt() -> Iterator[None]:
-    """SIGTERM and SIGHUP raise ``Interrupted`` while a server runs (main thread only)."""
-
-    def handler(signum: int, frame: FrameType | None) -> None:
-        raise Interrupted(signal.Signals(signum).name)
-
+def _handled(signals: tuple[signal.Signals, ...], handler: Any) -> Iterator[None]:
+    """``handler`` for ``signals`` inside the block, the old handlers after it (main thread
+    only: elsewhere nothing is installed)."""
     try:
-        old = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGHUP)}
-    except ValueError:  # not the main thread: nothing to install
+        old = {s: signal.signal(s, handler) for s in signals}
+    except ValueError:
         yield
         return
     try:
@@ -203,6 +201,17 @@ def _signals_interrupt() -> Iterator[None]:
     finally:
         for s, h in old.items():
             signal.signal(s, h)
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    raise Interrupted(signal.Signals(signum).name)
+
+
+@contextlib.contextmanager
+def _signals_interrupt() -> Iterator[None]:
+    """SIGTERM and SIGHUP raise ``Interrupted`` while a server runs."""
+    with _handled((signal.SIGTERM, signal.SIGHUP), _interrupt):
+        yield
 
 
 @contextlib.contextmanager
@@ -210,20 +219,10 @@ def _signals_deferred() -> Iterator[None]:
     """While a group is being stopped (bounded: ``STOP_GRACE_S``, then SIGKILL): a Ctrl-C,
     SIGTERM or SIGHUP waits until the group is gone, then interrupts as usual."""
     caught: list[int] = []
-
-    def handler(signum: int, frame: FrameType | None) -> None:
-        caught.append(signum)
-
-    try:
-        old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
-    except ValueError:  # not the main thread
+    with _handled(
+        (signal.SIGINT, signal.SIGTERM, signal.SIGHUP), lambda signum, _: caught.append(signum)
+    ):
         yield
-        return
-    try:
-        yield
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
     if caught:
         raise Interrupted(signal.Signals(caught[0]).name)
 
