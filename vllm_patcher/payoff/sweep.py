@@ -366,7 +366,7 @@ def plan(
     if prompts < 1:
         raise BadSetting(f"--num-prompts {prompts}: give 1 or more")
     if not math.isfinite(ready_timeout_s) or ready_timeout_s <= 0:
-        raise BadSetting("--ready-timeout takes a number of seconds above 0")
+        raise BadSetting("--ready-timeout takes a finite number of seconds above 0")
     for given in client_extra:
         name = given.split("=", 1)[0].replace("_", "-")  # vLLM's parser reads both spellings
         # and takes any unambiguous prefix (--num-p): a prefix of one the sweep sets is refused
@@ -374,7 +374,7 @@ def plan(
             opt == name or (len(name) > 3 and opt.startswith(name)) for opt in SWEEP_SETS
         ):
             raise BadSetting(
-                f"--client-args {name}: the sweep sets it itself (--concurrency, --num-prompts, "
+                f"--client-args {given.split('=', 1)[0]}: the sweep sets it itself (--concurrency, --num-prompts, "
                 "--dataset; its own servers' URLs); leave it out"
             )
     if log_dir is not None and log_dir.exists() and not log_dir.is_dir():
