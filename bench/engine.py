@@ -27,8 +27,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from tests.e2e.engine import build_models, cpu_python, load, run_engine, serve  # noqa: E402
-from vllm_patcher import sources  # noqa: E402
 from vllm_patcher.payoff import scrape  # noqa: E402
+from vllm_patcher.wheels import sources  # noqa: E402
 
 RELEASE = "0.32.0"
 REPEAT = 3

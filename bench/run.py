@@ -34,10 +34,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from vllm_patcher import sources
 from vllm_patcher.catalogue.folders import load_catalogue
 from vllm_patcher.catalogue.model import PATCH_TOML
-from vllm_patcher.pinned import write_pin
+from vllm_patcher.diffs.pinned import write_pin
+from vllm_patcher.wheels import sources
 
 REPO = Path(__file__).resolve().parent.parent
 VERSION = "0.15.1"
@@ -639,7 +639,7 @@ def fetch_rows(runs: int = FETCH_RUNS) -> list[tuple[str, str, str, str, str, st
     """Range fetch of VERSION's touched files from PyPI (proxy and cert settings as configured),
     each run into a fresh folder: bytes and seconds per release against their targets. No
     network: one row that says so."""
-    from vllm_patcher import fetch
+    from vllm_patcher.wheels import fetch
 
     name = f"range fetch of {VERSION}'s touched files (PyPI)"
     members = load_catalogue().all_paths()

@@ -17,14 +17,14 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from vllm_patcher import sources
 from vllm_patcher.catalogue.folders import load_catalogue
 from vllm_patcher.catalogue.layout import layout, pinned_versions
 from vllm_patcher.catalogue.model import Catalogue
 from vllm_patcher.install.record import file_hash
+from vllm_patcher.wheels import sources
 
 if TYPE_CHECKING:
-    from vllm_patcher.verify import Check
+    from vllm_patcher.patching.verify import Check
 
 REPO = Path(__file__).resolve().parent.parent
 CATALOGUE = load_catalogue()  # the built-ins, read from their folders like the tool does
@@ -388,7 +388,7 @@ def pristine_probe(vllm_python: Path) -> list[Check]:
     verify spares a pending venv, for the tests that show it stops before them (the same probe
     on the same bytes gives the same checks; each run imports vLLM, about 35 s)."""
     from vllm_patcher.install.locate import locate
-    from vllm_patcher.verify import probe_tiers
+    from vllm_patcher.patching.verify import probe_tiers
 
     assert all(touched_match_record(venv_site(vllm_python)).values()), "0.15.1 is not pristine"
     return list(probe_tiers(locate(str(vllm_python), None), CATALOGUE))

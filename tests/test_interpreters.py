@@ -30,7 +30,9 @@ def _modules() -> list[str]:
 
 def test_every_module_of_the_tool_imports_under_this_python() -> None:
     names = _modules()
-    assert {"vllm_patcher.cli", "vllm_patcher.status", "vllm_patcher.fetch"} <= set(names)
+    assert {"vllm_patcher.cli", "vllm_patcher.patching.status", "vllm_patcher.wheels.fetch"} <= set(
+        names
+    )
     for name in names:
         importlib.import_module(name)
 

@@ -134,3 +134,14 @@ def test_no_module_imports_a_name_another_module_keeps_private() -> None:
         if alias.name.startswith("_") and not alias.name.startswith("__")
     )
     assert crossing == []
+
+
+def test_every_package_of_the_tool_is_installed_by_pyproject() -> None:
+    """A folder missing from pyproject's list imports from a checkout and fails in a pip install
+    (as ``serving`` did: ``payoff sweep`` raised ImportError in an installed tool)."""
+    import tomllib
+
+    pyproject = tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text(encoding="utf-8"))
+    listed = set(pyproject["tool"]["setuptools"]["packages"]) - {"vllm_patcher.patches"}
+    folders = {_module_name(p) for p in PACKAGE.rglob("__init__.py") if "patches" not in p.parts}
+    assert listed == folders

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from vllm_patcher import sources
 from vllm_patcher.install.record import file_hash
+from vllm_patcher.wheels import sources
 
 from ..conftest import (
     CATALOGUE,

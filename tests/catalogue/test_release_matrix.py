@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from vllm_patcher import sources
-from vllm_patcher.pin_generator import pin_release
+from vllm_patcher.authoring.pin import pin_release
+from vllm_patcher.wheels import sources
 
 from ..conftest import (
     CATALOGUE,

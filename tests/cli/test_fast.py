@@ -15,9 +15,9 @@ from pathlib import Path
 import click
 import pytest
 
-from vllm_patcher import sources
 from vllm_patcher.cli import fast
 from vllm_patcher.cli.root import main as root_group
+from vllm_patcher.wheels import sources
 
 # Runs one command line through the chosen path in a fresh interpreter.
 _RUN = """

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from vllm_patcher import progress
-from vllm_patcher.verify import Check
+from vllm_patcher.patching.verify import Check
 
 from ..conftest import MINIMAX_CHECKS, run_cli
 

@@ -67,7 +67,7 @@ def test_status_apply_and_revert_on_a_directory_import_no_heavy_library(
         assert code in (0, None)
     code, modules, out = _imported("--target", str(site), command)
     assert code in (0, None), out
-    assert "vllm_patcher.status" in modules  # the command really ran
+    assert "vllm_patcher.patching.status" in modules  # the command really ran
     assert _heavy(modules, NEEDS[command]) == []
     # each command's module is imported when that command runs, not the others'
     assert "vllm_patcher.cli.authoring" not in modules

@@ -25,8 +25,9 @@ from typing import Any
 
 import pytest
 
-from vllm_patcher import cluster, sources
-from vllm_patcher.cluster import SITE_ENV
+from vllm_patcher.cluster import nodes as cluster
+from vllm_patcher.cluster.nodes import SITE_ENV
+from vllm_patcher.wheels import sources
 
 from ..conftest import REPO, run_cli, test_venv_python, touched_match_record
 
@@ -139,9 +140,9 @@ def reset(site: Path) -> None:
 
 
 def apply_locally(site: Path) -> None:
-    from vllm_patcher import txn
     from vllm_patcher.catalogue.folders import load_catalogue
     from vllm_patcher.install import locate as target
+    from vllm_patcher.patching import txn
 
     txn.apply(target.locate_in_directory(str(site)), load_catalogue())
 

@@ -17,11 +17,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from vllm_patcher import diffmerge as dm
-from vllm_patcher import errors, pinned, sources
+from vllm_patcher import errors
 from vllm_patcher.catalogue.folders import load_catalogue
+from vllm_patcher.diffs import merge as dm
+from vllm_patcher.diffs import pinned
 from vllm_patcher.errors import DiffShapeError
 from vllm_patcher.install.record import file_hash
+from vllm_patcher.wheels import sources
 
 REPO = Path(__file__).resolve().parents[2]
 SPEC = "vllm/config/speculative.py"
@@ -688,7 +690,7 @@ def test_merging_with_an_unchanged_side_gives_the_other_side(
 
 def test_importing_diffmerge_loads_neither_unidiff_nor_merge3() -> None:
     code = (
-        "import sys, vllm_patcher.diffmerge; "
+        "import sys, vllm_patcher.diffs.merge; "
         "print(sorted(m for m in ('unidiff', 'merge3', 'difflib') if m in sys.modules))"
     )
     out = subprocess.run(

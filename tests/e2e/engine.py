@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from vllm_patcher import sources
+from vllm_patcher.wheels import sources
 
 HERE = Path(__file__).resolve().parent
 ENGINE_TIMEOUT = 900  # seconds for one engine run or server start, loaded machine included

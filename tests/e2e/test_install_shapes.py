@@ -24,10 +24,10 @@ from pathlib import Path
 
 import pytest
 
-from vllm_patcher import sources
 from vllm_patcher.catalogue.layout import pinned_reference
 from vllm_patcher.install.locate import locate_in_directory, locate_with_python
 from vllm_patcher.install.target import DIRECTORY, EDITABLE, SOURCE
+from vllm_patcher.wheels import sources
 
 from ..conftest import (
     CATALOGUE,

@@ -22,9 +22,9 @@ from pathlib import Path
 
 import pytest
 
-from vllm_patcher import sources
 from vllm_patcher.install.locate import locate
-from vllm_patcher.verify import probe_tiers
+from vllm_patcher.patching.verify import probe_tiers
+from vllm_patcher.wheels import sources
 
 from ..conftest import (
     CATALOGUE,

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from vllm_patcher.verify import Check
+from vllm_patcher.patching.verify import Check
 
 from ..conftest import (
     CATALOGUE,

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from vllm_patcher import sources
+from vllm_patcher.wheels import sources
 
 from ..conftest import assert_refused, run_cli, snapshot
 

@@ -21,11 +21,13 @@ from pathlib import Path
 
 import pytest
 
-from vllm_patcher import fileops, sources, txn
-from vllm_patcher import status as status_mod
+from vllm_patcher import fileops
 from vllm_patcher.errors import PatcherError
 from vllm_patcher.install.locate import locate_in_directory
 from vllm_patcher.install.record import file_hash
+from vllm_patcher.patching import status as status_mod
+from vllm_patcher.patching import txn
+from vllm_patcher.wheels import sources
 
 from ..conftest import CATALOGUE, UNPINNED, record_of, run_cli, snapshot, touched_files
 

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from vllm_patcher import sources
 from vllm_patcher.catalogue.layout import builtin_paths
+from vllm_patcher.wheels import sources
 
 from ..conftest import assert_refused, record_of, run_cli
 from ..conftest import snapshot as snapshot_of

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from packaging.specifiers import SpecifierSet
 
-from vllm_patcher import sources
 from vllm_patcher.catalogue.model import admits_a_release, valid_patch_name
+from vllm_patcher.wheels import sources
 
 from ..authoring.test_own_patches import MINIMAX, _upstream_diff
 from ..conftest import assert_refused, run_cli, snapshot

@@ -13,9 +13,10 @@ from typing import Any
 import jsonschema
 import pytest
 
-from vllm_patcher import cluster, sources
 from vllm_patcher.catalogue.layout import builtin_paths
+from vllm_patcher.cluster import nodes as cluster
 from vllm_patcher.install.record import file_hash
+from vllm_patcher.wheels import sources
 
 from ..conftest import (
     CATALOGUE,
@@ -212,7 +213,7 @@ def test_a_changed_builtin_pin_under_an_applied_tree_is_outdated_and_apply_upgra
     run_cli("--target", str(site), "apply", env=env, check=True)
     pristine = (PRISTINE / SPEC).read_text()
     whitelist = (pins / "eagle3-whitelist" / "vllm-0.15.1" / "patch.diff").read_text()
-    from vllm_patcher import pinned
+    from vllm_patcher.diffs import pinned
 
     old = pinned.apply_exact(pristine, whitelist, "whitelist")
     new_whitelist = old.replace('"kimi_k25"]', '"kimi_k25", "deepseek_mtp"]')

@@ -12,9 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from vllm_patcher import fileops, journal, sources, txn
+from vllm_patcher import fileops
 from vllm_patcher.errors import NotWritable
 from vllm_patcher.install.locate import locate_in_directory
+from vllm_patcher.patching import journal, txn
+from vllm_patcher.wheels import sources
 
 from ..conftest import (
     CATALOGUE,

@@ -16,10 +16,11 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from vllm_patcher import sources, txn
 from vllm_patcher.catalogue.model import Catalogue
 from vllm_patcher.errors import PatcherError
 from vllm_patcher.install.locate import locate_in_directory
+from vllm_patcher.patching import txn
+from vllm_patcher.wheels import sources
 
 from ..conftest import CATALOGUE, snapshot
 from .test_hostile_input import _rewrite_record

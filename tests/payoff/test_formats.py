@@ -13,7 +13,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from vllm_patcher import sources
+from vllm_patcher.wheels import sources
 
 from ..conftest import REPO, assert_refused, run_cli, test_venv_python
 from ..e2e.engine import cpu_python

@@ -112,7 +112,7 @@ def test_supports_eagle3_on_kimi_delegates_to_its_language_model(
 
 
 def test_upstream_0_18_needs_nothing() -> None:
-    from vllm_patcher import sources
+    from vllm_patcher.wheels import sources
 
     tree = sources.fetch_release("0.18.0")
     assert not whitelist.rewrite((tree / SPEC).read_text()).changed

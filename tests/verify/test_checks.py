@@ -25,9 +25,10 @@ from pathlib import Path
 
 import pytest
 
-from vllm_patcher import sources, verify
 from vllm_patcher.catalogue.folders import load_catalogue
 from vllm_patcher.catalogue.layout import layout
+from vllm_patcher.patching import verify
+from vllm_patcher.wheels import sources
 
 from ..conftest import (
     CATALOGUE,

@@ -22,8 +22,9 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from vllm_patcher import fetch, pinned, sources
+from vllm_patcher.diffs import pinned
 from vllm_patcher.errors import FetchError
+from vllm_patcher.wheels import fetch, sources
 
 from ..conftest import CATALOGUE, REPO, assert_refused, run_cli, snapshot
 

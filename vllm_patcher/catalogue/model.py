@@ -172,7 +172,7 @@ class Pin:
     @functools.cached_property
     def per_file(self) -> dict[str, str]:
         """Each touched file's own diff text; the diff must name exactly the manifest's files."""
-        from ..pinned import split_by_file
+        from ..diffs.pinned import split_by_file
 
         try:
             text = (self.folder / DIFF).read_text(encoding="utf-8")

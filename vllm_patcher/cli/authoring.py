@@ -15,7 +15,7 @@ from ..errors import (
     BadSetting,
     PortConflict,
 )
-from ..sources import installed_release_wheels, wheels_by_release
+from ..wheels.sources import installed_release_wheels, wheels_by_release
 from .app import Command, json_report
 from .base import Options, check_names, echo, waiting
 
@@ -53,7 +53,9 @@ def capture(
     Compares every file vLLM installed (or only PATHS) with what the patches below NAME produce,
     writes NAME/vllm-VERSION/ (diff and manifest) and records NAME as applied.
     """
-    from ..capture import capture as run_capture  # each command loads only its own machinery
+    from ..authoring.capture import (
+        capture as run_capture,  # each command loads only its own machinery
+    )
 
     check_names(name)
     _check_releases(releases)
@@ -111,7 +113,7 @@ def port(
     Writes NAME/vllm-VERSION/ for every release that merges cleanly; a conflict leaves the merged
     files with markers under NAME/conflicts/vllm-VERSION/ for `--continue`. Never touches vLLM.
     """
-    from .. import porting  # three-way merges: port only
+    from ..authoring import porting  # three-way merges: port only
 
     check_names(name)
     if versions and all_releases:
@@ -182,7 +184,7 @@ def import_(
     Writes NAME/vllm-VERSION/ into your patches folder (never into vLLM: `apply` does that).
     Hunks that do not fit leave a .rej and a conflict-marked copy for `--continue`.
     """
-    from .. import importing  # diff fitting: import only
+    from ..authoring import importing  # diff fitting: import only
 
     check_names(name)
     if bool(diff_file) == resume:
@@ -265,8 +267,8 @@ def pin(
     With --wheel FILE the release is read from that wheel (no VERSION needed, no network).
     """
     # the codemods (libcst): pin only
+    from ..authoring.pin import pin_release
     from ..catalogue.folders import builtin_root
-    from ..pin_generator import pin_release
 
     if not versions and not wheel_files:
         raise BadSetting("pin needs VERSIONS (releases to pin) or --wheel FILE (repeatable)")

@@ -306,7 +306,7 @@ def root_options(
     )
     if opts.python and opts.directory:
         raise BadSetting("--python and --target are exclusive; pass one")
-    from ..journal import lock_timeout  # --help and --version never need the journal
+    from ..patching.journal import lock_timeout  # --help and --version never need the journal
 
     lock_timeout()  # a bad VLLM_PATCHER_LOCK_TIMEOUT is a usage error for every command
     return opts

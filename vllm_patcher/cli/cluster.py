@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from .. import cluster as cluster_mod
+from ..cluster import nodes as cluster_mod
 from ..install import locate as locate_mod
 from .app import SubGroup, json_report
 from .base import Options, echo

@@ -19,10 +19,10 @@ import sys
 from pathlib import Path
 from typing import NoReturn
 
-from .. import status as status_mod
 from ..errors import EXIT_CHECK_FAILED
 from ..install import target as target_mod
-from ..journal import left_in_place
+from ..patching import status as status_mod
+from ..patching.journal import left_in_place
 from .base import (
     RUN,
     Options,
@@ -195,7 +195,7 @@ def status(opts: Options, check: bool) -> None:
 
 
 def apply(opts: Options, dry_run: bool, strict: bool, names: tuple[str, ...]) -> None:
-    from .. import txn  # status never loads the transaction (plan, diffs)
+    from ..patching import txn  # status never loads the transaction (plan, diffs)
 
     check_names(*names)
     target = opts.target()
@@ -243,7 +243,7 @@ def apply(opts: Options, dry_run: bool, strict: bool, names: tuple[str, ...]) ->
 
 
 def revert(opts: Options, force: bool) -> None:
-    from .. import txn  # status never loads the transaction (plan, diffs)
+    from ..patching import txn  # status never loads the transaction (plan, diffs)
 
     target = opts.target()
     result = txn.revert(target, force=force, on_wait=waiting(opts, "revert"))

@@ -62,8 +62,8 @@ def verify(opts: Options) -> None:
     Stops after the state tier when a patch is not applied, and names the command that fixes it.
     """
     # verify's module is only loaded for verify
-    from ..verify import BUSY, TIERS
-    from ..verify import verify as run_verify
+    from ..patching.verify import BUSY, TIERS
+    from ..patching.verify import verify as run_verify
 
     target = opts.target()
     catalogue = opts.catalogue()

@@ -17,11 +17,11 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .errors import BadSetting, FetchError
-from .releases import public_version
+from ..errors import BadSetting, FetchError
+from ..releases import public_version
 
 if TYPE_CHECKING:
-    from .wheel import FetchStats
+    from .members import FetchStats
 
 
 def cache_root() -> Path:
@@ -59,7 +59,8 @@ def fetch_release(
     The tree's ``.complete`` lists the members it was extracted for, so a tree made for fewer
     files is fetched again rather than making a file look absent from the release.
     """
-    from . import fetch, wheel
+    from . import fetch
+    from . import members as wheel
 
     cache = cache or cache_root()
     given = (wheels or {}).get(version)
@@ -69,7 +70,7 @@ def fetch_release(
     else:
         tree = release_tree(version, cache)
     if paths is None:
-        from .catalogue.folders import load_catalogue
+        from ..catalogue.folders import load_catalogue
 
         paths = load_catalogue().all_paths()
     wanted = sorted(set(paths))
@@ -159,7 +160,7 @@ def wheels_by_release(files: tuple[Path, ...]) -> dict[str, Path]:
     """``--wheel FILE...`` by the release each holds (its METADATA), every one checked up front."""
     if not files:
         return {}
-    from .wheel import local_wheel
+    from .members import local_wheel
 
     found: dict[str, Path] = {}
     for path in files:

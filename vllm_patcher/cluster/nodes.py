@@ -29,9 +29,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import ClusterError, PatcherError, TargetNotFound
-from .runtime import ScriptNotRun, run_script
+from ..errors import ClusterError, PatcherError, TargetNotFound
+from ..runtime import ScriptNotRun, run_script
 
+# the vllm_patcher package (shipped whole to the nodes)
+PACKAGE = Path(__file__).resolve().parent.parent
 SITE_ENV = "VLLM_PATCHER_SITE"
 COMMANDS = ("status", "apply", "verify")
 DEFAULT_TIMEOUT = 600.0
@@ -121,8 +123,8 @@ class ClusterReport:
 
 def run_on_node(command: str, strict: bool = False) -> dict[str, Any]:
     """Run one command on this node's vLLM and return plain data; called by the driver's task."""
-    from . import status as status_mod
-    from .install import locate as locate_mod
+    from ..install import locate as locate_mod
+    from ..patching import status as status_mod
 
     started = time.perf_counter()
     site = os.environ.get(SITE_ENV) or None
@@ -130,16 +132,16 @@ def run_on_node(command: str, strict: bool = False) -> dict[str, Any]:
         "host": socket.gethostname(),
         "python": sys.executable,
         "site_env": site,
-        "tool": str(Path(__file__).resolve().parent),
+        "tool": str(PACKAGE),
     }
     target = None
     try:
         target = locate_mod.locate_in_directory(site) if site else locate_mod.locate_current()
-        from .catalogue.folders import load_catalogue
+        from ..catalogue.folders import load_catalogue
 
         catalogue = load_catalogue(_shipped_user_folders())
         if command == "apply":
-            from . import txn
+            from ..patching import txn
 
             result = txn.apply(target, catalogue, strict=strict)
             answer["apply"] = {
@@ -148,7 +150,7 @@ def run_on_node(command: str, strict: bool = False) -> dict[str, Any]:
                 "recovered": result.recovered,
             }
         elif command == "verify":
-            from .verify import verify
+            from ..patching.verify import verify
 
             answer["verify"] = verify(target, catalogue).to_dict()
         answer["status"] = status_mod.read_status(target, catalogue).to_dict()
@@ -157,14 +159,14 @@ def run_on_node(command: str, strict: bool = False) -> dict[str, Any]:
         if target is not None and "status" not in answer:
             # all or nothing on the node: show what it is left in
             with contextlib.suppress(PatcherError):
-                from .catalogue.folders import load_catalogue
+                from ..catalogue.folders import load_catalogue
 
                 answer["status"] = status_mod.read_status(
                     target, load_catalogue(_shipped_user_folders())
                 ).to_dict()
     except OSError as exc:
-        from .errors import FileSystemError
-        from .fileops import os_error_message
+        from ..errors import FileSystemError
+        from ..fileops import os_error_message
 
         answer["error"] = {
             "message": os_error_message(None, exc),
@@ -190,7 +192,7 @@ USER_PATCHES = "user_patches"
 
 def _shipped_user_folders() -> list[Path]:
     """On a node: the user patch folders the driver machine shipped with the tool, in order."""
-    base = Path(__file__).resolve().parent / USER_PATCHES
+    base = PACKAGE / USER_PATCHES
     listing = base / "folders"
     if not listing.is_file():
         return []
@@ -204,7 +206,7 @@ def stage_tool(dest: Path, user_dirs: list[Path] | None = None) -> list[Path]:
     the nodes reuse what they already unpacked. libcst is not shipped (a compiled extension): the
     status path and apply through pinned diffs do not need it, only the transform fallback does.
     """
-    package = Path(__file__).resolve().parent
+    package = PACKAGE
     staged = dest / "vllm_patcher"
     shutil.copytree(
         package,
@@ -212,7 +214,7 @@ def stage_tool(dest: Path, user_dirs: list[Path] | None = None) -> list[Path]:
         ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "patches", USER_PATCHES),
     )
     user_dirs = user_dirs or []
-    from .catalogue.folders import builtin_root
+    from ..catalogue.folders import builtin_root
 
     # The built-ins, then the user's folders in their order: the nodes load the same catalogue.
     shutil.copytree(
@@ -255,7 +257,7 @@ def run(
     exe = Path(os.path.abspath(python))  # the driver runs elsewhere; keep the venv's symlink
     if not exe.exists():
         raise TargetNotFound(f"interpreter {python} does not exist; pass the venv's bin/python")
-    driver = Path(__file__).with_name("cluster_driver.py")
+    driver = Path(__file__).with_name("driver.py")
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="vllm-patcher-cluster-") as tmp:
         modules = stage_tool(Path(tmp) / "ship", user_dirs)

@@ -12,16 +12,16 @@ from __future__ import annotations
 import hashlib
 from enum import Enum
 
-from . import fileops
+from .. import fileops
+from ..catalogue import support
+from ..catalogue.folders import patches_args
+from ..catalogue.layout import Layout, Step, Verdict, layout
+from ..catalogue.model import Catalogue, FileChange
+from ..errors import PatchShapeError
+from ..install.record import file_hash
+from ..install.target import Target
+from ..releases import Release, base_version
 from . import journal as journal_mod
-from .catalogue import support
-from .catalogue.folders import patches_args
-from .catalogue.layout import Layout, Step, Verdict, layout
-from .catalogue.model import Catalogue, FileChange
-from .errors import PatchShapeError
-from .install.record import file_hash
-from .install.target import Target
-from .releases import Release, base_version
 
 
 class _Label(str, Enum):

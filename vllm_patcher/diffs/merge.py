@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from .errors import DiffShapeError
+from ..errors import DiffShapeError
 
 if TYPE_CHECKING:
     from unidiff.patch import Hunk, PatchedFile, PatchSet
@@ -213,7 +213,7 @@ def split_upstream_diff(diff_text: str) -> tuple[dict[str, str], list[str]]:
     Raises ``DiffShapeError`` when the diff does not parse, holds no file, or creates, deletes,
     renames, copies, changes the mode of or makes a binary change to a file under ``vllm/``.
     """
-    from .fileops import is_package_path
+    from ..fileops import is_package_path
 
     kept: dict[str, str] = {}
     dropped: list[str] = []

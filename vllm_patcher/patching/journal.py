@@ -20,8 +20,8 @@ from contextlib import contextmanager
 from enum import Enum
 from pathlib import Path
 
-from . import fileops
-from .errors import BadSetting, LocallyModified, LockTimeout, NotWritable, StateError
+from .. import fileops
+from ..errors import BadSetting, LocallyModified, LockTimeout, NotWritable, StateError
 
 STATE_DIR = ".vllm-patcher"
 FORMAT = 2

@@ -28,11 +28,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urljoin, urlsplit
 
-from .errors import FetchError
+from ..errors import FetchError
 
 if TYPE_CHECKING:
     import requests
-from .wheel import PROJECT, FetchStats, extract_checked, short_error, version_of_filename
+from .members import PROJECT, FetchStats, extract_checked, short_error, version_of_filename
 
 PYPI_SIMPLE = "https://pypi.org/simple"
 
@@ -188,7 +188,7 @@ def _parse_json(data: dict[str, Any], base: str) -> list[WheelLink]:
 def _session() -> requests.Session:
     import requests
 
-    from . import __version__
+    from .. import __version__
 
     session = requests.Session()
     session.headers["User-Agent"] = f"vllm-patcher/{__version__}"

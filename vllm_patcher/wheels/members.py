@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from email.parser import HeaderParser
 from pathlib import Path
 
-from .errors import FetchError
-from .install.record import file_hash, parse_record
+from ..errors import FetchError
+from ..install.record import file_hash, parse_record
 
 PROJECT = "vllm"
 

@@ -20,17 +20,19 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import fileops, pinned, sources
-from . import journal as journal_mod
-from .catalogue.layout import Layout, layout
-from .catalogue.model import PATCH_TOML, SERIES, Catalogue
-from .errors import CaptureRefused, PatcherError, PatchFolderError, StateError
-from .install.record import file_hash
-from .install.target import RECORD_REFERENCE, Target
-from .journal import FileRecord, Journal, PatchRecord, Phase
-from .plan import PINNED_DIFF, run_steps
-from .releases import public_version
-from .status import transform_would_change
+from .. import fileops
+from ..catalogue.layout import Layout, layout
+from ..catalogue.model import PATCH_TOML, SERIES, Catalogue
+from ..diffs import pinned
+from ..errors import CaptureRefused, PatcherError, PatchFolderError, StateError
+from ..install.record import file_hash
+from ..install.target import RECORD_REFERENCE, Target
+from ..patching import journal as journal_mod
+from ..patching.journal import FileRecord, Journal, PatchRecord, Phase
+from ..patching.plan import PINNED_DIFF, run_steps
+from ..patching.status import transform_would_change
+from ..releases import public_version
+from ..wheels import sources
 
 
 @dataclass
@@ -414,7 +416,7 @@ def write_patch_toml(
         "releases": releases or f"=={version}",
     }
     if path.exists():
-        from .catalogue.folders import read_toml
+        from ..catalogue.folders import read_toml
 
         old = read_toml(path)
         fields["summary"] = summary or str(old.get("summary", fields["summary"]))

@@ -21,15 +21,16 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from . import fileops, pinned
+from .. import fileops
+from ..catalogue import support
+from ..catalogue.layout import layout
+from ..catalogue.model import Catalogue
+from ..diffs import pinned
+from ..errors import LocallyModified, NotWritable, PatcherError, StateError
+from ..install.record import file_hash
+from ..install.target import RECORD_REFERENCE, Target
 from . import journal as journal_mod
 from . import status as status_mod
-from .catalogue import support
-from .catalogue.layout import layout
-from .catalogue.model import Catalogue
-from .errors import LocallyModified, NotWritable, PatcherError, StateError
-from .install.record import file_hash
-from .install.target import RECORD_REFERENCE, Target
 from .journal import FileRecord, Journal, PatchRecord, Phase
 from .plan import FileEdit, RevertPlan, plan_apply, plan_revert
 

@@ -12,11 +12,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .errors import PatchFolderError, StateError
+from ..errors import PatchFolderError, StateError
 
 
 def _check_rel(rel: str, where: Path | str) -> None:
-    from .fileops import package_path_problem
+    from ..fileops import package_path_problem
 
     problem = package_path_problem(rel)
     if problem:
@@ -109,7 +109,7 @@ def write_pin(folder: Path, version: str, patch: str, files: list[tuple[str, str
 
     Returns True when anything on disk changed (pinning an unchanged tree rewrites nothing).
     """
-    from .install.record import file_hash
+    from ..install.record import file_hash
 
     entries = {}
     parts = []
@@ -121,7 +121,7 @@ def write_pin(folder: Path, version: str, patch: str, files: list[tuple[str, str
         }
     manifest = {"vllm_version": version, "patch": patch, "files": entries}
     wanted = {"patch.diff": "".join(parts), "manifest.json": json.dumps(manifest, indent=2) + "\n"}
-    from .fileops import write_patch_text
+    from ..fileops import write_patch_text
 
     changed = False
     for name, text in wanted.items():

@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import NamedTuple
 
-from . import pinned
-from .catalogue.layout import Layout, Step, Verdict, builds_on
-from .catalogue.model import Catalogue
-from .errors import (
+from ..catalogue.layout import Layout, Step, Verdict, builds_on
+from ..catalogue.model import Catalogue
+from ..diffs import pinned
+from ..errors import (
     LocallyModified,
     PatchFolderError,
     PatchShapeError,
@@ -21,8 +21,8 @@ from .errors import (
     StateError,
     StrictRefusal,
 )
-from .install.record import file_hash
-from .install.target import Target
+from ..install.record import file_hash
+from ..install.target import Target
 from .journal import Journal
 from .status import TODO, FileState, FileStatus, outdated, pinned_end
 

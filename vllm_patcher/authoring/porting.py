@@ -20,16 +20,18 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
-from . import fileops, pinned, sources
-from .catalogue.layout import layout
-from .catalogue.model import CONFLICTS, PATCH_TOML, Catalogue, Patch
-from .catalogue.support import first_patchable
-from .diffmerge import conflict_marker_lines, merge_three
-from .errors import BadSetting, PatchFolderError, PortConflict, UnsupportedRelease
-from .install.locate import locate_in_directory
-from .install.record import file_hash
-from .install.target import Target
-from .plan import run_steps
+from .. import fileops
+from ..catalogue.layout import layout
+from ..catalogue.model import CONFLICTS, PATCH_TOML, Catalogue, Patch
+from ..catalogue.support import first_patchable
+from ..diffs import pinned
+from ..diffs.merge import conflict_marker_lines, merge_three
+from ..errors import BadSetting, PatchFolderError, PortConflict, UnsupportedRelease
+from ..install.locate import locate_in_directory
+from ..install.record import file_hash
+from ..install.target import Target
+from ..patching.plan import run_steps
+from ..wheels import sources
 
 CONFLICT_FILES = ".conflict-files.json"  # in conflicts/vllm-VERSION/: the files the conflict wrote
 CLEAN, CONFLICT, ABSENT, PINNED_ALREADY = "clean", "conflict", "file absent", "already pinned"
@@ -104,7 +106,7 @@ def resolved_files(pending: Path, again: str, known: Collection[str]) -> dict[st
     earlier version of the tool has no list of its files: then the files there that ``known``
     (the release's files the patch may touch) names are taken. ``again`` is the command to rerun.
     """
-    from .fileops import is_package_path
+    from ..fileops import is_package_path
 
     listing = pending / CONFLICT_FILES
     if listing.is_file():
@@ -328,7 +330,7 @@ def add_releases(toml: Path, versions: list[str]) -> list[str]:
     releases between, which have no diff). A list of ``==`` pins only is kept in version order."""
     import tomli_w  # only port writes patch.toml this way; status and apply never load it
 
-    from .catalogue.folders import read_toml
+    from ..catalogue.folders import read_toml
 
     data = read_toml(toml)
     old = data.get("releases", "")

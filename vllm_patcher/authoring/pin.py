@@ -8,13 +8,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import pinned, sources
-from .catalogue import support
-from .catalogue.layout import Verdict, layout
-from .catalogue.model import Catalogue
-from .errors import LocallyModified
-from .install.locate import locate_in_directory
-from .install.record import file_hash
+from ..catalogue import support
+from ..catalogue.layout import Verdict, layout
+from ..catalogue.model import Catalogue
+from ..diffs import pinned
+from ..errors import LocallyModified
+from ..install.locate import locate_in_directory
+from ..install.record import file_hash
+from ..wheels import sources
 
 
 @dataclass

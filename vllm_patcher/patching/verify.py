@@ -25,12 +25,12 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from ..catalogue import support
+from ..catalogue.layout import Layout, Verdict, layout
+from ..catalogue.model import Catalogue
+from ..install.target import Target
+from ..runtime import ScriptNotRun, run_script
 from . import status as status_mod
-from .catalogue import support
-from .catalogue.layout import Layout, Verdict, layout
-from .catalogue.model import Catalogue
-from .install.target import Target
-from .runtime import ScriptNotRun, run_script
 
 TIERS = ("compile", "state", "import", "behaviour")
 

@@ -3,7 +3,7 @@
 Standalone on purpose (standard library and Ray only), like ``probe.py``: it runs wherever Ray
 is installed, whether or not vllm-patcher is. Reads a JSON request from argv[1]; connects to the
 cluster; runs one task pinned to each alive node (``NodeAffinitySchedulingStrategy``, soft=False),
-which calls ``vllm_patcher.cluster.run_on_node`` from the code shipped as runtime_env
+which calls ``vllm_patcher.cluster.nodes.run_on_node`` from the code shipped as runtime_env
 ``py_modules``; prints one JSON line as the last line of stdout.
 """
 
@@ -60,7 +60,7 @@ def resolve(address: str) -> tuple[str, str | None]:
 
 def node_task(command: str, strict: bool) -> dict[str, Any]:
     """Runs on the node. Imported there, so it comes from py_modules when shipped."""
-    from vllm_patcher.cluster import run_on_node
+    from vllm_patcher.cluster.nodes import run_on_node
 
     result: dict[str, Any] = run_on_node(command, strict)
     return result

@@ -17,19 +17,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import fileops, pinned
-from .capture import (
-    add_to_series,
-    destination,
-    refuse_out_of_order,
-    write_patch_toml,
-)
-from .catalogue.folders import patches_args
-from .catalogue.layout import builds_on, layout
-from .catalogue.model import CONFLICTS, Catalogue
-from .diffmerge import apply_fuzzy, split_upstream_diff
-from .errors import BadSetting, PatchFolderError, PortConflict
-from .install.target import Target
+from .. import fileops
+from ..catalogue.folders import patches_args
+from ..catalogue.layout import builds_on, layout
+from ..catalogue.model import CONFLICTS, Catalogue
+from ..diffs import pinned
+from ..diffs.merge import apply_fuzzy, split_upstream_diff
+from ..errors import BadSetting, PatchFolderError, PortConflict
+from ..install.target import Target
+from ..releases import public_version
+from .capture import add_to_series, destination, refuse_out_of_order, write_patch_toml
 from .porting import (
     base_bytes,
     drop_if_done,
@@ -38,7 +35,6 @@ from .porting import (
     tree_target,
     write_pending,
 )
-from .releases import public_version
 
 
 @dataclass
