@@ -1,25 +1,15 @@
-"""Command line: parse options, call one function, render its result as text or JSON.
+"""Command line: parse options (click), call one function, render its result as text or JSON.
 
-``main`` is the program. A plain status, apply or revert runs without importing click
-(``fast``); every other command line goes to click's root group (``root``)."""
+``main`` is the program: click's root group (``root``); each command group is a module of this
+package, imported when its command runs."""
 
 from __future__ import annotations
 
-import os
-import sys
 from typing import Any
 
 
 def main(args: list[str] | None = None, prog_name: str | None = None, **extra: Any) -> Any:
-    """Run the command line ``args`` (default: ``sys.argv[1:]``); exits with its code."""
-    argv = [str(a) for a in (sys.argv[1:] if args is None else args)]
-    # click's own settings (standalone_mode, ...) and its shell completion are click's to honour
-    if not extra and "_VLLM_PATCHER_COMPLETE" not in os.environ:
-        from .fast import parse, run
-
-        parsed = parse(argv)
-        if parsed is not None:
-            run(argv, parsed)
+    """Run the command line ``args`` (default: the process's arguments); exits with its code."""
     from .root import main as group
 
     return group.main(args, prog_name=prog_name, **extra)

@@ -1,6 +1,7 @@
-"""The command line's click machinery: the global options accepted after any command, the
-groups that import a command's module when it runs, and click's usage errors under ``--json``.
-What does not need click (options, printing, the envelope, the failure handler) is in ``base``."""
+"""The command line's click machinery: the application object in click's context (``pass_app``),
+the global options accepted after any command, the groups that import a command's module when it
+runs, and click's usage errors under ``--json``. What does not need click (options, the
+application object, the envelope, the failure handler) is in ``base``; printing in ``streams``."""
 
 from __future__ import annotations
 
@@ -13,16 +14,11 @@ from typing import Any
 import click
 
 from ..errors import OutputLost
-from .base import (
-    RUN,
-    Options,
-    echo,
-    emit,
-    guard_streams,
-    guarded,
-    json_wanted,
-    merge_after,
-)
+from .base import Application, emit, merge_after
+from .streams import echo, guard_streams
+
+# Commands receive the run's application object from click's context.
+pass_app = click.make_pass_decorator(Application)
 
 
 def command_name(ctx: click.Context | None) -> str | None:
@@ -35,24 +31,21 @@ def command_name(ctx: click.Context | None) -> str | None:
     return " ".join(n for n in reversed(names) if n) or None
 
 
-def json_report(exit_code: int, data: dict[str, Any]) -> None:
-    """The current command's ``--json`` report, under the envelope."""
-    emit(command_name(click.get_current_context(silent=True)), exit_code, data)
-
-
-def usage_error(exc: click.ClickException) -> None:
+def usage_error(app: Application, exc: click.ClickException) -> None:
     """Under ``--json`` a usage error is the envelope on stdout and one error line on stderr, as
     for every other refusal (not click's usage block); without it, click reports it as usual."""
-    if json_wanted(None):
+    if app.json_in_argv():
         with contextlib.suppress(OutputLost):  # stdout is gone; the stderr line still says it
-            emit(RUN.command, exc.exit_code, {"error": exc.format_message()})
+            emit(app.command, exc.exit_code, {"error": exc.format_message()})
         echo(f"vllm-patcher: error: {exc.format_message()}", err=True)
         sys.exit(exc.exit_code)
 
 
 def named(parent: click.Context | None, info_name: str | None) -> None:
     """Remember the (sub)command about to be parsed, for an error before it runs."""
-    RUN.command = " ".join(filter(None, [command_name(parent), info_name])) or None
+    app = parent.find_object(Application) if parent is not None else None
+    if app is not None:
+        app.command = " ".join(filter(None, [command_name(parent), info_name])) or None
 
 
 _GLOBAL_KEYS = ("g_python", "g_directory", "g_json", "g_patches")
@@ -87,11 +80,11 @@ def global_params() -> list[click.Parameter]:
 def merge_globals(ctx: click.Context) -> None:
     """Fold the global options given after a (sub)command into the run's ``Options``."""
     given = {key: ctx.params.pop(key, None) for key in _GLOBAL_KEYS}
-    opts = ctx.find_object(Options)
-    if opts is None:  # pragma: no cover - main always sets it
+    app = ctx.find_object(Application)
+    if app is None or app.given is None:  # pragma: no cover - the root group always sets it
         return
     merge_after(
-        opts,
+        app.given,
         tuple(given["g_python"] or ()),
         tuple(given["g_directory"] or ()),
         bool(given["g_json"]),
@@ -171,29 +164,36 @@ class Group(click.Group):
             self.add_command(loaded, name)
         return self.commands.get(name)
 
-    def main(self, args: Any = None, *rest: Any, **kwargs: Any) -> Any:
-        RUN.argv = [str(a) for a in (sys.argv[1:] if args is None else args)]
-        RUN.command = None
+    def main(self, *args: Any, **kwargs: Any) -> Any:
         guard_streams()
         try:
-            return super().main(args, *rest, **kwargs)
+            return super().main(*args, **kwargs)
         except OutputLost as exc:  # click printing --help or --version into a full disk
             echo(f"vllm-patcher: error: {exc.message}", err=True)
             sys.exit(exc.exit_code)
 
-    def make_context(self, *args: Any, **kwargs: Any) -> click.Context:
+    def make_context(
+        self,
+        info_name: str | None,
+        args: list[str],
+        parent: click.Context | None = None,
+        **extra: Any,
+    ) -> click.Context:
+        """The root context, holding this run's :class:`Application` as its object."""
+        app = Application(args)
+        extra["obj"] = app
         try:
-            return super().make_context(*args, **kwargs)
+            return super().make_context(info_name, args, parent, **extra)
         except click.ClickException as exc:  # an unknown option before the command
-            RUN.command = RUN.command or self._command_in_argv()
-            usage_error(exc)
+            app.command = app.command or self._command_in_argv(app.argv)
+            usage_error(app, exc)
             raise
 
-    def _command_in_argv(self) -> str | None:
+    def _command_in_argv(self, argv: list[str]) -> str | None:
         """The (sub)command the arguments name, for an error click raised before reaching it."""
         names: list[str] = []
         group: click.Group | None = self
-        for arg in RUN.argv:
+        for arg in argv:
             if arg == "--":
                 break
             if group is None:
@@ -208,11 +208,14 @@ class Group(click.Group):
         return " ".join(names) or None
 
     def invoke(self, ctx: click.Context) -> Any:
+        app = ctx.find_object(Application)
+        assert app is not None  # make_context put it there
+
         def body() -> Any:
             try:
                 return super(Group, self).invoke(ctx)
             except click.ClickException as exc:
-                usage_error(exc)
+                usage_error(app, exc)
                 raise
 
-        return guarded(lambda: ctx.find_object(Options), body)
+        return app.guarded(body)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -10,14 +9,11 @@ import click
 
 from .. import progress
 from ..catalogue.folders import load_catalogue
-from ..catalogue.model import CONFLICTS
-from ..errors import (
-    BadSetting,
-    PortConflict,
-)
+from ..errors import BadSetting
 from ..wheels.sources import installed_release_wheels, wheels_by_release
-from .app import Command, json_report
-from .base import Options, check_names, echo, waiting
+from .app import Command, pass_app
+from .base import Application, check_names, waiting
+from .render import authoring as render
 
 
 def _wheel_option(func: Any) -> Any:
@@ -39,9 +35,9 @@ def _wheel_option(func: Any) -> Any:
 )
 @click.option("--summary", metavar="TEXT", help="One line for patch.toml and `list`.")
 @_wheel_option
-@click.pass_obj
+@pass_app
 def capture(
-    opts: Options,
+    app: Application,
     name: str,
     paths: tuple[str, ...],
     releases: str | None,
@@ -57,6 +53,7 @@ def capture(
         capture as run_capture,  # each command loads only its own machinery
     )
 
+    opts = app.options
     check_names(name)
     _check_releases(releases)
     folders = opts.patch_folders("capture")
@@ -73,15 +70,7 @@ def capture(
         on_wait=waiting(opts, "capture"),
         wheels=wheels,
     )
-    if opts.as_json:
-        json_report(0, result.to_dict())
-        return
-    verb = "replaced" if result.replaced else "wrote"
-    echo(f"{verb} {result.folder / ('vllm-' + result.version)} ({', '.join(result.files)})")
-    echo(
-        f"{name} is recorded as applied on vLLM {result.version}; "
-        f"`{target.command('revert')}` takes it out, with every other patch applied there"
-    )
+    app.show(render.capture(result, name, target.command("revert")))
 
 
 @click.command(cls=Command)
@@ -99,9 +88,9 @@ def capture(
     help="Turn resolved conflict files into the release's diff.",
 )
 @_wheel_option
-@click.pass_obj
+@pass_app
 def port(
-    opts: Options,
+    app: Application,
     name: str,
     versions: tuple[str, ...],
     all_releases: bool,
@@ -115,6 +104,7 @@ def port(
     """
     from ..authoring import porting  # three-way merges: port only
 
+    opts = app.options
     check_names(name)
     if versions and all_releases:
         raise BadSetting("port needs --to VERSION (repeatable) or --all, not both")
@@ -129,27 +119,10 @@ def port(
     wheels = wheels_by_release(wheel_files)
     targets = porting.releases_to_port(patch, versions, all_releases, wheels)
     result = porting.port(catalogue, name, targets, resume=resume, wheels=wheels)
-    if opts.as_json:
-        json_report(0 if result.ok else PortConflict.exit_code, result.to_dict())
-    else:
-        for r in result.releases:
-            extra = f" ({', '.join(r.files)})" if r.files else ""
-            where = f" -> {r.folder}" if r.folder else ""
-            echo(f"  vllm {r.version:<10} {r.outcome}{extra}{where}")
-        for note in result.notes:
-            echo(f"note: {note}")
-        if result.having(porting.CONFLICT):
-            to = " ".join(f"--to {r.version}" for r in result.having(porting.CONFLICT))
-            echo(
-                f"resolve the markers in {patch.folder / CONFLICTS}, then run "
-                f"`vllm-patcher {patch.args(f'port {name} {to} --continue')}`"
-            )
+    conflicted = [r.version for r in result.having(porting.CONFLICT)]
     # --continue with markers left is a refusal for those releases (the others were written)
     refusal = porting.markers_left(patch, result) or porting.not_carried(result)
-    if refusal:
-        echo(f"vllm-patcher: error: {refusal}", err=True)
-    if not result.ok:
-        sys.exit(PortConflict.exit_code)
+    app.show(render.port(result, patch, conflicted, refusal))
 
 
 @click.command("import", cls=Command)
@@ -169,9 +142,9 @@ def port(
 )
 @click.option("--summary", metavar="TEXT", help="One line for patch.toml and `list`.")
 @_wheel_option
-@click.pass_obj
+@pass_app
 def import_(
-    opts: Options,
+    app: Application,
     name: str,
     diff_file: Path | None,
     resume: bool,
@@ -186,6 +159,7 @@ def import_(
     """
     from ..authoring import importing  # diff fitting: import only
 
+    opts = app.options
     check_names(name)
     if bool(diff_file) == resume:
         raise BadSetting("import needs --diff FILE, or --continue after fixing the conflicts")
@@ -213,26 +187,11 @@ def import_(
             summary,
             wheels=wheels,
         )
-    if opts.as_json:
-        json_report(0 if result.written else PortConflict.exit_code, result.to_dict())
-    else:
-        for rel, how in result.files.items():
-            echo(f"  {rel:<50} {how}")
-        for rel in result.dropped:
-            echo(f"  {rel:<50} dropped (outside vllm/)")
-        for note in result.notes:
-            echo(f"note: {note}")
-        if result.written:
-            from ..catalogue.folders import patches_args
+    from ..catalogue.folders import patches_args
 
-            # naming the patches it is stacked on too: `apply NAME` alone refuses without them
-            names = " ".join([*result.stacked_on, name])
-            apply = target.command(f"{patches_args(folders)} apply {names}")
-            echo(
-                f"wrote {result.folder / ('vllm-' + result.version)}; `{apply}` patches vLLM with it"
-            )
-    if not result.written:
-        sys.exit(PortConflict.exit_code)
+    # naming the patches it is stacked on too: `apply NAME` alone refuses without them
+    names = " ".join([*result.stacked_on, name])
+    app.show(render.import_(result, target.command(f"{patches_args(folders)} apply {names}")))
 
 
 def _check_releases(releases: str | None) -> None:
@@ -258,9 +217,9 @@ def _check_releases(releases: str | None) -> None:
     help="patches folder to write (default: the built-ins this tool ships).",
 )
 @_wheel_option
-@click.pass_obj
+@pass_app
 def pin(
-    opts: Options, versions: tuple[str, ...], out_dir: Path | None, wheel_files: tuple[Path, ...]
+    app: Application, versions: tuple[str, ...], out_dir: Path | None, wheel_files: tuple[Path, ...]
 ) -> None:
     """Maintainer: fetch each release's wheel, run the built-ins' codemods, write their diffs.
 
@@ -275,11 +234,7 @@ def pin(
     wheels = wheels_by_release(wheel_files)
     root = out_dir or builtin_root()
     catalogue = load_catalogue()
-    fetching = None if opts.as_json else progress.Progress.for_stderr(False, prefix="pin")
+    fetching = None if app.options.as_json else progress.Progress.for_stderr(False, prefix="pin")
     releases = list(dict.fromkeys([*versions, *wheels]))
     results = [pin_release(v, catalogue, root, progress=fetching, wheels=wheels) for v in releases]
-    if opts.as_json:
-        json_report(0, {"patches_dir": str(root), "releases": [r.__dict__ for r in results]})
-        return
-    for r in results:
-        echo(f"vllm {r.version}: {r.outcome}" + (f" ({', '.join(r.files)})" if r.files else ""))
+    app.show(render.pin(results, root))

@@ -1,8 +1,6 @@
-"""What every command shares, without click: the run's options, printing, the ``--json``
-envelope, and the one place anticipated failures become an error line and a documented exit code.
-
-click's machinery (``app``) and the click-free path of status, apply and revert (``fast``) both
-use these, so the two paths print, refuse and exit the same way."""
+"""What every command shares, without click: the run's options, the application object that
+owns display (text, the ``--json`` envelope) and aborting, and the one place anticipated failures
+become an error line and a documented exit code. click's machinery is in ``app``."""
 
 from __future__ import annotations
 
@@ -10,15 +8,17 @@ import contextlib
 import json
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from types import MappingProxyType
+from typing import Any, NamedTuple, NoReturn
 
 from .. import fileops, progress
 from ..catalogue.folders import load_catalogue, user_folders
 from ..catalogue.model import NAME_RULE, Catalogue, valid_patch_name
 from ..errors import (
     EXIT_INTERRUPTED,
+    EXIT_OK,
     BadSetting,
     FileSystemError,
     OutputLost,
@@ -27,6 +27,7 @@ from ..errors import (
 )
 from ..install import locate as locate_mod
 from ..install import target as target_mod
+from .streams import echo
 
 
 class Options:
@@ -66,155 +67,11 @@ class Options:
         return folders
 
 
-class RUN:
-    """This run's arguments and the command being parsed or run (for an error's envelope)."""
-
-    argv: list[str] = []
-    command: str | None = None
-
-
 def check_names(*names: str) -> None:
     """A NAME argument must be a patch name the loader takes (a usage error otherwise)."""
     for name in names:
         if not valid_patch_name(name):
             raise BadSetting(f"{name!r} is not a patch name; {NAME_RULE}")
-
-
-def echo(message: str = "", *, err: bool = False, nl: bool = True) -> None:
-    """Print, and survive a reader that went away (``| head``): once a change is committed, a
-    closed pipe must not turn its exit code into a failure. A stdout that cannot be written
-    (``> /dev/full``, an I/O error) is a failure: the output is lost, so :class:`OutputLost`
-    (exit 6) says so on stderr. Both entry points route the streams through :class:`_Guarded`,
-    which applies the same rule to click's printing; the handling here covers a caller that did
-    not."""
-    stream = sys.stderr if err else sys.stdout
-    if stream is None:  # closed (``>&-``): nothing to print to, as click.echo did
-        return
-    text = message + "\n" if nl else message
-    try:
-        try:
-            stream.write(text)
-        except UnicodeEncodeError:  # an ASCII-only stream (PYTHONIOENCODING=ascii): as click did
-            encoding = stream.encoding or "utf-8"
-            stream.write(text.encode(encoding, "replace").decode(encoding))
-        stream.flush()
-    except BrokenPipeError:
-        _silence(stream, 2 if err else 1)
-    except OSError as exc:
-        _silence(stream, 2 if err else 1)
-        if not err:  # on stderr there is nowhere left to say it
-            raise output_lost(exc) from exc
-
-
-def output_lost(exc: OSError) -> OutputLost:
-    """The failure for a standard output that cannot be written."""
-    return OutputLost(
-        f"cannot write to standard output: {exc.strerror or exc}; this run's output is lost "
-        "(after an apply or revert, `vllm-patcher status` shows what it did): run it again with "
-        "its output going somewhere writable"
-    )
-
-
-def _silence(stream: Any, fd: int) -> None:
-    """Point ``fd`` at /dev/null and drop what ``stream`` still buffers for it."""
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, fd)
-    os.close(devnull)
-    with contextlib.suppress(OSError, ValueError):
-        stream.flush()  # the buffer now drains into /dev/null
-
-
-class _Guarded:
-    """A standard stream that is written through this wrapper, so that whoever prints (our
-    ``echo``, click's help and usage errors) meets the same rule when it cannot be written: the
-    stream is silenced first, then standard output raises :class:`OutputLost` (the run's output
-    is gone, and the exit code must say so) and standard error falls quiet (diagnostics have
-    nowhere else to go: a failing stderr changes neither what a run does nor its exit code). A
-    reader that went away (a broken pipe) silences either stream and is no failure, as in
-    ``echo``. The binary ``buffer`` under it is guarded the same way (click writes there when it
-    judges the text stream's encoding wrong, ``PYTHONIOENCODING=ascii``)."""
-
-    def __init__(self, stream: Any, fd: int) -> None:
-        self._stream = stream
-        self._fd = fd
-        self._lost: OSError | None = None  # once failed, every later write fails the same way
-        raw = getattr(stream, "buffer", None)
-        if raw is not None:
-            self.buffer = _GuardedBuffer(raw, self)
-
-    def failed(self, exc: OSError) -> None:
-        if isinstance(exc, BrokenPipeError):  # the rest goes nowhere, as the reader chose
-            _silence(self._stream, self._fd)
-            return
-        if self._lost is None:
-            self._lost = exc
-            _silence(self._stream, self._fd)
-        if self._fd == 1:  # (a caller that swallows this one meets it again at its next write)
-            raise output_lost(exc) from exc
-
-    def lost(self) -> bool:
-        """Whether the stream failed: a write now fails again (stdout) or does nothing."""
-        if self._lost is None:
-            return False
-        self.failed(self._lost)
-        return True
-
-    def write(self, text: str) -> int:
-        if self.lost():
-            return len(text)
-        try:
-            return int(self._stream.write(text))
-        except OSError as exc:
-            self.failed(exc)
-            return len(text)
-
-    def flush(self) -> None:
-        if self._lost is not None:  # nothing left to flush (and exit's own flush must not fail)
-            return
-        try:
-            self._stream.flush()
-        except OSError as exc:
-            self.failed(exc)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._stream, name)
-
-
-class _GuardedBuffer:
-    """The binary buffer of a :class:`_Guarded` stream, under the same rule and state."""
-
-    def __init__(self, raw: Any, owner: _Guarded) -> None:
-        self._raw = raw
-        self._owner = owner
-
-    def write(self, data: bytes) -> int:
-        if self._owner.lost():
-            return len(data)
-        try:
-            return int(self._raw.write(data))
-        except OSError as exc:
-            self._owner.failed(exc)
-            return len(data)
-
-    def flush(self) -> None:
-        if self._owner._lost is not None:
-            return
-        try:
-            self._raw.flush()
-        except OSError as exc:
-            self._owner.failed(exc)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._raw, name)
-
-
-def guard_streams() -> None:
-    """Route ``sys.stdout`` and ``sys.stderr`` through :class:`_Guarded` (once; a closed stream
-    stays None)."""
-    if sys.stdout is not None and not isinstance(sys.stdout, _Guarded):
-        sys.stdout = _Guarded(sys.stdout, 1)  # type: ignore[assignment]
-    if sys.stderr is not None and not isinstance(sys.stderr, _Guarded):
-        sys.stderr = _Guarded(sys.stderr, 2)  # type: ignore[assignment]
 
 
 SCHEMA = "vllm-patcher/1"  # the envelope's version; vllm_patcher/schema/output.schema.json
@@ -234,46 +91,90 @@ def emit(command: str | None, exit_code: int, data: dict[str, Any]) -> None:
     echo(json.dumps({**envelope, **{k: v for k, v in data.items() if k not in envelope}}, indent=2))
 
 
-def report(exit_code: int, data: dict[str, Any]) -> None:
-    """The running command's ``--json`` report (``RUN.command`` names it), under the envelope."""
-    emit(RUN.command, exit_code, data)
+class Shown(NamedTuple):
+    """What a command shows, rendered from its result in one place per command group
+    (``render/``): the report's keys under ``--json``, the text lines without it."""
+
+    code: int  # the exit code
+    data: dict[str, Any] | None  # the --json report (None: the text is the output in both modes)
+    text: Sequence[str] = ()  # stdout lines, without --json
+    notes: Sequence[str] = ()  # stderr lines, without --json
+    stderr: Sequence[str] = ()  # stderr lines in both modes, after the report
 
 
-def json_wanted(opts: Options | None) -> bool:
-    """``--json`` given anywhere, even when the failure came before the options were merged."""
-    if opts is not None and opts.as_json:
-        return True
-    argv = RUN.argv[: RUN.argv.index("--")] if "--" in RUN.argv else RUN.argv
-    return "--json" in argv
+class Application:
+    """One run of the command line: its arguments, the (sub)command being parsed or run, and the
+    global options once read. Made by the root group and reached through click's context
+    (``app.pass_app``); it owns display (``echo``, ``show``, the ``--json`` envelope) and aborting
+    (``fail``: one error line and the documented exit code)."""
 
+    def __init__(self, argv: Sequence[str]) -> None:
+        self.argv = [str(a) for a in argv]
+        self.command: str | None = None  # for an error before the command parses its options
+        self.given: Options | None = None  # set by the root group once its options are read
 
-def fail(opts: Options | None, exc: PatcherError) -> NoReturn:
-    _error(opts, exc.exit_code, exc.message)
+    @property
+    def options(self) -> Options:
+        """The global options (a command body always runs after the root group read them)."""
+        assert self.given is not None
+        return self.given
 
+    def json_in_argv(self) -> bool:
+        """``--json`` given anywhere, even when the failure came before the options were read."""
+        argv = self.argv[: self.argv.index("--")] if "--" in self.argv else self.argv
+        return "--json" in argv
 
-def _error(opts: Options | None, exit_code: int, message: str) -> NoReturn:
-    """The failure's JSON twin on stdout when ``--json`` was asked for, its line on stderr."""
-    if json_wanted(opts):
-        with contextlib.suppress(OutputLost):  # stdout is gone; the stderr line still says it
-            emit(RUN.command, exit_code, {"error": message})
-    echo(f"vllm-patcher: error: {message}", err=True)
-    sys.exit(exit_code)
+    def wants_json(self) -> bool:
+        return (self.given is not None and self.given.as_json) or self.json_in_argv()
 
+    def echo(self, message: str = "", *, err: bool = False, nl: bool = True) -> None:
+        echo(message, err=err, nl=nl)
 
-def guarded(opts: Callable[[], Options | None], body: Callable[[], Any]) -> Any:
-    """Run a command's body; an anticipated failure becomes one error line and its exit code.
+    def report(self, exit_code: int, data: dict[str, Any]) -> None:
+        """The running command's ``--json`` report, under the envelope."""
+        emit(self.command, exit_code, data)
 
-    ``opts`` gives the run's options as far as they were read when the failure came."""
-    try:
-        return body()
-    except PatcherError as exc:
-        fail(opts(), exc)
-    except KeyboardInterrupt:
-        _error(opts(), EXIT_INTERRUPTED, "interrupted; every file is as it was before this run")
-    except BrokenPipeError:
-        sys.exit(0)  # only reached outside echo; nothing was being written
-    except OSError as exc:
-        fail(opts(), FileSystemError(fileops.os_error_message(None, exc)))
+    def display(self, shown: Shown) -> None:
+        """Print what a command shows: its report under ``--json``, else its text."""
+        if self.options.as_json and shown.data is not None:
+            self.report(shown.code, shown.data)
+        else:
+            for line in shown.text:
+                echo(line)
+            for line in shown.notes:
+                echo(line, err=True)
+        for line in shown.stderr:
+            echo(line, err=True)
+
+    def show(self, shown: Shown) -> None:
+        """Display, then exit with the shown code when it is not 0."""
+        self.display(shown)
+        if shown.code != EXIT_OK:
+            sys.exit(shown.code)
+
+    def fail(self, exc: PatcherError) -> NoReturn:
+        self.abort(exc.exit_code, exc.message)
+
+    def abort(self, exit_code: int, message: str) -> NoReturn:
+        """The failure's JSON twin on stdout when ``--json`` was asked for, its line on stderr."""
+        if self.wants_json():
+            with contextlib.suppress(OutputLost):  # stdout is gone; the stderr line still says it
+                emit(self.command, exit_code, {"error": message})
+        echo(f"vllm-patcher: error: {message}", err=True)
+        sys.exit(exit_code)
+
+    def guarded(self, body: Callable[[], Any]) -> Any:
+        """Run a command's body; an anticipated failure becomes one error line and its exit code."""
+        try:
+            return body()
+        except PatcherError as exc:
+            self.fail(exc)
+        except KeyboardInterrupt:
+            self.abort(EXIT_INTERRUPTED, "interrupted; every file is as it was before this run")
+        except BrokenPipeError:
+            sys.exit(EXIT_OK)  # only reached outside echo; nothing was being written
+        except OSError as exc:
+            self.fail(FileSystemError(fileops.os_error_message(None, exc)))
 
 
 def _normal(flag: str, value: str | Path) -> str:
@@ -346,7 +247,7 @@ def waiting(opts: Options, command: str) -> progress.Progress | None:
     return None if opts.as_json else progress.Progress.for_stderr(False, prefix=command)
 
 
-_CHOSEN_TEXT = {target_mod.CHOSEN_VENV: "from VIRTUAL_ENV"}
+_CHOSEN_TEXT = MappingProxyType({target_mod.CHOSEN_VENV: "from VIRTUAL_ENV"})
 
 
 def chosen_line(target: target_mod.Target) -> str:

@@ -2,21 +2,14 @@
 
 from __future__ import annotations
 
-import json
-import sys
-from typing import Any
-
 import click
 
 from .. import doctor as doctor_mod
-from ..errors import (
-    EXIT_CHECK_FAILED,
-    ServeRefused,
-    TargetNotFound,
-)
+from ..errors import ServeRefused, TargetNotFound
 from ..install import locate as locate_mod
-from .app import Command, json_report
-from .base import Options, echo
+from .app import Command, pass_app
+from .base import Application, Options
+from .render import models as render
 
 _VLLM_VERSION_OPTION = click.option(
     "--vllm-version",
@@ -38,45 +31,6 @@ def _doctor_release(opts: Options, vllm_version: str | None) -> str:
         raise TargetNotFound(f"{exc.message}; or name the release with --vllm-version") from None
 
 
-def _doctor_lines(report: Any, fix: bool) -> list[str]:
-    lines: list[str] = []
-    if report.fix is not None:
-        lines.append(f"--fix wrote to {report.fix.config} (original kept as {report.fix.backup}):")
-        lines.extend(f"  {value.describe()}" for value in report.fix.values)
-        lines.append("checked again:")
-    elif fix:
-        lines.append("--fix: nothing it can write; see the fixes below")
-    t, d, aux = report.target, report.drafter, report.aux
-    if t is not None and d is not None and aux is not None:
-        lines.append(
-            f"vLLM {report.vllm_version}, target {_model_name(report.model_source, t.path)} "
-            f"({t.model_type}, {t.num_layers} layers), drafter {_model_name(report.drafter_source, d.path)}"
-        )
-        lines.append(
-            f"aux layers: vLLM {list(aux.vllm_ids)} (residual entering layer i) = SGLang/SpecForge "
-            f"{list(aux.output_ids)} (output of layer i), from {aux.source}"
-        )
-    else:
-        lines.append(f"vLLM {report.vllm_version}")
-    for f in report.findings:
-        lines.append(f"  {f.level:<8} {f.check:<13} {f.message}")
-        if f.fix and f.level != doctor_mod.OK:
-            lines.append(f"  {'':<8} {'':<13} fix: {f.fix}")
-    problems, warnings = len(report.problems), len(report.warnings)
-    lines.append(
-        f"doctor: {problems} problem{'s' * (problems != 1)}, "
-        f"{warnings} warning{'s' * (warnings != 1)}"
-    )
-    return lines
-
-
-def _model_name(source: Any, path: str) -> str:
-    """A repo id as the user gave it, with the snapshot folder it was read from."""
-    if source is not None and source.repo_id:
-        return f"{source.repo_id} ({path})"
-    return path
-
-
 @click.command(cls=Command)
 @click.option("--model", "model_dir", required=True, metavar="DIR|REPO", help=_MODEL_HELP)
 @click.option("--drafter", "drafter_dir", required=True, metavar="DIR|REPO", help=_DRAFTER_HELP)
@@ -86,11 +40,12 @@ def _model_name(source: Any, path: str) -> str:
     is_flag=True,
     help="Write the top-level aux-layer key the drafter needs (config.json backed up first).",
 )
-@click.pass_obj
+@pass_app
 def doctor(
-    opts: Options, model_dir: str, drafter_dir: str, vllm_version: str | None, fix: bool
+    app: Application, model_dir: str, drafter_dir: str, vllm_version: str | None, fix: bool
 ) -> None:
     """Preflight: check the drafter against the target for this vLLM release, before any load."""
+    opts = app.options
     if vllm_version is not None:
         doctor_mod.release_version(vllm_version)  # a usage error before any file is read
     release = _doctor_release(opts, vllm_version)
@@ -101,13 +56,7 @@ def doctor(
         fix=fix,
         python=lambda: locate_mod.hub_python(opts.python, opts.directory),
     )
-    if opts.as_json:
-        json_report(0 if report.ok else EXIT_CHECK_FAILED, report.to_dict())
-    else:
-        for line in _doctor_lines(report, fix):
-            echo(line)
-    if not report.ok:
-        sys.exit(EXIT_CHECK_FAILED)
+    app.show(render.doctor(report, fix))
 
 
 @click.command("serve-args", cls=Command)
@@ -127,9 +76,9 @@ def doctor(
     show_default=True,
     help="Draft tokens proposed per step.",
 )
-@click.pass_obj
+@pass_app
 def serve_args(
-    opts: Options,
+    app: Application,
     model_dir: str,
     drafter_dir: str,
     vllm_version: str | None,
@@ -140,6 +89,7 @@ def serve_args(
     stdout is that one line and nothing else, with or without --json (it is vLLM's input, not a
     report); a problem refuses with exit 1, the problems on stderr.
     """
+    opts = app.options
     if vllm_version is not None:
         doctor_mod.release_version(vllm_version)
     release = _doctor_release(opts, vllm_version)
@@ -150,10 +100,7 @@ def serve_args(
         python=lambda: locate_mod.hub_python(opts.python, opts.directory),
     )
     if not report.ok:
-        for f in report.problems:
-            echo(f"vllm-patcher: problem: {f.check}: {f.message}", err=True)
-            if f.fix:
-                echo(f"vllm-patcher:   fix: {f.fix}", err=True)
+        app.display(render.serve_args_problems(report))
         raise ServeRefused(
             f"serve-args: doctor found {len(report.problems)} problem"
             f"{'s' * (len(report.problems) != 1)} (above); nothing printed for "
@@ -162,4 +109,8 @@ def serve_args(
             "whole report)"
         )
     assert report.drafter_source is not None
-    echo(json.dumps(doctor_mod.speculative_config(report.drafter_source, num_speculative_tokens)))
+    app.show(
+        render.serve_args(
+            doctor_mod.speculative_config(report.drafter_source, num_speculative_tokens)
+        )
+    )

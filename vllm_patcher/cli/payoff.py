@@ -11,8 +11,9 @@ import click
 
 from ..errors import BadSetting
 from ..payoff import run as payoff_run
-from .app import SubGroup, json_report
-from .base import RUN, Options, echo, vllm_python
+from .app import SubGroup, pass_app
+from .base import Application, vllm_python
+from .render import payoff as render
 
 
 class _DefaultGroup(SubGroup):
@@ -97,9 +98,9 @@ def payoff(ctx: click.Context) -> None:
 )
 @click.option("--watch", is_flag=True, help="Refresh every window until Ctrl-C.")
 @click.option("--plot", type=click.Path(path_type=Path), metavar="FILE.png", help="Draw it.")
-@click.pass_obj
+@pass_app
 def payoff_report(
-    opts: Options,
+    app: Application,
     sources: tuple[str, ...],
     metrics: tuple[Path, ...],
     log: Path | None,
@@ -108,6 +109,7 @@ def payoff_report(
     watch: bool,
     plot: Path | None,
 ) -> None:
+    opts = app.options
     url = None
     if (metrics or log) and any(s.startswith(("http://", "https://")) for s in sources):
         raise BadSetting("give exactly one of URL, --metrics FILE [FILE] or --log FILE")
@@ -121,7 +123,7 @@ def payoff_report(
             "own window: drop them, or give the server's URL"
         )
     if metrics:
-        metrics = _in_given_order(metrics + tuple(Path(s) for s in sources))
+        metrics = _in_given_order(app.argv, metrics + tuple(Path(s) for s in sources))
     elif len(sources) > 1:
         raise BadSetting(f"payoff reads one server at a time; got {len(sources)} URLs")
     elif sources and not sources[0].startswith(("http://", "https://")):
@@ -134,13 +136,8 @@ def payoff_report(
     gone = _stdout_gone_check()
 
     def show(shown: Any, refresh: bool) -> bool:
-        if opts.as_json:
-            json_report(payoff_run.exit_code(shown), shown)
-        else:
-            if refresh and sys.stdout is not None and sys.stdout.isatty():
-                echo("\x1b[H\x1b[2J", nl=False)
-            for line in shown:
-                echo(line)
+        clear = refresh and sys.stdout is not None and sys.stdout.isatty()
+        app.display(render.report(shown, clear))
         return not gone()
 
     exit_code = payoff_run.report(
@@ -157,10 +154,9 @@ def payoff_report(
     sys.exit(exit_code)
 
 
-def _in_given_order(files: tuple[Path, ...]) -> tuple[Path, ...]:
-    """The scrapes in the order they stand on the command line (``payoff A --metrics B`` is A
-    then B, though click hands the option's value over first)."""
-    argv = RUN.argv
+def _in_given_order(argv: list[str], files: tuple[Path, ...]) -> tuple[Path, ...]:
+    """The scrapes in the order they stand on the command line ``argv`` (``payoff A --metrics
+    B`` is A then B, though click hands the option's value over first)."""
 
     def place(path: Path) -> int:
         return argv.index(str(path)) if str(path) in argv else len(argv)
@@ -214,9 +210,9 @@ def _stdout_gone_check() -> Any:
 @click.option("--dataset", default="random", show_default=True, help="vllm bench serve's dataset.")
 @click.option("--plot", type=click.Path(path_type=Path), metavar="FILE.png", help="Draw it.")
 @click.argument("client_args", nargs=-1, type=click.UNPROCESSED, metavar="[-- CLIENT ARGS]")
-@click.pass_obj
+@pass_app
 def payoff_bench(
-    opts: Options,
+    app: Application,
     url: str,
     baseline_url: str,
     concurrency: str,
@@ -230,6 +226,7 @@ def payoff_bench(
     the target interpreter), per concurrency; arguments after `--` go to the client."""
     from ..payoff import bench
 
+    opts = app.options
     try:
         levels = [int(c) for c in concurrency.split(",") if c.strip()]
     except ValueError:
@@ -246,20 +243,14 @@ def payoff_bench(
         num_prompts,
         dataset,
         client_args,
-        progress=None if opts.as_json else (lambda line: echo(line, err=True)),
+        progress=None if opts.as_json else (lambda line: app.echo(line, err=True)),
         repeat=repeat,
     )
     if plot is not None:
         from ..payoff.plot import draw_bench
 
         draw_bench(result, plot)
-    code = bench.exit_code(result)
-    if opts.as_json:
-        json_report(code, result.to_dict())
-    else:
-        for line in bench.lines(result):
-            echo(line)
-    sys.exit(code)
+    app.show(render.bench(result))
 
 
 def _register_sweep() -> None:

@@ -1,31 +1,36 @@
 """The root command group and its options, for click; each command group is a module of this
-package (patching, authoring, models, cluster, payoff), registered by name in ``COMMANDS``."""
+package (patching, authoring, models, cluster, payoff), registered by name in ``COMMANDS`` (a new
+group is one line there). The root group makes the run's application object (``base``), which
+every command receives through click's context."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from types import MappingProxyType
 
 import click
 
-from .app import Group
-from .base import RUN, root_options
+from .app import Group, pass_app
+from .base import Application, root_options
 
 # Each command's module is imported when that command runs (or --help lists them all).
-COMMANDS = {
-    "status": ".patching:status",
-    "apply": ".patching:apply",
-    "verify": ".patching:verify",
-    "revert": ".patching:revert",
-    "list": ".patching:list_",
-    "capture": ".authoring:capture",
-    "import": ".authoring:import_",
-    "port": ".authoring:port",
-    "pin": ".authoring:pin",
-    "doctor": ".models:doctor",
-    "serve-args": ".models:serve_args",
-    "cluster": ".cluster:cluster",
-    "payoff": ".payoff:payoff",
-}
+COMMANDS = MappingProxyType(
+    {
+        "status": ".patching:status",
+        "apply": ".patching:apply",
+        "verify": ".patching:verify",
+        "revert": ".patching:revert",
+        "list": ".patching:list_",
+        "capture": ".authoring:capture",
+        "import": ".authoring:import_",
+        "port": ".authoring:port",
+        "pin": ".authoring:pin",
+        "doctor": ".models:doctor",
+        "serve-args": ".models:serve_args",
+        "cluster": ".cluster:cluster",
+        "payoff": ".payoff:payoff",
+    }
+)
 
 
 @click.group(
@@ -59,7 +64,9 @@ COMMANDS = {
 )
 @click.version_option(package_name="vllm-patcher")
 @click.pass_context
+@pass_app
 def main(
+    app: Application,
     ctx: click.Context,
     python: tuple[str, ...],
     directory: tuple[str, ...],
@@ -70,8 +77,8 @@ def main(
     for DeepSeek-V3, Kimi, MiniMax-M2 and Granite targets, and patches of your own.
 
     These options may also follow the command (`vllm-patcher status --json`)."""
-    RUN.command = ctx.invoked_subcommand  # for an error before the command parses its options
-    ctx.obj = root_options(python, directory, as_json, patch_dirs)
+    app.command = ctx.invoked_subcommand  # for an error before the command parses its options
+    app.given = root_options(python, directory, as_json, patch_dirs)
 
 
 __all__ = ["main"]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import shlex
-import sys
 from pathlib import Path
 
 import click
@@ -16,8 +15,9 @@ from ..errors import (
     NotWritable,
     SweepInterrupted,
 )
-from .app import Command, json_report
-from .base import Options, echo, vllm_python
+from .app import Command, pass_app
+from .base import Application, vllm_python
+from .render import payoff as render
 
 
 def _running(urls: tuple[str, ...]) -> dict[int, str]:
@@ -86,9 +86,9 @@ def _integers(option: str, value: str) -> list[int]:
 )
 @click.option("--plot", type=click.Path(path_type=Path), metavar="FILE.png", help="Draw it.")
 @click.argument("serve_args", nargs=-1, type=click.UNPROCESSED, metavar="-- SERVE_ARGS...")
-@click.pass_obj
+@pass_app
 def payoff_sweep(
-    opts: Options,
+    app: Application,
     ks: str,
     concurrency: str,
     num_prompts: int,
@@ -107,6 +107,7 @@ def payoff_sweep(
     from ..payoff import sweep
     from ..serving.args import parse
 
+    opts = app.options
     running = _running(urls)
     if running and serve_args:
         raise BadSetting("give either the vllm serve arguments after -- or --url K=URL, not both")
@@ -142,7 +143,7 @@ def payoff_sweep(
     python = vllm_python(opts, "payoff sweep starts vLLM")
     sweep.check(python, args, plan)
     plan = plan.prepare()
-    say = None if opts.as_json else (lambda line: echo(f"payoff sweep: {line}", err=True))
+    say = None if opts.as_json else (lambda line: app.echo(f"payoff sweep: {line}", err=True))
     if say is not None and args is not None and args.replaced:
         say(
             f"{' and '.join(args.replaced)} ignored: its servers listen on 127.0.0.1 and a free port"
@@ -165,8 +166,6 @@ def payoff_sweep(
     code = EXIT_OK if judged.verdict in ("pays", "unknown") else EXIT_CHECK_FAILED
     if any(s.failure is not None for s in result.servers.values()):
         code = EXIT_SERVER_NOT_STARTED  # after the report, which names each and its log
-    data = result.to_dict()
-    data["ignored"] = list(args.replaced) if args is not None else []
     plot_error = None
     if plot is not None:  # the report is kept whatever happens to the picture
         from ..payoff.plot import draw_sweep
@@ -175,13 +174,4 @@ def payoff_sweep(
             draw_sweep(result, plot)
         except NotWritable as exc:
             plot_error = exc
-            data["plot_error"] = exc.message
-    if opts.as_json:
-        json_report(plot_error.exit_code if plot_error else code, data)
-    else:
-        for line in sweep.lines(result):
-            echo(line)
-    if plot_error is not None:
-        echo(f"vllm-patcher: error: {plot_error.message}", err=True)
-        code = plot_error.exit_code
-    sys.exit(code)
+    app.show(render.sweep(result, code, args.replaced if args is not None else (), plot_error))

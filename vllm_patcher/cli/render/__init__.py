@@ -1,0 +1,3 @@
+"""Rendering, one module per command group: each turns a command's result objects into what it
+shows (``base.Shown``: the ``--json`` report and the text lines, from the same objects). No
+printing here; ``Application.show`` prints."""

@@ -1,0 +1,206 @@
+"""What status, apply, revert, verify and list show, as text and as JSON."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ...catalogue import support
+from ...catalogue.model import Catalogue
+from ...errors import EXIT_CHECK_FAILED, EXIT_OK
+from ...install import target as target_mod
+from ...patching import status as status_mod
+from ..base import Shown, chosen_line
+
+if (
+    TYPE_CHECKING
+):  # typing only: the transaction and verify are loaded by the commands that run them
+    from ...patching.txn import ApplyResult, RevertResult
+    from ...patching.verify import VerifyReport
+
+
+def status(st: status_mod.Status, target: target_mod.Target, check: bool) -> Shown:
+    data = {
+        **st.to_dict(),
+        "chosen_by": target.chosen_by,
+        "python": str(target.python) if target.python is not None else None,
+    }
+    code = EXIT_CHECK_FAILED if check and not st.ready else EXIT_OK
+    return Shown(code, data, ["\n".join(status_lines(st, target))])
+
+
+def status_lines(st: status_mod.Status, target: target_mod.Target | None = None) -> list[str]:
+    lines = [
+        f"vLLM {st.vllm_version} ({st.distribution}) at {st.location}"
+        + f" ({st.shape} install, judged against {st.reference})",
+        *([chosen_line(target)] if target is not None else []),
+        f"release: {st.release}   fingerprint: {st.fingerprint}",
+    ]
+    if st.in_progress:
+        lines.append(
+            "another vllm-patcher run is changing this environment right now; "
+            "run status again when it is done"
+        )
+    elif st.interrupted:
+        lines.append(
+            f"an earlier {st.interrupted} run was interrupted; run apply or revert to recover"
+        )
+    for p in st.patches:
+        method = p.method or "-"
+        files = ", ".join(p.files) if p.files else "-"
+        origin = "" if p.origin == "built-in" else f"   [{p.origin}]"
+        lines.append(f"  {p.name:<22} {p.state.value:<15} {method:<12} {files}{origin}")
+        if p.detail and p.state not in (
+            status_mod.PatchState.APPLIED,
+            status_mod.PatchState.UPSTREAM,
+        ):
+            lines.append(f"      {p.detail}")
+    return lines
+
+
+def apply(result: ApplyResult, dry_run: bool) -> Shown:
+    if dry_run:  # a dry run's stdout is the diff; what else it says goes to stderr
+        text = [result.diff.removesuffix("\n")] if result.diff else []
+        if result.diff:
+            notes = []
+        elif result.edits:
+            notes = [f"would adopt {', '.join(result.adopted)} (already patched by hand)"]
+        else:
+            notes = ["nothing to apply"]
+        notes += [f"note: {note}" for note in result.notes]
+        return Shown(EXIT_OK, result.to_dict(), text, notes)
+    st = result.status
+    assert st is not None
+    lines = [f"recovered {rel} from an interrupted run" for rel in result.recovered]
+    lines += [f"note: {note}" for note in result.notes]
+    lines.append(f"vLLM {st.vllm_version} at {st.location}")
+    for p in st.patches:
+        if p.name in result.methods:
+            how = result.methods[p.name]
+            verb = (
+                "adopted (already patched by hand; now recorded)"
+                if how == "adopted"
+                else "applied now"
+            )
+            how = "pinned-diff" if how == "adopted" else how
+        else:
+            verb, how = p.state.value, p.method or ""
+        lines.append(f"  {p.name:<22} {verb}" + (f" ({how})" if how else ""))
+    if not result.edits:
+        lines.append("nothing to do")
+    return Shown(EXIT_OK, result.to_dict(), lines)
+
+
+def revert(result: RevertResult, target: target_mod.Target, left_in_place: str) -> Shown:
+    data = {
+        "vllm_version": target.version,
+        "location": str(target.site_packages),
+        **result.to_dict(),
+    }
+    if not (result.restored or result.already_pristine or result.recovered):
+        return Shown(EXIT_OK, data, ["nothing applied; nothing to revert"])
+    lines = []
+    for rel in result.recovered:
+        if rel in result.saved_edits:
+            lines.append(
+                f"restored {rel} (an interrupted run had left it, and it was edited since)"
+            )
+        else:
+            lines.append(f"restored {rel} (an interrupted run had left it patched)")
+    lines += [f"restored {rel}" for rel in result.restored]
+    lines += [f"your edited {rel} was kept at {where}" for rel, where in result.saved_edits.items()]
+    lines += [f"{rel} was already pristine" for rel in result.already_pristine]
+    lines.append(left_in_place)
+    return Shown(EXIT_OK, data, lines)
+
+
+def verify(report: VerifyReport, tiers: tuple[str, ...], busy: str) -> Shown:
+    """``tiers``: verify's tiers in order; ``busy``: why the import tier did not run when
+    another run holds the environment."""
+    lines = [f"vLLM {report.vllm_version} at {report.location}"]
+    for tier in tiers:
+        result = report.tiers.get(tier, "not-run")
+        checks = [c for c in report.checks if c.tier == tier]
+        skipped = sum(c.skipped for c in checks)
+        ran = len(checks) - skipped
+        passed = sum(c.ok and not c.skipped for c in checks)
+        counts = f" ({passed}/{ran})" if ran else ""
+        if skipped:
+            counts = f"{counts} ({skipped} not applicable)"
+        why = f" ({report.not_run[tier]})" if tier in report.not_run else ""
+        lines.append(f"  {tier:<10} {result}{counts}{why}")
+        for c in checks:
+            if not c.ok:
+                lines.append(f"      FAIL {c.name}: {c.detail}")
+            elif c.skipped:
+                lines.append(f"      n/a  {c.name}: {c.detail}")
+    unproven = [t for t in tiers if report.tiers.get(t) == "skipped"]
+    if report.ok and unproven:  # say what was proven: --target has no interpreter to import
+        proven = [t for t in tiers if report.tiers.get(t) == "passed"]
+        lines.append(
+            f"verify: OK for the {' and '.join(proven)} tiers only; {' and '.join(unproven)} "
+            f"not run ({report.not_run.get(unproven[0], 'skipped')}): verify with --python "
+            "and the interpreter that will serve proves the patches load"
+        )
+    elif report.ok:
+        lines.append("verify: OK")
+    elif report.tiers.get("import") == "not-run" and report.tiers.get("state") == "failed":
+        if report.not_run.get("import") == busy:
+            lines.append(f"verify: FAILED: stopped after the state tier; {busy}")
+        else:
+            then = f"run `{report.fix}` first" if report.fix else "fix what the state tier names"
+            lines.append(f"verify: FAILED: stopped after the state tier; {then}, then verify again")
+    else:
+        lines.append(
+            "verify: FAILED" + (f"; `{report.fix}` fixes the state tier" if report.fix else "")
+        )
+    return Shown(EXIT_OK if report.ok else EXIT_CHECK_FAILED, report.to_dict(), lines)
+
+
+def list_(
+    catalogue: Catalogue, rows: list[dict[str, Any]], installed: target_mod.Target | None
+) -> Shown:
+    """The catalogue and its release matrix (``rows``), the installed release marked."""
+    patches = [
+        {
+            "name": p.name,
+            "origin": p.origin,
+            "summary": p.summary,
+            "releases": str(p.releases),
+            "fixed_in": str(p.fixed_in) if p.fixed_in else None,
+            "pinned_versions": list(p.pinned_versions),
+            "files": p.all_paths(),
+        }
+        for p in catalogue.patches
+    ]
+    data: dict[str, Any] = {
+        "patches": patches,
+        "releases": rows,
+        "supported": support.supported_range(),
+    }
+    if installed is not None:
+        data["installed"] = {
+            "vllm_version": installed.version,
+            "site_packages": str(installed.site_packages),
+        }
+    lines = []
+    for p in catalogue.patches:
+        fixed = f", upstream from {p.fixed_in}" if p.fixed_in else ""
+        lines.append(f"{p.name:<22} {p.summary}")
+        lines.append(f"{'':<22} releases {p.releases or 'any'}{fixed}; from {p.origin}")
+    lines.append("")
+    names = catalogue.names
+    lines.append(f"{'release':<10}" + "".join(f"{n[:22]:<24}" for n in names))
+    for row in rows:
+        mark = "*" if installed is not None and row["version"] == installed.version else ""
+        release = f"{row['version']}{mark}"
+        lines.append(f"{release:<10}" + "".join(f"{row['patches'][n]:<24}" for n in names))
+    if installed is not None:
+        lines.append(f"* installed at {installed.site_packages} ({chosen_line(installed)})")
+    lines.append(
+        f"{'<' + str(support.first_patchable()):<10}refused (no EAGLE-3 allow-list to widen)"
+    )
+    lines.append(
+        "other releases in range: libcst transforms for the built-ins that have one (apply "
+        "--strict refuses); the others are unported there"
+    )
+    return Shown(EXIT_OK, data, lines)

@@ -1,0 +1,49 @@
+"""What payoff's report and payoff bench show, as text and as JSON (payoff sweep: ``sweep``)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ...errors import EXIT_OK, NotWritable
+from ...payoff import run as payoff_run
+from ..base import Shown
+
+if TYPE_CHECKING:  # typing only: payoff bench loads its machinery when it runs
+    from ...payoff.bench import BenchResult
+    from ...payoff.sweep import SweepResult
+
+CLEAR_SCREEN = "\x1b[H\x1b[2J"
+
+
+def report(shown: dict[str, Any] | list[str], clear: bool) -> Shown:
+    """One report of payoff (``--watch``: one per window): payoff's JSON data under --json, its
+    lines without; ``clear``: the screen is cleared first (a refresh on a terminal)."""
+    if isinstance(shown, dict):
+        return Shown(payoff_run.exit_code(shown), shown)
+    lines = list(shown)
+    if clear:
+        lines[:1] = [CLEAR_SCREEN + (lines[0] if lines else "")]
+    return Shown(EXIT_OK, None, lines)
+
+
+def bench(result: BenchResult) -> Shown:
+    from ...payoff import bench as bench_mod
+
+    return Shown(bench_mod.exit_code(result), result.to_dict(), bench_mod.lines(result))
+
+
+def sweep(
+    result: SweepResult, code: int, ignored: tuple[str, ...], plot_error: NotWritable | None
+) -> Shown:
+    """``code``: the sweep's own exit code; ``ignored``: the serve arguments the sweep replaced;
+    ``plot_error``: the picture could not be written (its code wins; the report is kept)."""
+    from ...payoff import sweep as sweep_mod
+
+    data = result.to_dict()
+    data["ignored"] = list(ignored)
+    errors = []
+    if plot_error is not None:
+        data["plot_error"] = plot_error.message
+        errors.append(f"vllm-patcher: error: {plot_error.message}")
+        code = plot_error.exit_code
+    return Shown(code, data, sweep_mod.lines(result), stderr=errors)
