@@ -145,3 +145,120 @@ def test_every_package_of_the_tool_is_installed_by_pyproject() -> None:
     listed = set(pyproject["tool"]["setuptools"]["packages"]) - {"vllm_patcher.patches"}
     folders = {_module_name(p) for p in PACKAGE.rglob("__init__.py") if "patches" not in p.parts}
     assert listed == folders
+
+
+# --- one command-line front end, and no module-level mutable state in it ----------------------
+
+ARGUMENT_PARSERS = ("argparse", "optparse", "getopt")
+
+
+def _reads_argv(tree: ast.AST) -> bool:
+    return any(
+        isinstance(node, ast.Attribute)
+        and node.attr == "argv"
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "sys"
+        for node in ast.walk(tree)
+    )
+
+
+def _runs_as_script(tree: ast.Module) -> bool:
+    """A script the tool runs in another interpreter (the target's, a Ray driver's): its
+    arguments are the tool's own request to it, never the user's command line."""
+    return any(
+        isinstance(node, ast.If) and "__main__" in ast.unparse(node.test) for node in tree.body
+    )
+
+
+def test_the_command_line_has_one_front_end_click() -> None:
+    """The user's command line is parsed by click alone (``cli/root.py`` and its groups): no
+    second parser beside it (as ``cli/fast.py`` was), no module reading ``sys.argv`` except the
+    scripts run in another interpreter, no argparse, optparse or getopt."""
+    assert not (PACKAGE / "cli" / "fast.py").exists()
+    readers, parsers, clicks = [], [], []
+    for name, path in _modules().items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        if _reads_argv(tree) and not _runs_as_script(tree):
+            readers.append(name)
+        imported = {
+            (alias.name if isinstance(node, ast.Import) else node.module or "").split(".")[0]
+            for node in _imports(tree)
+            if isinstance(node, ast.Import) or not node.level
+            for alias in node.names
+        }
+        if imported & set(ARGUMENT_PARSERS):
+            parsers.append(name)
+        if "click" in imported and not name.startswith("vllm_patcher.cli"):
+            clicks.append(name)
+    assert readers == [] and parsers == [] and clicks == []
+
+
+def test_the_front_end_guard_finds_a_second_parser() -> None:
+    assert _reads_argv(ast.parse("import sys\nargs = sys.argv[1:]\n"))
+    assert not _runs_as_script(ast.parse("import sys\nargs = sys.argv[1:]\n"))
+    assert _runs_as_script(ast.parse("import sys\nif __name__ == '__main__':\n    sys.argv\n"))
+
+
+def _package_classes() -> set[str]:
+    """The names of the classes the package defines."""
+    return {
+        node.name
+        for path in _modules().values()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.ClassDef)
+    }
+
+
+def _mutable_state(tree: ast.Module, classes: set[str]) -> list[str]:
+    """Module-level (and class-level) assignments of a list, dict or set (a display, a
+    comprehension or a call of the builtin) or of an instance of a class of the package, and
+    ``global`` statements anywhere:
+    state a run would share with the next one in the same process."""
+    found: list[str] = []
+    # a class attribute is module-level state too (``class RUN: argv = []``)
+    body = [*tree.body, *(n for c in tree.body if isinstance(c, ast.ClassDef) for n in c.body)]
+    for node in body:
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+            value = node.value
+            mutable = isinstance(
+                value, (ast.List, ast.Dict, ast.Set, ast.ListComp, ast.DictComp, ast.SetComp)
+            )
+            if isinstance(value, ast.Call):
+                called = value.func
+                name = (
+                    called.attr if isinstance(called, ast.Attribute) else getattr(called, "id", "")
+                )
+                mutable = name in ("list", "dict", "set", "defaultdict", "deque") or name in classes
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            dunder = all(isinstance(t, ast.Name) and t.id.startswith("__") for t in targets)
+            if mutable and not dunder:  # __all__ is the module's export list, read by tools
+                found.append(f"line {node.lineno}: {ast.unparse(node)[:60]}")
+    found += [
+        f"line {node.lineno}: global {', '.join(node.names)}"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Global)
+    ]
+    return found
+
+
+def test_no_module_of_the_command_line_keeps_module_level_mutable_state() -> None:
+    """A run's state lives in its application object (``cli/base.Application``, in click's
+    context), never in a module: a list, dict or set at module level, an instance of one of the
+    package's classes (``RUN``-style), or a ``global`` statement."""
+    classes = _package_classes()
+    found = {
+        name: state
+        for name, path in _modules().items()
+        if name.startswith("vllm_patcher.cli")
+        and (state := _mutable_state(ast.parse(path.read_text(encoding="utf-8")), classes))
+    }
+    assert found == {}
+
+
+def test_the_mutable_state_guard_finds_each_kind() -> None:
+    source = (
+        "A = []\nB: dict[str, int] = {}\nC = {1}\nD = Run()\nE = dict(x=1)\nF = (1, 2)\n"
+        "G = frozenset()\n__all__ = ['f']\ndef f():\n    global H\nclass R:\n    argv: list[str] = []\n"
+    )
+    found = _mutable_state(ast.parse(source), {"Run"})
+    assert [line.split(":")[0] for line in found] == [f"line {n}" for n in (1, 2, 3, 4, 5, 12, 10)]
