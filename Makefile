@@ -50,7 +50,7 @@ help:
 	@echo "                  (creates the cached vLLM venvs when missing); a time per tier at the end"
 	@echo "make unit-pythons the tests that can differ between Pythons, under Python $(UNIT_PYTHONS)"
 	@echo "make test-releases  apply, verify, status, revert on real venvs of $(RELEASES)"
-	@echo "make bench        apply/status/verify/revert timings against their floors"
+	@echo "make bench        apply/status/verify/revert timings; status must stay under 250 ms wall"
 	@echo "make pin          maintainer: regenerate patches/ from the release wheels"
 
 # --- pre-deploy hook ---------------------------------------------------------------------------

@@ -114,28 +114,10 @@ class Command(click.Command):
         return super().invoke(ctx)
 
 
-class SubGroup(click.Group):
+class SubGroup(Command, click.Group):
     """A group of subcommands (``cluster``): takes the global options too, and so do its commands."""
 
     command_class = Command
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.params.extend(global_params())
-
-    def make_context(
-        self,
-        info_name: str | None,
-        args: list[str],
-        parent: click.Context | None = None,
-        **extra: Any,
-    ) -> click.Context:
-        named(parent, info_name)
-        return super().make_context(info_name, args, parent, **extra)
-
-    def invoke(self, ctx: click.Context) -> Any:
-        merge_globals(ctx)
-        return super().invoke(ctx)
 
 
 class Group(click.Group):

@@ -62,8 +62,8 @@ TODO = (FileState.PENDING, FileState.REINSTALLED)
 READY = (PatchState.APPLIED, PatchState.UPSTREAM, PatchState.NOT_APPLICABLE)
 
 
-# Plain classes, not dataclasses: defining a dataclass imports ``inspect`` and compiles its
-# methods, a sixth of status's start-up (tests/cli/test_startup.py).
+# Plain classes, not dataclasses: defining a dataclass compiles its methods at import, on the
+# start-up path of every status (README, Benchmarks).
 
 
 class FileStatus:
