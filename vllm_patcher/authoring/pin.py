@@ -32,7 +32,7 @@ def pin_release(
     progress: Callable[[str], None] | None = None,
     wheels: Mapping[str, Path] | None = None,
 ) -> PinResult:
-    tree = sources.fetch_release(version, catalogue.all_paths(), progress=progress, wheels=wheels)
+    tree = sources.fetch_release(version, progress=progress, wheels=wheels, catalogue=catalogue)
     target = locate_in_directory(str(tree))
     support.classify(target.version)
     coded = [p for p in catalogue.patches if p.transforms]
