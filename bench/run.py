@@ -36,7 +36,7 @@ from pathlib import Path
 
 from vllm_patcher.catalogue.folders import load_catalogue
 from vllm_patcher.catalogue.model import PATCH_TOML
-from vllm_patcher.diffs.pinned import write_pin
+from vllm_patcher.catalogue.writer import write_pin
 from vllm_patcher.wheels import sources
 
 REPO = Path(__file__).resolve().parent.parent

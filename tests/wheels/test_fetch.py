@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from vllm_patcher.diffs import pinned
+from vllm_patcher.catalogue.writer import write_pin
 from vllm_patcher.errors import FetchError
 from vllm_patcher.wheels import fetch, sources
 
@@ -470,9 +470,7 @@ def test_port_reads_both_releases_from_wheels(tmp_path: Path) -> None:
     run_cli("--target", str(lay_site), "apply", check=True, env=env)
     base = (lay_site / SPEC).read_text()
     assert base != before
-    pinned.write_pin(
-        folder / "vllm-0.15.1", "0.15.1", "my-fix", [(SPEC, base, base + "# my-fix\n")]
-    )
+    write_pin(folder / "vllm-0.15.1", "0.15.1", "my-fix", [(SPEC, base, base + "# my-fix\n")])
     w150 = build_wheel(tmp_path / "a", "0.15.0")
     w151 = build_wheel(tmp_path / "b", "0.15.1")
     args = ("--patches", str(mine), "port", "my-fix")

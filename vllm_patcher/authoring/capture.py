@@ -22,7 +22,8 @@ from pathlib import Path
 
 from .. import fileops
 from ..catalogue.layout import Layout, layout
-from ..catalogue.model import PATCH_TOML, SERIES, Catalogue
+from ..catalogue.model import SERIES, Catalogue
+from ..catalogue.writer import add_to_series, write_patch_toml, write_pin
 from ..diffs import pinned
 from ..errors import CaptureRefused, PatcherError, PatchFolderError, StateError
 from ..install.record import file_hash
@@ -158,7 +159,7 @@ def capture(
         if release_dir.exists():  # a second capture replaces this release's diff
             for stale in release_dir.iterdir():
                 stale.unlink()
-        pinned.write_pin(release_dir, target.version, name, files)
+        write_pin(release_dir, target.version, name, files)
         add_to_series(folder, name)
         _record(target, journal, name, records, pristine)
     return CaptureResult(name, target.version, patch_dir, sorted(records), replaced)
@@ -262,19 +263,6 @@ def refuse_out_of_order(
             f"{name} would replay before {late} (names sort within {folder}), but {stack}; "
             f"choose a name that sorts after {late}, or list the folder's order in {series}"
         )
-
-
-def add_to_series(folder: Path, name: str) -> None:
-    """A folder with a ``series`` file loads only what it lists: NAME goes at its end."""
-    series = folder / SERIES
-    if not series.is_file():
-        return
-    text = series.read_text(encoding="utf-8")
-    if name in (line.split("#", 1)[0].strip() for line in text.splitlines()):
-        return
-    fileops.write_patch_text(
-        series, text + ("" if not text or text.endswith("\n") else "\n") + f"{name}\n"
-    )
 
 
 def _refuse_new_files(target: Target) -> None:
@@ -400,33 +388,6 @@ def _replay(target: Target, others: Catalogue, rel: str, start: bytes, below: li
         )
     after, _ = run_steps(target, rel, steps, start, False, [], set())
     return after
-
-
-def write_patch_toml(
-    patch_dir: Path, name: str, version: str, releases: str | None, summary: str | None
-) -> None:
-    path = patch_dir / PATCH_TOML
-    if path.exists() and releases is None and summary is None:
-        return
-    import tomli_w  # only the commands that write patch.toml need it
-
-    fields: dict[str, str | list[str]] = {
-        "name": name,
-        "summary": summary or f"captured from an edit of vLLM {version}",
-        "releases": releases or f"=={version}",
-    }
-    if path.exists():
-        from ..catalogue.folders import read_toml
-
-        old = read_toml(path)
-        fields["summary"] = summary or str(old.get("summary", fields["summary"]))
-        # a list of specifiers (port adds the releases it ports to) stays a list
-        kept = old.get("releases", fields["releases"])
-        fields["releases"] = releases or (kept if isinstance(kept, list) else str(kept))
-        fixed = old.get("fixed_in")
-        if fixed:
-            fields["fixed_in"] = str(fixed)
-    fileops.write_patch_text(path, tomli_w.dumps(fields))
 
 
 def _refuse_dropped_files(
