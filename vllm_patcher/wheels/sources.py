@@ -143,16 +143,16 @@ def _staging(tree: Path) -> Iterator[Path]:
 
 def available_versions() -> list[str]:
     """Every vLLM release on the configured package indexes (pip's or uv's configuration)."""
-    from . import fetch
+    from . import index
 
-    return fetch.available_versions()
+    return index.available_versions()
 
 
 def latest_version() -> str:
     """The newest final vLLM release on the configured package indexes."""
-    from . import fetch
+    from . import index
 
-    return fetch.latest_version()
+    return index.latest_version()
 
 
 def _find_wheel(wheel_dir: Path, version: str) -> Path | None:
