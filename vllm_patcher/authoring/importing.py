@@ -21,7 +21,8 @@ from ..catalogue.folders import patches_args
 from ..catalogue.layout import builds_on, layout
 from ..catalogue.model import CONFLICTS, Catalogue
 from ..catalogue.writer import add_to_series, write_patch_toml, write_pin
-from ..diffs.merge import apply_fuzzy, split_upstream_diff
+from ..diffs.fuzzy import apply_fuzzy
+from ..diffs.upstream import split_upstream_diff
 from ..errors import BadSetting, PatchFolderError, PortConflict
 from ..install.target import Target
 from ..releases import public_version

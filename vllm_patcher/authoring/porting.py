@@ -25,7 +25,8 @@ from ..catalogue.model import CONFLICTS, PATCH_TOML, Catalogue, Patch
 from ..catalogue.support import first_patchable
 from ..catalogue.writer import add_releases, write_pin
 from ..diffs import pinned
-from ..diffs.merge import conflict_marker_lines, merge_three
+from ..diffs.merge import merge_three
+from ..diffs.text import conflict_marker_lines
 from ..errors import BadSetting, PatchFolderError, PortConflict, UnsupportedRelease
 from ..install.locate import locate_in_directory
 from ..install.record import file_hash
