@@ -37,7 +37,7 @@ from pathlib import Path
 
 from vllm_patcher.catalogue.folders import load_catalogue
 from vllm_patcher.catalogue.model import PATCH_TOML
-from vllm_patcher.diffs.pinned import write_pin
+from vllm_patcher.catalogue.writer import write_pin
 from vllm_patcher.wheels import sources
 
 REPO = Path(__file__).resolve().parent.parent
@@ -637,12 +637,12 @@ def fetch_rows(runs: int = FETCH_RUNS) -> list[tuple[str, str, str, str, str, st
     """Range fetch of VERSION's touched files from PyPI (proxy and cert settings as configured),
     each run into a fresh folder: bytes and seconds per release against their targets. No
     network: one row that says so."""
-    from vllm_patcher.wheels import fetch
+    from vllm_patcher.wheels import fetch, index
 
     name = f"range fetch of {VERSION}'s touched files (PyPI)"
     members = load_catalogue().all_paths()
-    config = fetch.index_config()
-    config = fetch.IndexConfig((fetch.PYPI_SIMPLE,), "bench", config.cert, config.trusted_hosts)
+    config = index.index_config()
+    config = index.IndexConfig((index.PYPI_SIMPLE,), "bench", config.cert, config.trusted_hosts)
     runs_stats = []
     for _ in range(runs):
         with tempfile.TemporaryDirectory(prefix="bench-fetch-") as tmp:

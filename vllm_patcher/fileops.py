@@ -187,3 +187,17 @@ def read_or_none(path: Path) -> bytes | None:
         return path.read_bytes()
     except FileNotFoundError:
         return None
+
+
+def remove_tree(path: Path) -> None:
+    """Delete the folder ``path`` and all it holds, if present (a port's or import's conflict
+    copies once resolved); a failure is a NotWritable with a clear message."""
+    import shutil  # only the authoring commands delete folders
+
+    try:
+        shutil.rmtree(path)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise NotWritable(os_error_message(path, exc)) from None
+    fsync_dir(path.parent)

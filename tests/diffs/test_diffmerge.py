@@ -19,8 +19,11 @@ from hypothesis import strategies as st
 
 from vllm_patcher import errors
 from vllm_patcher.catalogue.folders import load_catalogue
-from vllm_patcher.diffs import merge as dm
+from vllm_patcher.diffs import fuzzy as dfuzzy
+from vllm_patcher.diffs import merge as dmerge
 from vllm_patcher.diffs import pinned
+from vllm_patcher.diffs import text as dtext
+from vllm_patcher.diffs import upstream as dupstream
 from vllm_patcher.errors import DiffShapeError
 from vllm_patcher.install.record import file_hash
 from vllm_patcher.wheels import sources
@@ -62,7 +65,7 @@ def diffs_0151() -> dict[str, str]:
     """Every file diff pinned for 0.15.1, split out of its patch's multi-file diff."""
     out: dict[str, str] = {}
     for diff in (_pinned_diff(p.name, "0.15.1") for p in CODEMOD_PATCHES):
-        kept, dropped = dm.split_upstream_diff(diff.read_text("utf-8"))
+        kept, dropped = dupstream.split_upstream_diff(diff.read_text("utf-8"))
         assert dropped == []
         out.update(kept)
     assert sorted(out) == sorted(FILES_0151)
@@ -82,15 +85,15 @@ def resolve(text: str, keep: str) -> str:
     """Resolve every conflict block in ``text`` to one side: "ours" (first) or "theirs" (last)."""
     out: list[str] = []
     state = "plain"
-    for line in dm.split_lines(text):
+    for line in dtext.split_lines(text):
         body = line.rstrip("\r\n")
-        if body.startswith(dm.MARK_START):
+        if body.startswith(dtext.MARK_START):
             state = "ours"
-        elif body.startswith(dm.MARK_BASE):
+        elif body.startswith(dtext.MARK_BASE):
             state = "base"
-        elif body == dm.MARK_MID:
+        elif body == dtext.MARK_MID:
             state = "theirs"
-        elif body.startswith(dm.MARK_END):
+        elif body.startswith(dtext.MARK_END):
             state = "plain"
         elif state == "plain" or state == keep:
             out.append(line)
@@ -154,7 +157,7 @@ Binary files a/docs/logo.png and b/docs/logo.png differ
 
 
 def test_split_keeps_vllm_files_and_names_the_rest() -> None:
-    kept, dropped = dm.split_upstream_diff(GITHUB_DIFF)
+    kept, dropped = dupstream.split_upstream_diff(GITHUB_DIFF)
     assert list(kept) == [SPEC]
     assert dropped == [
         "tests/v1/spec_decode/test_eagle.py",
@@ -174,9 +177,9 @@ def test_split_keeps_vllm_files_and_names_the_rest() -> None:
 
 def test_split_takes_diffs_without_prefixes_or_git_headers() -> None:
     plain = f"--- vllm/config/speculative.py\t2024-01-01\n+++ vllm/config/speculative.py\n{WHITELIST_HUNK}"
-    kept, dropped = dm.split_upstream_diff(plain.rstrip("\n"))  # no final newline either
+    kept, dropped = dupstream.split_upstream_diff(plain.rstrip("\n"))  # no final newline either
     assert list(kept) == [SPEC] and dropped == []
-    assert kept[SPEC] == dm.split_upstream_diff(GITHUB_DIFF)[0][SPEC]
+    assert kept[SPEC] == dupstream.split_upstream_diff(GITHUB_DIFF)[0][SPEC]
 
 
 def _git_file(header: str, path: str = "vllm/model_executor/models/x.py") -> str:
@@ -251,7 +254,7 @@ def _git_file(header: str, path: str = "vllm/model_executor/models/x.py") -> str
 )
 def test_split_refuses_anything_but_edits_inside_vllm(diff: str, words: str) -> None:
     with pytest.raises(DiffShapeError) as info:
-        dm.split_upstream_diff(GITHUB_DIFF + diff)
+        dupstream.split_upstream_diff(GITHUB_DIFF + diff)
     assert words in info.value.message
     assert "\n" not in info.value.message
 
@@ -268,7 +271,7 @@ def test_split_refuses_anything_but_edits_inside_vllm(diff: str, words: str) -> 
 )
 def test_split_says_in_one_line_why_a_diff_does_not_parse(diff: str, words: str) -> None:
     with pytest.raises(DiffShapeError) as info:
-        dm.split_upstream_diff(diff)
+        dupstream.split_upstream_diff(diff)
     assert words in info.value.message
     assert "\n" not in info.value.message
     assert info.value.exit_code == 16
@@ -294,7 +297,7 @@ def test_diff_shape_error_has_an_exit_code_of_its_own() -> None:
 def test_fuzzy_apply_of_the_0151_pins_on_0151_gives_the_pinned_result(rel: str) -> None:
     source = pristine("0.15.1", rel)
     assert h(source) == manifest("0.15.1")[rel]["before"]
-    result = dm.apply_fuzzy(source, diffs_0151()[rel])
+    result = dfuzzy.apply_fuzzy(source, diffs_0151()[rel])
     assert h(result.text) == manifest("0.15.1")[rel]["after"]
     assert result.text == patched_0151(rel)
     assert result.hunks and all(
@@ -302,7 +305,7 @@ def test_fuzzy_apply_of_the_0151_pins_on_0151_gives_the_pinned_result(rel: str) 
     )
     assert result.rejects == "" and result.conflict_text == result.text
     # Applied again, every hunk is found already there and nothing changes.
-    again = dm.apply_fuzzy(result.text, diffs_0151()[rel])
+    again = dfuzzy.apply_fuzzy(result.text, diffs_0151()[rel])
     assert [o.status for o in again.hunks] == ["already-applied"] * len(result.hunks)
     assert again.text == result.text and again.rejects == ""
 
@@ -321,7 +324,7 @@ def test_the_0151_diff_moves_onto_other_releases_as_their_own_pin(
 ) -> None:
     """Where only line numbers (and, on 0.13.0, one import line of context) moved, the 0.15.1 diff
     applied with offsets and fuzz gives byte for byte what that release's pin says."""
-    result = dm.apply_fuzzy(pristine(version, rel), diffs_0151()[rel])
+    result = dfuzzy.apply_fuzzy(pristine(version, rel), diffs_0151()[rel])
     assert [o.offset for o in result.hunks] == offsets
     assert [o.fuzz for o in result.hunks] == fuzz
     assert all(o.applied for o in result.hunks) and result.rejects == ""
@@ -330,7 +333,7 @@ def test_the_0151_diff_moves_onto_other_releases_as_their_own_pin(
 
 def test_fuzzy_on_0171_kimi_rejects_two_hunks_and_fuzzes_the_third() -> None:
     source = pristine("0.17.1", KIMI)
-    result = dm.apply_fuzzy(source, diffs_0151()[KIMI], ours_label="installed (vllm 0.17.1)")
+    result = dfuzzy.apply_fuzzy(source, diffs_0151()[KIMI], ours_label="installed (vllm 0.17.1)")
     assert [(o.status, o.fuzz) for o in result.hunks] == [
         ("rejected", 0),
         ("rejected", 0),
@@ -352,8 +355,8 @@ def test_fuzzy_on_0171_kimi_rejects_two_hunks_and_fuzzes_the_third() -> None:
     ct = result.conflict_text
     assert ct.count("<<<<<<< installed (vllm 0.17.1)\n") == 2
     assert ">>>>>>> upstream diff hunk 1\n" in ct and ">>>>>>> upstream diff hunk 2\n" in ct
-    assert len(dm.conflict_marker_lines(ct)) == 6
-    assert not dm.conflict_marker_lines(result.text)
+    assert len(dtext.conflict_marker_lines(ct)) == 6
+    assert not dtext.conflict_marker_lines(result.text)
     block = ct[ct.index("<<<<<<<", ct.index("hunk 1")) :]
     assert (
         "    nn.Module, SupportsMultiModal, SupportsPP, SupportsQuant\n"
@@ -376,7 +379,7 @@ def test_fuzzy_on_0171_kimi_rejects_two_hunks_and_fuzzes_the_third() -> None:
 def test_fuzzy_on_0160_whitelist_blocks_the_whole_rewritten_list() -> None:
     """0.16.0 spread the list over 15 lines: the conflict holds all of it, from context to context."""
     source = pristine("0.16.0", SPEC)
-    result = dm.apply_fuzzy(source, diffs_0151()[SPEC])
+    result = dfuzzy.apply_fuzzy(source, diffs_0151()[SPEC])
     (outcome,) = result.hunks
     assert outcome.rejected and result.text == source
     installed = result.conflict_text.split("<<<<<<< installed\n", 1)[1].split("=======\n", 1)[0]
@@ -392,7 +395,7 @@ def test_fuzzy_on_0180_finds_upstreams_own_eagle3_changes_already_there() -> Non
     """0.18.0 merged EAGLE-3 for DeepSeek upstream (reformatted): two hunks are already there
     verbatim, three conflict, and one still applies (its methods exist elsewhere: text cannot
     know that, so the caller must verify)."""
-    result = dm.apply_fuzzy(pristine("0.18.0", DEEPSEEK), diffs_0151()[DEEPSEEK])
+    result = dfuzzy.apply_fuzzy(pristine("0.18.0", DEEPSEEK), diffs_0151()[DEEPSEEK])
     assert [o.status for o in result.hunks] == [
         "rejected",
         "already-applied",
@@ -401,7 +404,7 @@ def test_fuzzy_on_0180_finds_upstreams_own_eagle3_changes_already_there() -> Non
         "rejected",
         "applied",
     ]
-    eagle = dm.apply_fuzzy(pristine("0.18.0", EAGLE), diffs_0151()[EAGLE])
+    eagle = dfuzzy.apply_fuzzy(pristine("0.18.0", EAGLE), diffs_0151()[EAGLE])
     assert [o.status for o in eagle.hunks] == ["already-applied"]
     assert eagle.text == pristine("0.18.0", EAGLE) and eagle.rejects == ""
 
@@ -414,19 +417,19 @@ def test_fuzz_levels_offsets_and_the_fuzz_limit() -> None:
     second = "            )\n"
     # One leading context line changed: fuzz 1. Two: fuzz 2. With max_fuzz=1: rejected.
     one = source.replace(first, '                f"changed"\n', 1)
-    r1 = dm.apply_fuzzy(one, diff)
+    r1 = dfuzzy.apply_fuzzy(one, diff)
     assert [(o.status, o.fuzz, o.offset) for o in r1.hunks] == [("applied", 1, 0)]
     assert r1.text == wanted.replace(first, '                f"changed"\n', 1)
     two = one.replace('f"changed"\n' + second, 'f"changed"\n' + "            ]\n", 1)
     assert two != one
-    r2 = dm.apply_fuzzy(two, diff)
+    r2 = dfuzzy.apply_fuzzy(two, diff)
     assert [(o.status, o.fuzz) for o in r2.hunks] == [("applied", 2)]
     assert "deepseek_v3" in r2.text
-    r3 = dm.apply_fuzzy(two, diff, max_fuzz=1)
+    r3 = dfuzzy.apply_fuzzy(two, diff, max_fuzz=1)
     assert [o.status for o in r3.hunks] == ["rejected"] and r3.text == two
     # Twelve lines inserted above: found 12 lines further down without fuzz.
     shifted = "# x\n" * 12 + source
-    r4 = dm.apply_fuzzy(shifted, diff)
+    r4 = dfuzzy.apply_fuzzy(shifted, diff)
     assert [(o.offset, o.fuzz) for o in r4.hunks] == [(12, 0)]
     assert r4.text == "# x\n" * 12 + wanted
 
@@ -437,12 +440,12 @@ def test_a_hunk_whose_context_exists_nowhere_is_rejected_at_its_stated_line() ->
         f"--- a/{SPEC}\n+++ b/{SPEC}\n"
         "@@ -10,3 +10,3 @@\n no such line one\n-no such line two\n+a replacement\n no such line three\n"
     )
-    result = dm.apply_fuzzy(source, diff, max_fuzz=3)
+    result = dfuzzy.apply_fuzzy(source, diff, max_fuzz=3)
     (outcome,) = result.hunks
     assert (outcome.status, outcome.line, outcome.offset) == ("rejected", 10, 0)
     assert result.text == source
     assert result.rejects == diff
-    lines = dm.split_lines(result.conflict_text)
+    lines = dtext.split_lines(result.conflict_text)
     assert lines[9:14] == [
         "<<<<<<< installed\n",
         "=======\n",
@@ -451,7 +454,7 @@ def test_a_hunk_whose_context_exists_nowhere_is_rejected_at_its_stated_line() ->
         "no such line three\n",
     ]
     assert lines[14] == ">>>>>>> upstream diff hunk 1\n"
-    assert dm.conflict_marker_lines(result.conflict_text) == [10, 11, 15]
+    assert dtext.conflict_marker_lines(result.conflict_text) == [10, 11, 15]
     assert resolve(result.conflict_text, "ours") == source
 
 
@@ -466,9 +469,9 @@ def test_a_moved_hunk_goes_to_the_nearest_match_and_later_wins_a_tie() -> None:
         return "".join(lines)
 
     # Stated at line 11 (index 10): copies 3 lines above and 5 below -> the one above.
-    assert [o.offset for o in dm.apply_fuzzy(at(7, 15), diff).hunks] == [-3]
+    assert [o.offset for o in dfuzzy.apply_fuzzy(at(7, 15), diff).hunks] == [-3]
     # 4 above and 4 below -> GNU patch looks forward first.
-    assert [o.offset for o in dm.apply_fuzzy(at(6, 14), diff).hunks] == [4]
+    assert [o.offset for o in dfuzzy.apply_fuzzy(at(6, 14), diff).hunks] == [4]
 
 
 def test_hunks_keep_their_order_and_never_overlap() -> None:
@@ -479,7 +482,7 @@ def test_hunks_keep_their_order_and_never_overlap() -> None:
         "@@ -20,3 +20,3 @@\n line 20\n-line 21\n+LINE 21\n line 22\n"
         "@@ -25,3 +25,3 @@\n line 5\n-line 6\n+LINE 6\n line 7\n"
     )
-    result = dm.apply_fuzzy(source, diff, max_fuzz=0)
+    result = dfuzzy.apply_fuzzy(source, diff, max_fuzz=0)
     assert [o.status for o in result.hunks] == ["applied", "rejected"]
     assert "LINE 21\n" in result.text and "LINE 6" not in result.text
     # Its conflict block goes below hunk 1, empty on the installed side.
@@ -490,12 +493,12 @@ def test_hunks_keep_their_order_and_never_overlap() -> None:
 def test_no_newline_at_end_of_file_both_ways() -> None:
     before, after = "a\nb\nc", "a\nb\nC\n"
     diff = "--- a/f\n+++ b/f\n@@ -1,3 +1,3 @@\n a\n b\n-c\n\\ No newline at end of file\n+C\n"
-    result = dm.apply_fuzzy(before, diff)
+    result = dfuzzy.apply_fuzzy(before, diff)
     assert result.text == after
     back = "--- a/f\n+++ b/f\n@@ -1,3 +1,3 @@\n a\n b\n-C\n+c\n\\ No newline at end of file\n"
-    assert dm.apply_fuzzy(after, back).text == before
+    assert dfuzzy.apply_fuzzy(after, back).text == before
     # A rejected hunk at the very end still leaves its markers on lines of their own.
-    rejected = dm.apply_fuzzy("a\nb\nzz", back)
+    rejected = dfuzzy.apply_fuzzy("a\nb\nzz", back)
     assert rejected.rejected and rejected.text == "a\nb\nzz"
     assert rejected.conflict_text == (
         "<<<<<<< installed\na\nb\nzz\n=======\na\nb\nc\n>>>>>>> upstream diff hunk 1\n"
@@ -510,41 +513,43 @@ def test_hunks_cut_by_the_file_edge_only_match_at_that_edge_as_in_gnu_patch() ->
     at_start = pinned.make_diff("f", before, "L0\n" + before)
     assert "@@ -7,4 +7,4 @@" in at_end and "@@ -1,3 +1,4 @@" in at_start
     # The file's end is where it was (lines added above): applies, 1 line further down.
-    moved = dm.apply_fuzzy("l0\n" + before, at_end)
+    moved = dfuzzy.apply_fuzzy("l0\n" + before, at_end)
     assert [(o.status, o.offset, o.fuzz) for o in moved.hunks] == [("applied", 1, 0)]
     # The file goes on past the hunk: no longer its end, rejected up to fuzz 2; fuzz 3 drops
     # all the leading context and takes it.
     longer = before + "l11\n"
-    assert [o.status for o in dm.apply_fuzzy(longer, at_end).hunks] == ["rejected"]
-    taken = dm.apply_fuzzy(longer, at_end, max_fuzz=3)
+    assert [o.status for o in dfuzzy.apply_fuzzy(longer, at_end).hunks] == ["rejected"]
+    taken = dfuzzy.apply_fuzzy(longer, at_end, max_fuzz=3)
     assert [(o.status, o.fuzz) for o in taken.hunks] == [("applied", 3)]
     assert taken.text == longer.replace("l10\n", "L10\n")
     # Same at the start: the file gained a line on top, so the insertion is not put mid-file.
-    assert dm.apply_fuzzy(before + "l11\n", at_start).text == "L0\n" + before + "l11\n"
-    assert [o.status for o in dm.apply_fuzzy("l0\n" + before, at_start).hunks] == ["rejected"]
+    assert dfuzzy.apply_fuzzy(before + "l11\n", at_start).text == "L0\n" + before + "l11\n"
+    assert [o.status for o in dfuzzy.apply_fuzzy("l0\n" + before, at_start).hunks] == ["rejected"]
 
 
 def test_a_form_feed_is_not_a_line_break() -> None:
     diff = "--- a/f\n+++ b/f\n@@ -1,2 +1,2 @@\n a\x0cb\n-c\n+C\n"
-    assert dm.apply_fuzzy("a\x0cb\nc\n", diff).text == "a\x0cb\nC\n"
-    merged = dm.merge_three("x\x0cy\n", "x\x0cZ\n", "x\x0cY\n")
-    assert merged == dm.MergeResult("<<<<<<< ours\nx\x0cY\n=======\nx\x0cZ\n>>>>>>> theirs\n", 1)
+    assert dfuzzy.apply_fuzzy("a\x0cb\nc\n", diff).text == "a\x0cb\nC\n"
+    merged = dmerge.merge_three("x\x0cy\n", "x\x0cZ\n", "x\x0cY\n")
+    assert merged == dmerge.MergeResult(
+        "<<<<<<< ours\nx\x0cY\n=======\nx\x0cZ\n>>>>>>> theirs\n", 1
+    )
 
 
 def test_crlf_files_keep_their_line_endings() -> None:
     source = "one\r\ntwo\r\nthree\r\n"
     diff = "--- a/f\n+++ b/f\n@@ -1,3 +1,3 @@\n one\r\n-two\r\n+TWO\r\n three\r\n"
-    assert dm.apply_fuzzy(source, diff).text == "one\r\nTWO\r\nthree\r\n"
-    rejected = dm.apply_fuzzy("uno\r\ndos\r\n", diff)
+    assert dfuzzy.apply_fuzzy(source, diff).text == "one\r\nTWO\r\nthree\r\n"
+    rejected = dfuzzy.apply_fuzzy("uno\r\ndos\r\n", diff)
     assert rejected.conflict_text.startswith("<<<<<<< installed\r\n=======\r\none\r\n")
 
 
 def test_apply_fuzzy_wants_exactly_one_file() -> None:
     two = diffs_0151()[SPEC] + diffs_0151()[EAGLE]
     with pytest.raises(DiffShapeError, match="one file's diff, got 2"):
-        dm.apply_fuzzy(pristine("0.15.1", SPEC), two)
+        dfuzzy.apply_fuzzy(pristine("0.15.1", SPEC), two)
     with pytest.raises(DiffShapeError, match="holds no file diff"):
-        dm.apply_fuzzy("x\n", "not a diff\n")
+        dfuzzy.apply_fuzzy("x\n", "not a diff\n")
 
 
 # --- merge_three ---------------------------------------------------------------------------------
@@ -553,30 +558,30 @@ def test_apply_fuzzy_wants_exactly_one_file() -> None:
 @pytest.mark.parametrize("rel", [EAGLE, DEEPSEEK])
 def test_port_0151_to_0171_merges_cleanly_to_the_0171_pin(rel: str) -> None:
     base, theirs, ours = pristine("0.15.1", rel), patched_0151(rel), pristine("0.17.1", rel)
-    result = dm.merge_three(base, theirs, ours)
-    assert result.conflicts == 0 and not dm.conflict_marker_lines(result.text)
+    result = dmerge.merge_three(base, theirs, ours)
+    assert result.conflicts == 0 and not dtext.conflict_marker_lines(result.text)
     assert h(result.text) == manifest("0.17.1")[rel]["after"]
     # ours plus exactly the patch's change: the same lines go out and come in.
     assert changed_lines(ours, result.text) == changed_lines(base, theirs)
-    assert result.text == dm.apply_fuzzy(ours, diffs_0151()[rel]).text
+    assert result.text == dfuzzy.apply_fuzzy(ours, diffs_0151()[rel]).text
 
 
 @pytest.mark.parametrize(("rel", "conflicts"), [(SPEC, 1), (KIMI, 3)])
 def test_port_0151_to_0171_conflicts_where_0171_rewrote_the_lines(rel: str, conflicts: int) -> None:
     base, theirs, ours = pristine("0.15.1", rel), patched_0151(rel), pristine("0.17.1", rel)
     labels = ("vllm 0.17.1", "vllm 0.15.1", "patched 0.15.1")
-    result = dm.merge_three(base, theirs, ours, labels=labels)
+    result = dmerge.merge_three(base, theirs, ours, labels=labels)
     assert result.conflicts == conflicts
     assert result.text.count("<<<<<<< vllm 0.17.1\n") == conflicts
     assert result.text.count(">>>>>>> patched 0.15.1\n") == conflicts
-    assert len(dm.conflict_marker_lines(result.text)) == 3 * conflicts
+    assert len(dtext.conflict_marker_lines(result.text)) == 3 * conflicts
     # Every line of ours survives when each conflict is resolved to ours' side.
     if rel == SPEC:
         assert resolve(result.text, "ours") == ours
-    with_base = dm.merge_three(base, theirs, ours, labels=labels, show_base=True)
+    with_base = dmerge.merge_three(base, theirs, ours, labels=labels, show_base=True)
     assert with_base.conflicts == conflicts
     assert with_base.text.count("||||||| vllm 0.15.1\n") == conflicts
-    assert len(dm.conflict_marker_lines(with_base.text)) == 4 * conflicts
+    assert len(dtext.conflict_marker_lines(with_base.text)) == 4 * conflicts
 
 
 def test_a_crafted_conflict_on_the_whitelist_line() -> None:
@@ -584,11 +589,11 @@ def test_a_crafted_conflict_on_the_whitelist_line() -> None:
     old = '        eagle3_target_supported = ["llama", "qwen", "minicpm", "gpt_oss"]\n'
     mine = '        eagle3_target_supported = ["llama", "qwen", "minicpm", "gpt_oss", "mistral"]\n'
     ours = "# a new first line\n" + base.replace(old, mine, 1)
-    result = dm.merge_three(base, theirs, ours, labels=("ours", "base", "theirs"))
+    result = dmerge.merge_three(base, theirs, ours, labels=("ours", "base", "theirs"))
     assert result.conflicts == 1
-    lines = dm.split_lines(result.text)
+    lines = dtext.split_lines(result.text)
     start = lines.index("<<<<<<< ours\n")
-    new = next(x for x in dm.split_lines(theirs) if "kimi_k25" in x)
+    new = next(x for x in dtext.split_lines(theirs) if "kimi_k25" in x)
     assert lines[start : start + 5] == [
         "<<<<<<< ours\n",
         mine,
@@ -596,12 +601,12 @@ def test_a_crafted_conflict_on_the_whitelist_line() -> None:
         new,
         ">>>>>>> theirs\n",
     ]
-    assert dm.conflict_marker_lines(result.text) == [start + 1, start + 3, start + 5]
+    assert dtext.conflict_marker_lines(result.text) == [start + 1, start + 3, start + 5]
     assert lines[0] == "# a new first line\n"
     assert resolve(result.text, "ours") == ours
     assert resolve(result.text, "theirs") == "# a new first line\n" + theirs
-    diff3 = dm.merge_three(base, theirs, ours, show_base=True)
-    d3 = dm.split_lines(diff3.text)
+    diff3 = dmerge.merge_three(base, theirs, ours, show_base=True)
+    d3 = dtext.split_lines(diff3.text)
     s = d3.index("<<<<<<< ours\n")
     assert d3[s : s + 7] == [
         "<<<<<<< ours\n",
@@ -618,24 +623,24 @@ def test_merge_moves_lines_both_sides_agree_on_out_of_the_conflict() -> None:
     base = "a\nb\nc\n"
     ours = "a\nX\nsame\nY\nc\n"
     theirs = "a\nX\nsame\nZ\nc\n"
-    result = dm.merge_three(base, theirs, ours)
+    result = dmerge.merge_three(base, theirs, ours)
     assert result.text == "a\nX\nsame\n<<<<<<< ours\nY\n=======\nZ\n>>>>>>> theirs\nc\n"
-    shown = dm.merge_three(base, theirs, ours, show_base=True)
+    shown = dmerge.merge_three(base, theirs, ours, show_base=True)
     assert "||||||| base\nb\n=======\nX\nsame\nZ\n" in shown.text
 
 
 def test_merge_without_trailing_newlines_and_with_crlf() -> None:
-    assert dm.merge_three("x\ny", "x\ny\nz", "w\nx\ny") == dm.MergeResult("w\nx\ny\nz", 0)
-    clash = dm.merge_three("x\ny", "x\nY", "x\nZ")
+    assert dmerge.merge_three("x\ny", "x\ny\nz", "w\nx\ny") == dmerge.MergeResult("w\nx\ny\nz", 0)
+    clash = dmerge.merge_three("x\ny", "x\nY", "x\nZ")
     assert clash.text == "x\n<<<<<<< ours\nZ\n=======\nY\n>>>>>>> theirs\n"
-    assert dm.conflict_marker_lines(clash.text) == [2, 4, 6]
-    crlf = dm.merge_three("a\r\nm\r\nb\r\n", "a\r\nm\r\nB\r\n", "A\r\nm\r\nb\r\n")
-    assert crlf == dm.MergeResult("A\r\nm\r\nB\r\n", 0)
-    crlf_clash = dm.merge_three("a\r\nb\r\n", "a\r\nB\r\n", "a\r\nC\r\n")
+    assert dtext.conflict_marker_lines(clash.text) == [2, 4, 6]
+    crlf = dmerge.merge_three("a\r\nm\r\nb\r\n", "a\r\nm\r\nB\r\n", "A\r\nm\r\nb\r\n")
+    assert crlf == dmerge.MergeResult("A\r\nm\r\nB\r\n", 0)
+    crlf_clash = dmerge.merge_three("a\r\nb\r\n", "a\r\nB\r\n", "a\r\nC\r\n")
     assert crlf_clash.text == "a\r\n<<<<<<< ours\r\nC\r\n=======\r\nB\r\n>>>>>>> theirs\r\n"
     # A form feed is not a line break: the conflict takes the whole line.
-    ff = dm.merge_three("p\x0cq\n", "p\x0cQ\n", "P\x0cq\n")
-    assert ff == dm.MergeResult("<<<<<<< ours\nP\x0cq\n=======\np\x0cQ\n>>>>>>> theirs\n", 1)
+    ff = dmerge.merge_three("p\x0cq\n", "p\x0cQ\n", "P\x0cq\n")
+    assert ff == dmerge.MergeResult("<<<<<<< ours\nP\x0cq\n=======\np\x0cQ\n>>>>>>> theirs\n", 1)
 
 
 def test_frequent_lines_still_anchor_the_merge_as_in_git() -> None:
@@ -645,8 +650,8 @@ def test_frequent_lines_still_anchor_the_merge_as_in_git() -> None:
     seg = "value_50 = 50\n\n    )\nvalue_51 = 51\n"
     ours = base.replace(seg, "value_50 = 'ours'\n\n    )\nvalue_51 = 'ours'\n")
     theirs = base.replace(seg, "value_50 = 50\n\n# theirs\n    )\nvalue_51 = 51\n")
-    result = dm.merge_three(base, theirs, ours)
-    assert result == dm.MergeResult(
+    result = dmerge.merge_three(base, theirs, ours)
+    assert result == dmerge.MergeResult(
         base.replace(seg, "value_50 = 'ours'\n\n# theirs\n    )\nvalue_51 = 'ours'\n"), 0
     )
 
@@ -655,7 +660,7 @@ def test_conflict_marker_lines_takes_only_whole_markers() -> None:
     text = (
         "<<<<<<< x\n=======\n>>>>>>> y\n||||||| z\n<<<<<<<\n======= not\n<<<<<<<<\n a\n=======\r\n"
     )
-    assert dm.conflict_marker_lines(text) == [1, 2, 3, 4, 5, 9]
+    assert dtext.conflict_marker_lines(text) == [1, 2, 3, 4, 5, 9]
 
 
 # --- properties and cost -------------------------------------------------------------------------
@@ -672,7 +677,7 @@ def test_a_diff_made_from_a_file_applies_to_it_exactly(before: list[str], after:
     diff = pinned.make_diff("vllm/f.py", a, b)
     if not diff:
         return
-    result = dm.apply_fuzzy(a, diff, max_fuzz=0)
+    result = dfuzzy.apply_fuzzy(a, diff, max_fuzz=0)
     assert result.text == b
     assert all((o.status, o.offset) == ("applied", 0) for o in result.hunks)
 
@@ -683,14 +688,14 @@ def test_merging_with_an_unchanged_side_gives_the_other_side(
     base: list[str], other: list[str], tail: str
 ) -> None:
     b, o = "".join(base) + tail, "".join(other)
-    assert dm.merge_three(b, o, b) == dm.MergeResult(o, 0)
-    assert dm.merge_three(b, b, o) == dm.MergeResult(o, 0)
-    assert dm.merge_three(b, o, o) == dm.MergeResult(o, 0)
+    assert dmerge.merge_three(b, o, b) == dmerge.MergeResult(o, 0)
+    assert dmerge.merge_three(b, b, o) == dmerge.MergeResult(o, 0)
+    assert dmerge.merge_three(b, o, o) == dmerge.MergeResult(o, 0)
 
 
 def test_importing_diffmerge_loads_neither_unidiff_nor_merge3() -> None:
     code = (
-        "import sys, vllm_patcher.diffs.merge; "
+        "import sys, vllm_patcher.diffs.merge, vllm_patcher.diffs.fuzzy, vllm_patcher.diffs.upstream; "
         "print(sorted(m for m in ('unidiff', 'merge3', 'difflib') if m in sys.modules))"
     )
     out = subprocess.run(

@@ -213,18 +213,19 @@ def test_a_changed_builtin_pin_under_an_applied_tree_is_outdated_and_apply_upgra
     run_cli("--target", str(site), "apply", env=env, check=True)
     pristine = (PRISTINE / SPEC).read_text()
     whitelist = (pins / "eagle3-whitelist" / "vllm-0.15.1" / "patch.diff").read_text()
+    from vllm_patcher.catalogue.writer import write_pin
     from vllm_patcher.diffs import pinned
 
     old = pinned.apply_exact(pristine, whitelist, "whitelist")
     new_whitelist = old.replace('"kimi_k25"]', '"kimi_k25", "deepseek_mtp"]')
     new_minimax = new_whitelist.replace('"deepseek_mtp"]', '"deepseek_mtp", "minimax_m2"]')
-    pinned.write_pin(
+    write_pin(
         pins / "eagle3-whitelist" / "vllm-0.15.1",
         "0.15.1",
         "eagle3-whitelist",
         [(SPEC, pristine, new_whitelist)],
     )
-    pinned.write_pin(
+    write_pin(
         pins / "eagle3-minimax-m2" / "vllm-0.15.1",
         "0.15.1",
         "eagle3-minimax-m2",
@@ -239,7 +240,7 @@ def test_a_changed_builtin_pin_under_an_applied_tree_is_outdated_and_apply_upgra
         (site / SPEC).read_text().replace(LIST_0151, '"kimi_k25", "deepseek_mtp", "minimax_m2"]')
     )
     assert new_granite != (site / SPEC).read_text()
-    pinned.write_pin(
+    write_pin(
         pins / "eagle3-granite" / "vllm-0.15.1",
         "0.15.1",
         "eagle3-granite",

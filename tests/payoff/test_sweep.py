@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from vllm_patcher.payoff import scrape, sweep
+from vllm_patcher.payoff import scrape, sweep, sweep_result
 from vllm_patcher.payoff.analysis import analyse
 from vllm_patcher.payoff.bench import Point, Run
 from vllm_patcher.payoff.window import between
@@ -51,9 +51,11 @@ def _point(c: int, k: int, speedups: list[float]) -> Point:
 
 def _result(
     cells: dict[tuple[int, int], list[float]], ks: list[int], levels: list[int]
-) -> sweep.SweepResult:
-    servers = {k: sweep.Started(k, Path(f"/logs/k{k}.log"), pid=100 + k, ready_s=30.0) for k in ks}
-    result = sweep.SweepResult(ks, levels, 2, 64, servers, Path("/logs"))
+) -> sweep_result.SweepResult:
+    servers = {
+        k: sweep_result.Started(k, Path(f"/logs/k{k}.log"), pid=100 + k, ready_s=30.0) for k in ks
+    }
+    result = sweep_result.SweepResult(ks, levels, 2, 64, servers, Path("/logs"))
     for (k, c), speedups in cells.items():
         result.cells[(k, c)] = _point(c, k, speedups)
     return result

@@ -22,9 +22,9 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from vllm_patcher.diffs import pinned
+from vllm_patcher.catalogue.writer import write_pin
 from vllm_patcher.errors import FetchError
-from vllm_patcher.wheels import fetch, sources
+from vllm_patcher.wheels import fetch, index, sources
 
 from ..conftest import CATALOGUE, REPO, assert_refused, run_cli, snapshot
 
@@ -127,7 +127,7 @@ class _Handler(BaseHTTPRequestHandler):
                 {"filename": s.filename, "url": f"/files/{s.filename}", "hashes": {"sha256": sha}},
             ]
             body = json.dumps({"meta": {"api-version": "1.0"}, "name": "vllm", "files": files})
-            self._send(200, body.encode(), {"Content-Type": fetch.JSON_ACCEPT})
+            self._send(200, body.encode(), {"Content-Type": index.JSON_ACCEPT})
             return
         if self.path != f"/files/{s.filename}":
             self._send(404, b"not found", {})
@@ -286,7 +286,7 @@ def test_a_release_the_index_lacks_is_a_fetch_error(
     index_env.setenv("PIP_INDEX_URL", f"{server.url}/simple")
     with pytest.raises(FetchError, match=r"no wheel of vllm==0\.16\.0 on 127\.0\.0\.1"):
         sources.fetch_release("0.16.0", [SPEC], cache=tmp_path / "cache")
-    assert fetch.available_versions() == ["0.15.0", "0.15.1"]
+    assert index.available_versions() == ["0.15.0", "0.15.1"]
 
 
 # --- which index -----------------------------------------------------------------------------------
@@ -322,7 +322,7 @@ def test_index_precedence_and_trust_settings(tmp_path: Path) -> None:
         "cert = /conf/ca.pem\ntrusted-host = mirror.example\n"
     )
     base = {"PIP_CONFIG_FILE": str(conf), "HOME": str(tmp_path)}
-    c = fetch.index_config(base)
+    c = index.index_config(base)
     assert c.indexes == (
         "https://conf.example/simple",
         "https://extra.example/simple",
@@ -332,13 +332,13 @@ def test_index_precedence_and_trust_settings(tmp_path: Path) -> None:
     assert c.verify_for("https://mirror.example/x.whl") is False
     assert c.verify_for("https://files.example/x.whl") == "/conf/ca.pem"
     uv = {**base, "UV_INDEX_URL": "https://uv-old.example/simple"}
-    assert fetch.index_config(uv).indexes[0] == "https://uv-old.example/simple"
+    assert index.index_config(uv).indexes[0] == "https://uv-old.example/simple"
     uv["UV_DEFAULT_INDEX"] = "https://uv.example/simple"
-    assert fetch.index_config(uv).primary_from == "UV_DEFAULT_INDEX"
+    assert index.index_config(uv).primary_from == "UV_DEFAULT_INDEX"
     both = {**uv, "PIP_INDEX_URL": "https://pip.example/simple", "PIP_CERT": "/env/ca.pem"}
-    c = fetch.index_config(both)
+    c = index.index_config(both)
     assert c.indexes[0] == "https://pip.example/simple" and c.cert == "/env/ca.pem"
-    assert fetch.index_config({"PIP_CONFIG_FILE": os.devnull}).indexes == (fetch.PYPI_SIMPLE,)
+    assert index.index_config({"PIP_CONFIG_FILE": os.devnull}).indexes == (index.PYPI_SIMPLE,)
 
 
 # --- --wheel FILE through the command line -----------------------------------------------------
@@ -470,9 +470,7 @@ def test_port_reads_both_releases_from_wheels(tmp_path: Path) -> None:
     run_cli("--target", str(lay_site), "apply", check=True, env=env)
     base = (lay_site / SPEC).read_text()
     assert base != before
-    pinned.write_pin(
-        folder / "vllm-0.15.1", "0.15.1", "my-fix", [(SPEC, base, base + "# my-fix\n")]
-    )
+    write_pin(folder / "vllm-0.15.1", "0.15.1", "my-fix", [(SPEC, base, base + "# my-fix\n")])
     w150 = build_wheel(tmp_path / "a", "0.15.0")
     w151 = build_wheel(tmp_path / "b", "0.15.1")
     args = ("--patches", str(mine), "port", "my-fix")

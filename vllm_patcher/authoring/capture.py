@@ -22,7 +22,8 @@ from pathlib import Path
 
 from .. import fileops
 from ..catalogue.layout import Layout, layout
-from ..catalogue.model import PATCH_TOML, SERIES, Catalogue
+from ..catalogue.model import SERIES, Catalogue
+from ..catalogue.writer import add_to_series, write_patch_toml, write_pin
 from ..diffs import pinned
 from ..errors import CaptureRefused, PatcherError, PatchFolderError, StateError
 from ..install.record import file_hash
@@ -76,73 +77,21 @@ def capture(
         rels = _candidates(target, paths)
         if not paths:
             _refuse_new_files(target)
-        # an install holds vllm/__init__.py; a tree without it (the tool's pristine copies of a
-        # release) holds only some of RECORD's files, so a file missing there is no deletion
-        installed = (target.package_dir / "__init__.py").is_file()
-        edited: list[
-            tuple[str, bytes, bytes, list[str], str]
-        ] = []  # rel, base, now, below, pristine
-        pristine_needed = [r for r in rels if journal is None or r not in journal.files]
-        for rel in rels:
-            now = fileops.read_or_none(target.path(rel))
-            if now is None:
-                if not paths and not installed:
-                    continue
-                raise CaptureRefused(
-                    f"{target.path(rel)} is "
-                    + ("missing" if paths else "deleted (RECORD lists it)")
-                    + "; capture takes edits of existing files only: put it back"
-                    + ("" if paths else ", or name the edited files (capture NAME PATH...)")
-                )
-            rec = journal.files.get(rel) if journal is not None else None
-            if rec is None:
-                if file_hash(now) == target.record[rel]:
-                    continue
-                edited.append((rel, b"", now, [], target.record[rel]))
-                continue
-            below = [n for n in rec.patches if n != name]
-            if name not in rec.patches and file_hash(now) == rec.after:
-                continue  # exactly what the recorded patches produce
-            above = rec.patches[rec.patches.index(name) + 1 :] if name in rec.patches else []
-            if above:
-                raise CaptureRefused(
-                    f"{rel} carries {above[0]} on top of {name}, so {name} cannot be captured "
-                    "again below it; capture the new edit as a patch of its own"
-                )
-            edited.append((rel, b"", now, below, rec.before))
-        if not edited:
-            raise CaptureRefused(
-                f"no file of vLLM {target.version} differs from what its patches produce"
-                + (f" among {', '.join(paths)}" if paths else "")
-                + "; edit the installed files first, then capture"
-            )
+        edited = _edited_files(target, journal, name, paths, rels)
         series = layout(others, target.version, target.record)
-        for rel, _, _, below, _ in edited:
+        for rel, _, below, _ in edited:
             _refuse_builtins_not_applied(target, catalogue, series, name, rel, below, None)
-        pristine = _pristine_bytes(
-            target, journal, [e[0] for e in edited if e[0] in pristine_needed], wheels
-        )
+        pristine_needed = [r for r, *_ in edited if journal is None or r not in journal.files]
+        pristine = _pristine_bytes(target, journal, pristine_needed, wheels)
         files: list[tuple[str, str, str]] = []
         records: dict[str, FileRecord] = {}
-        for rel, _, now, below, before_hash in edited:
+        for rel, now, below, before_hash in edited:
             start = pristine[rel] if rel in pristine else _copy(target, rel, before_hash)
             _refuse_builtins_not_applied(target, catalogue, series, name, rel, below, start)
-            base = _replay(target, others, rel, start, below)
-            try:
-                base_text, now_text = base.decode("utf-8"), now.decode("utf-8")
-            except UnicodeDecodeError:
-                raise CaptureRefused(
-                    f"{target.path(rel)} is not UTF-8 text; capture takes text files only"
-                ) from None
-            if base == now:
-                continue
-            if not base_text.endswith("\n") or not now_text.endswith("\n"):
-                raise CaptureRefused(
-                    f"{target.path(rel)} does not end with a newline; add one and capture again"
-                )
-            _refuse_unreplayable(target, rel, base_text, now_text)
-            files.append((rel, base_text, now_text))
-            records[rel] = FileRecord([*below, name], before_hash, file_hash(now))
+            texts = _texts(target, rel, _replay(target, others, rel, start, below), now)
+            if texts is not None:
+                files.append((rel, *texts))
+                records[rel] = FileRecord([*below, name], before_hash, file_hash(now))
         if not files:
             raise CaptureRefused(
                 "the edited files equal what the patches below NAME produce; nothing to capture"
@@ -152,16 +101,99 @@ def capture(
         )
         _refuse_dropped_files(target, journal, name, records)
         patch_dir = folder / name
-        replaced = (patch_dir / f"vllm-{target.version}").exists()
-        write_patch_toml(patch_dir, name, target.version, releases, summary)
-        release_dir = patch_dir / f"vllm-{target.version}"
-        if release_dir.exists():  # a second capture replaces this release's diff
-            for stale in release_dir.iterdir():
-                stale.unlink()
-        pinned.write_pin(release_dir, target.version, name, files)
-        add_to_series(folder, name)
+        replaced = _write_capture(folder, name, target.version, releases, summary, files)
         _record(target, journal, name, records, pristine)
     return CaptureResult(name, target.version, patch_dir, sorted(records), replaced)
+
+
+# An edited file: rel, its bytes now, the patches recorded below NAME on it, its hash before them.
+_Edited = tuple[str, bytes, list[str], str]
+
+
+def _edited_files(
+    target: Target,
+    journal: Journal | None,
+    name: str,
+    paths: tuple[str, ...],
+    rels: list[str],
+) -> list[_Edited]:
+    """The files that differ from what their recorded patches (or the release) produce."""
+    # an install holds vllm/__init__.py; a tree without it (the tool's pristine copies of a
+    # release) holds only some of RECORD's files, so a file missing there is no deletion
+    installed = (target.package_dir / "__init__.py").is_file()
+    edited: list[_Edited] = []
+    for rel in rels:
+        now = fileops.read_or_none(target.path(rel))
+        if now is None:
+            if not paths and not installed:
+                continue
+            raise CaptureRefused(
+                f"{target.path(rel)} is "
+                + ("missing" if paths else "deleted (RECORD lists it)")
+                + "; capture takes edits of existing files only: put it back"
+                + ("" if paths else ", or name the edited files (capture NAME PATH...)")
+            )
+        rec = journal.files.get(rel) if journal is not None else None
+        if rec is None:
+            if file_hash(now) != target.record[rel]:
+                edited.append((rel, now, [], target.record[rel]))
+            continue
+        below = [n for n in rec.patches if n != name]
+        if name not in rec.patches and file_hash(now) == rec.after:
+            continue  # exactly what the recorded patches produce
+        above = rec.patches[rec.patches.index(name) + 1 :] if name in rec.patches else []
+        if above:
+            raise CaptureRefused(
+                f"{rel} carries {above[0]} on top of {name}, so {name} cannot be captured "
+                "again below it; capture the new edit as a patch of its own"
+            )
+        edited.append((rel, now, below, rec.before))
+    if not edited:
+        raise CaptureRefused(
+            f"no file of vLLM {target.version} differs from what its patches produce"
+            + (f" among {', '.join(paths)}" if paths else "")
+            + "; edit the installed files first, then capture"
+        )
+    return edited
+
+
+def _texts(target: Target, rel: str, base: bytes, now: bytes) -> tuple[str, str] | None:
+    """The file's text below NAME and now, for its diff; None when they are the same."""
+    try:
+        base_text, now_text = base.decode("utf-8"), now.decode("utf-8")
+    except UnicodeDecodeError:
+        raise CaptureRefused(
+            f"{target.path(rel)} is not UTF-8 text; capture takes text files only"
+        ) from None
+    if base == now:
+        return None
+    if not base_text.endswith("\n") or not now_text.endswith("\n"):
+        raise CaptureRefused(
+            f"{target.path(rel)} does not end with a newline; add one and capture again"
+        )
+    _refuse_unreplayable(target, rel, base_text, now_text)
+    return base_text, now_text
+
+
+def _write_capture(
+    folder: Path,
+    name: str,
+    version: str,
+    releases: str | None,
+    summary: str | None,
+    files: list[tuple[str, str, str]],
+) -> bool:
+    """Write NAME's folder for ``version``; True when it replaced a diff of that release."""
+    patch_dir = folder / name
+    release_dir = patch_dir / f"vllm-{version}"
+    replaced = release_dir.exists()
+    write_patch_toml(patch_dir, name, version, releases, summary)
+    if replaced:  # a second capture replaces this release's diff
+        for stale in release_dir.iterdir():
+            fileops.remove(stale)
+    write_pin(release_dir, version, name, files)
+    add_to_series(folder, name)
+    return replaced
 
 
 def _refuse_builtins_not_applied(
@@ -262,19 +294,6 @@ def refuse_out_of_order(
             f"{name} would replay before {late} (names sort within {folder}), but {stack}; "
             f"choose a name that sorts after {late}, or list the folder's order in {series}"
         )
-
-
-def add_to_series(folder: Path, name: str) -> None:
-    """A folder with a ``series`` file loads only what it lists: NAME goes at its end."""
-    series = folder / SERIES
-    if not series.is_file():
-        return
-    text = series.read_text(encoding="utf-8")
-    if name in (line.split("#", 1)[0].strip() for line in text.splitlines()):
-        return
-    fileops.write_patch_text(
-        series, text + ("" if not text or text.endswith("\n") else "\n") + f"{name}\n"
-    )
 
 
 def _refuse_new_files(target: Target) -> None:
@@ -400,33 +419,6 @@ def _replay(target: Target, others: Catalogue, rel: str, start: bytes, below: li
         )
     after, _ = run_steps(target, rel, steps, start, False, [], set())
     return after
-
-
-def write_patch_toml(
-    patch_dir: Path, name: str, version: str, releases: str | None, summary: str | None
-) -> None:
-    path = patch_dir / PATCH_TOML
-    if path.exists() and releases is None and summary is None:
-        return
-    import tomli_w  # only the commands that write patch.toml need it
-
-    fields: dict[str, str | list[str]] = {
-        "name": name,
-        "summary": summary or f"captured from an edit of vLLM {version}",
-        "releases": releases or f"=={version}",
-    }
-    if path.exists():
-        from ..catalogue.folders import read_toml
-
-        old = read_toml(path)
-        fields["summary"] = summary or str(old.get("summary", fields["summary"]))
-        # a list of specifiers (port adds the releases it ports to) stays a list
-        kept = old.get("releases", fields["releases"])
-        fields["releases"] = releases or (kept if isinstance(kept, list) else str(kept))
-        fixed = old.get("fixed_in")
-        if fixed:
-            fields["fixed_in"] = str(fixed)
-    fileops.write_patch_text(path, tomli_w.dumps(fields))
 
 
 def _refuse_dropped_files(

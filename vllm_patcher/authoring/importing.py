@@ -12,7 +12,6 @@ capture.py), and is refused the same way when it would replay before a patch it 
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,12 +20,13 @@ from .. import fileops
 from ..catalogue.folders import patches_args
 from ..catalogue.layout import builds_on, layout
 from ..catalogue.model import CONFLICTS, Catalogue
-from ..diffs import pinned
-from ..diffs.merge import apply_fuzzy, split_upstream_diff
+from ..catalogue.writer import add_to_series, write_patch_toml, write_pin
+from ..diffs.fuzzy import apply_fuzzy
+from ..diffs.upstream import split_upstream_diff
 from ..errors import BadSetting, PatchFolderError, PortConflict
 from ..install.target import Target
 from ..releases import public_version
-from .capture import add_to_series, destination, refuse_out_of_order, write_patch_toml
+from .capture import destination, refuse_out_of_order
 from .porting import (
     base_bytes,
     drop_if_done,
@@ -110,8 +110,7 @@ def import_diff(
     write_patch_toml(folder / name, name, version, releases, summary or f"imported from {source}")
     add_to_series(folder, name)
     pending = _pending(folder, name, version)
-    if pending.exists():
-        shutil.rmtree(pending)
+    fileops.remove_tree(pending)
     if conflicted:
         write_pending(
             pending,
@@ -127,7 +126,7 @@ def import_diff(
             f"did not apply), then run `{again}`"
         )
         return result
-    pinned.write_pin(folder / name / f"vllm-{version}", version, name, files)
+    write_pin(folder / name / f"vllm-{version}", version, name, files)
     result.written = True
     return result
 
@@ -165,8 +164,8 @@ def continue_import(
     if not files:
         raise PortConflict(f"the resolved files in {pending} change nothing; {name} would be empty")
     result.stacked_on = _refuse_out_of_order(catalogue, folders, folder, name, tree, outcomes)
-    pinned.write_pin(folder / name / f"vllm-{version}", version, name, files)
-    shutil.rmtree(pending)
+    write_pin(folder / name / f"vllm-{version}", version, name, files)
+    fileops.remove_tree(pending)
     drop_if_done(folder / name / CONFLICTS)
     return result
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from ..catalogue import support
 from ..catalogue.layout import Verdict, layout
 from ..catalogue.model import Catalogue
-from ..diffs import pinned
+from ..catalogue.writer import write_pin
 from ..errors import LocallyModified
 from ..install.locate import locate_in_directory
 from ..install.record import file_hash
@@ -32,7 +32,7 @@ def pin_release(
     progress: Callable[[str], None] | None = None,
     wheels: Mapping[str, Path] | None = None,
 ) -> PinResult:
-    tree = sources.fetch_release(version, catalogue.all_paths(), progress=progress, wheels=wheels)
+    tree = sources.fetch_release(version, progress=progress, wheels=wheels, catalogue=catalogue)
     target = locate_in_directory(str(tree))
     support.classify(target.version)
     coded = [p for p in catalogue.patches if p.transforms]
@@ -62,5 +62,5 @@ def pin_release(
                 touched.append(change.path)
         if entries:
             folder = root / patch.name / f"vllm-{version}"
-            changed |= pinned.write_pin(folder, version, patch.name, entries)
+            changed |= write_pin(folder, version, patch.name, entries)
     return PinResult(version, "written" if changed else "unchanged", sorted(set(touched)))

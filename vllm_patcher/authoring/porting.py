@@ -13,7 +13,6 @@ port only writes the patch folder, never site-packages.
 from __future__ import annotations
 
 import json
-import shutil
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,8 +23,10 @@ from .. import fileops
 from ..catalogue.layout import layout
 from ..catalogue.model import CONFLICTS, PATCH_TOML, Catalogue, Patch
 from ..catalogue.support import first_patchable
+from ..catalogue.writer import add_releases, write_pin
 from ..diffs import pinned
-from ..diffs.merge import conflict_marker_lines, merge_three
+from ..diffs.merge import merge_three
+from ..diffs.text import conflict_marker_lines
 from ..errors import BadSetting, PatchFolderError, PortConflict, UnsupportedRelease
 from ..install.locate import locate_in_directory
 from ..install.record import file_hash
@@ -91,8 +92,7 @@ def write_pending(pending: Path, texts: Mapping[str, str]) -> None:
     """Leave a conflict's files (by path under site-packages) under ``pending``, replacing an
     earlier attempt, with the list of them that ``--continue`` reads (an editor's swap or backup
     file next to them is not part of the patch)."""
-    if pending.exists():
-        shutil.rmtree(pending)
+    fileops.remove_tree(pending)
     keep_out_of_git(pending.parent)
     for rel, text in texts.items():
         fileops.write_patch_text(pending / rel, text)
@@ -167,7 +167,7 @@ def refuse_markers(pending: Path, texts: Mapping[str, str], again: str) -> None:
 
 def drop_if_done(conflicts: Path) -> None:
     if conflicts.is_dir() and all(p.name == ".gitignore" for p in conflicts.iterdir()):
-        shutil.rmtree(conflicts)
+        fileops.remove_tree(conflicts)
 
 
 def all_releases_of(patch: Patch) -> list[str]:
@@ -324,36 +324,6 @@ def _widen_releases(patch: Patch, result: PortResult) -> None:
             )
 
 
-def add_releases(toml: Path, versions: list[str]) -> list[str]:
-    """Rewrite ``releases`` in ``toml`` as a list: what it covered, and ``==V`` for each of
-    ``versions`` (PEP 440 has no "or"; a range widened to the new release would also take in the
-    releases between, which have no diff). A list of ``==`` pins only is kept in version order."""
-    import tomli_w  # only port writes patch.toml this way; status and apply never load it
-
-    from ..catalogue.folders import read_toml
-
-    data = read_toml(toml)
-    old = data.get("releases", "")
-    entries = [old] if isinstance(old, str) else [str(e) for e in old]
-    entries += [f"=={v}" for v in sorted(versions, key=Version) if f"=={v}" not in entries]
-    pins = [_pinned_release(e) for e in entries]
-    if all(pins):
-        entries = [f"=={v}" for v in sorted({str(v) for v in pins if v}, key=Version)]
-    data["releases"] = entries
-    fileops.write_patch_text(toml, tomli_w.dumps(data))
-    return entries
-
-
-def _pinned_release(entry: str) -> Version | None:
-    """The release of an ``==X`` specifier (no wildcard), else None."""
-    from packaging.specifiers import SpecifierSet
-
-    specs = list(SpecifierSet(entry))
-    if len(specs) != 1 or specs[0].operator != "==" or specs[0].version.endswith(".*"):
-        return None
-    return Version(specs[0].version)
-
-
 def _nearest(pinned_versions: tuple[str, ...], version: str) -> str:
     """The pinned release closest to ``version`` (same minor first), the older one on a tie:
     neighbouring releases share the most code, so their merge has the fewest conflicts."""
@@ -416,7 +386,7 @@ def _port_one(
     files = [(rel, ours, text) for rel, (ours, text, _) in merged.items() if ours != text]
     if not files:
         return ReleaseOutcome(version, UNCHANGED)
-    pinned.write_pin(release_dir, version, patch.name, files)
+    write_pin(release_dir, version, patch.name, files)
     return ReleaseOutcome(version, CLEAN, [], str(release_dir))
 
 
@@ -471,8 +441,8 @@ def _continue(
         outcomes.append(ReleaseOutcome(version, CLEAN, [], str(release_dir)))
         ready.append((version, pending, files))
     for version, pending, files in ready:
-        pinned.write_pin(patch.folder / f"vllm-{version}", version, patch.name, files)
-        shutil.rmtree(pending)
+        write_pin(patch.folder / f"vllm-{version}", version, patch.name, files)
+        fileops.remove_tree(pending)
     drop_if_done(patch.folder / CONFLICTS)
     return outcomes
 

@@ -11,6 +11,8 @@ import click
 
 from ..errors import BadSetting
 from ..payoff import run as payoff_run
+from ..payoff.measure import one_source
+from ..payoff.scrape import is_url
 from .app import SubGroup, pass_app
 from .base import Application, vllm_python
 from .render import payoff as render
@@ -110,9 +112,9 @@ def payoff_report(
     plot: Path | None,
 ) -> None:
     opts = app.options
-    url = None
-    if (metrics or log) and any(s.startswith(("http://", "https://")) for s in sources):
-        raise BadSetting("give exactly one of URL, --metrics FILE [FILE] or --log FILE")
+    url = next((s for s in sources if is_url(s)), None)
+    if url is not None:
+        one_source(url, metrics, log)
     window_given = click.get_current_context().get_parameter_source("window_s") not in (
         click.core.ParameterSource.DEFAULT,
         None,
@@ -126,13 +128,11 @@ def payoff_report(
         metrics = _in_given_order(app.argv, metrics + tuple(Path(s) for s in sources))
     elif len(sources) > 1:
         raise BadSetting(f"payoff reads one server at a time; got {len(sources)} URLs")
-    elif sources and not sources[0].startswith(("http://", "https://")):
+    elif sources and not is_url(sources[0]):
         raise BadSetting(
             f"{sources[0]} is not a server URL (http://HOST:PORT); for a saved scrape write "
             f"payoff --metrics {sources[0]}"
         )
-    elif sources:
-        url = sources[0]
     gone = _stdout_gone_check()
 
     def show(shown: Any, refresh: bool) -> bool:

@@ -15,6 +15,7 @@ from ..errors import (
     NotWritable,
     SweepInterrupted,
 )
+from ..payoff.scrape import is_url
 from .app import Command, pass_app
 from .base import Application, vllm_python
 from .render import payoff as render
@@ -25,7 +26,7 @@ def _running(urls: tuple[str, ...]) -> dict[int, str]:
     out: dict[int, str] = {}
     for given in urls:
         k, eq, url = given.partition("=")
-        if not eq or not k.strip().isdigit() or not url.startswith(("http://", "https://")):
+        if not eq or not k.strip().isdigit() or not is_url(url):
             raise BadSetting(f"--url {given!r}: give K=URL, e.g. --url 3=http://10.0.0.5:8000")
         if int(k) in out:
             raise BadSetting(f"--url names k = {int(k)} twice")

@@ -1,2 +1,4 @@
-"""Diff text, no target I/O: ``pinned`` makes, splits and applies a release's exact diff and
-writes its folder; ``merge`` splits, fuzzily applies and three-way merges (import and port)."""
+"""Diff text, no target I/O: ``text`` (lines, conflict markers, unified diffs parsed and
+written), ``pinned`` (a release's exact diff: made, split, applied), ``upstream`` (a multi-file
+diff split per file, for import), ``fuzzy`` (GNU patch's fuzzy apply, for import) and ``merge``
+(the three-way merge, for port)."""

@@ -9,7 +9,6 @@ offsets, and then the caller checks the result against the manifest.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from ..errors import PatchFolderError, StateError
@@ -102,28 +101,3 @@ def apply_exact(source: str, file_diff: str, where: str, reverse: bool = False) 
                 out.append(line.value)
     out.extend(src[pos:])
     return "".join(out)
-
-
-def write_pin(folder: Path, version: str, patch: str, files: list[tuple[str, str, str]]) -> bool:
-    """Write one patch's release folder; ``files`` = (rel, before text, after text).
-
-    Returns True when anything on disk changed (pinning an unchanged tree rewrites nothing).
-    """
-    from ..install.record import file_hash
-
-    entries = {}
-    parts = []
-    for rel, before, after in sorted(files):
-        parts.append(make_diff(rel, before, after))
-        entries[rel] = {
-            "before": file_hash(before.encode("utf-8")),
-            "after": file_hash(after.encode("utf-8")),
-        }
-    manifest = {"vllm_version": version, "patch": patch, "files": entries}
-    wanted = {"patch.diff": "".join(parts), "manifest.json": json.dumps(manifest, indent=2) + "\n"}
-    from ..fileops import write_patch_text
-
-    changed = False
-    for name, text in wanted.items():
-        changed |= write_patch_text(folder / name, text)
-    return changed

@@ -5,7 +5,7 @@ Targets: the DeepSeek-V3 family (DeepSeek-V3/V3.1/V3.2, Kimi-K2/K2.5) and MiniMa
 Everything is read from the two ``config.json`` files and the drafter's safetensors headers
 (``vllm_patcher.models``). The aux-layer rules (``rules``) follow what each vLLM release really
 reads from the drafter's config, because a one-layer shift there does not crash: it silently costs
-acceptance. ``checks`` judges, ``fix`` writes the key ``--fix`` can, ``serve_args`` prints the
+acceptance. ``checks`` judges (``aux_layers`` and ``drafter`` hold the two big checks), ``fix`` writes the key ``--fix`` can, ``serve_args`` prints the
 speculative config.
 """
 
@@ -24,7 +24,9 @@ from ..models.configs import (
     target_from_config,
 )
 from ..models.hub import ModelSource, download_command, is_repo_id, locate_model
-from .checks import check, check_aux_layers, check_drafter, check_release, check_roles
+from .aux_layers import check_aux_layers
+from .checks import check, check_release, check_roles
+from .drafter import check_drafter
 from .fix import run, write_aux_layer_ids
 from .report import AppliedFix, DoctorReport, WrittenValue
 from .rules import (

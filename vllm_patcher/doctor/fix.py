@@ -8,6 +8,8 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
+from ..catalogue.folders import load_catalogue
+from ..catalogue.model import Catalogue
 from ..errors import BadSetting, NotWritable
 from ..fileops import atomic_write
 from ..findings import WARNING, Finding
@@ -68,9 +70,12 @@ def run(
     vllm_version: str,
     fix: bool = False,
     python: Callable[[], str] | None = None,
+    catalogue: Catalogue | None = None,
 ) -> DoctorReport:
     """check(); with ``fix``, write the top-level key it calls for, then check again."""
-    report = check(model_dir, drafter_dir, vllm_version, python)
+    if catalogue is None:
+        catalogue = load_catalogue()
+    report = check(model_dir, drafter_dir, vllm_version, python, catalogue)
     plan = report.aux
     if not fix or plan is None or plan.write_ids is None or report.drafter is None:
         return report
@@ -87,7 +92,7 @@ def run(
         AUX_KEY, list(ids), plan.write_basis or GUESSED, plan.write_based_on or ""
     )
     backup = write_aux_layer_ids(report.drafter.path, ids)
-    after = check(model_dir, drafter_dir, vllm_version, python)
+    after = check(model_dir, drafter_dir, vllm_version, python, catalogue)
     after.fix = AppliedFix(str(report.drafter.config_path), str(backup), ids, (written,))
     if written.basis == GUESSED:
         # the config now states a value nobody knew: keep saying so until a person confirms it

@@ -29,14 +29,6 @@ READS_TOP_LEVEL_FROM = Version("0.11.1")
 READS_NESTED_FROM = Version("0.22.0")
 
 
-KIMI_K25_FROM = Version("0.15.0")
-
-
-# minimax_m2.py ships from 0.11.1; upstream EAGLE-3 support for it (allow-list entry and
-# SupportsEagle3 with the aux capture) is complete from 0.20.0.
-MINIMAX_M2_FROM = Version("0.11.1")
-
-
 @dataclass(frozen=True)
 class AuxLayerPlan:
     """Which aux layers vLLM will capture for this drafter, and where that choice came from."""

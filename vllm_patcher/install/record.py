@@ -6,6 +6,8 @@ import base64
 import csv
 import hashlib
 
+HASH_MODE = "sha256"  # the one hash RECORD rows are checked with
+
 
 def file_hash(data: bytes) -> str:
     """sha256 the way RECORD spells it: urlsafe base64 without padding."""
@@ -18,6 +20,10 @@ class RecordHash:
 
     def __init__(self, mode: str, value: str) -> None:
         self.mode, self.value = mode, value
+
+    def matches(self, data: bytes) -> bool:
+        """``data`` is the file this row hashes (a row in another mode never matches)."""
+        return self.mode == HASH_MODE and self.value == file_hash(data)
 
 
 class RecordRow:

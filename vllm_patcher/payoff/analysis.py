@@ -32,6 +32,7 @@ from .judge import (
     shorter_k_range,
     verdict,
 )
+from .scrape import is_url
 from .window import Window
 
 __all__ = ["BREAK_EVEN", "LOSES", "PAYS", "UNKNOWN", "Analysis", "analyse", "verdict", "wider"]
@@ -121,7 +122,7 @@ def _ms(seconds: float | None) -> float | None:
 
 def wider(w: Window) -> str:
     """How to get a longer window from this source: --window is for a live server only."""
-    if w.source.startswith(("http://", "https://")):
+    if is_url(w.source):
         return "widen --window"
     if w.approximate:
         return "give a log that covers more traffic"

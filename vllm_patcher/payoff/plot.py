@@ -11,7 +11,7 @@ from ..errors import BadSetting, NotWritable
 if TYPE_CHECKING:
     from .analysis import Analysis
     from .bench import BenchResult
-    from .sweep import SweepResult
+    from .sweep_result import SweepResult
 
 
 def _pyplot() -> Any:

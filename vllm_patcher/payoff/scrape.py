@@ -184,6 +184,11 @@ def not_metrics(source: str, text: str) -> str:
     )
 
 
+def is_url(value: str) -> bool:
+    """The one test of "a server, not a saved file": an http(s) URL."""
+    return value.startswith(("http://", "https://"))
+
+
 def metrics_url(base: str) -> str:
     base = base.rstrip("/")
     return base if base.endswith("/metrics") else f"{base}/metrics"
@@ -198,7 +203,7 @@ def fetch(base: str, timeout: float = TIMEOUT) -> Reading:
     import threading
 
     url = metrics_url(base)
-    if not url.startswith(("http://", "https://")):
+    if not is_url(url):
         raise ServerUnreachable(f"{base} is not an http(s) URL; give the server's base URL")
     got: list[str | BaseException] = []
 

@@ -18,7 +18,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from ..errors import BadSetting, NoDrafts, NoSpeculation, ServerUnreachable
 from ..serving import server
@@ -26,8 +25,9 @@ from ..serving.args import ServeArgs
 from . import scrape
 from .analysis import analyse
 from .bench import Point, Run, check_client_args, client, merged
-from .judge import BREAK_EVEN, LOSES, PAYS, UNKNOWN, Judgement, span
-from .window import Window, between
+from .judge import span
+from .sweep_result import Measured, Started, SweepResult, baseline_runs
+from .window import between
 
 WARM_UP_PROMPTS = 4  # the first requests of a new server pay one-off costs: not measured
 # client arguments the sweep sets for each run: a user's copy would silently override them
@@ -37,139 +37,6 @@ SWEEP_SETS = frozenset(
         "--request-rate", "--dataset-name", "--save-result", "--result-dir", "--result-filename",
     }
 )  # fmt: skip
-
-
-@dataclass
-class Measured:
-    """One run of the load on one server: the client's result and the /metrics window."""
-
-    result: dict[str, Any]
-    window: Window
-
-
-@dataclass
-class Started:
-    k: int
-    log: Path | None  # None: a server the user runs (--url)
-    pid: int | None = None  # the server's process group
-    ready_s: float | None = None
-    under_load_s: float = 0.0  # warm-up and measured loads, scrapes included
-    failure: server.StartFailure | None = None
-    runs: dict[int, list[Measured]] = field(default_factory=dict)  # by concurrency
-    url: str | None = None  # --url: the user's running server
-
-    def to_dict(self) -> dict[str, object]:
-        f = self.failure
-        return {
-            "k": self.k,
-            "log": None if self.log is None else str(self.log),
-            "url": self.url,
-            "pid": self.pid,
-            "under_load_s": round(self.under_load_s, 1),
-            "ready_s": None if self.ready_s is None else round(self.ready_s, 1),
-            "failure": None
-            if f is None
-            else {
-                "reason": f.reason,
-                "returncode": f.returncode,
-                "signal": f.signal_name,
-                "log_tail": list(f.tail),
-            },
-        }
-
-
-@dataclass
-class SweepResult:
-    ks: list[int]
-    concurrencies: list[int]
-    repeat: int
-    prompts: int
-    servers: dict[int, Started]
-    log_dir: Path
-    cells: dict[tuple[int, int], Point] = field(default_factory=dict)  # (k, c), k >= 1
-    no_drafts: list[tuple[int, int]] = field(default_factory=list)  # (k, c) served, no draft
-
-    def best(self, c: int) -> tuple[int | None, Judgement]:
-        """The best k measured at concurrency ``c``, once every k was judged there: the paying
-        cell with the highest speedup, or 0 when none pays. None while a cell is unknown or was
-        not run: the one not judged might be the best."""
-        points = {k: p for (k, cc), p in self.cells.items() if cc == c}
-        judged = {k: p.judgement() for k, p in points.items()}
-        unknown = [k for k, j in judged.items() if j.verdict == UNKNOWN]
-        missing = [k for k in self.ks if k and k not in points]
-        if unknown or missing:
-            said = ", ".join(f"k = {k}" for k in sorted(unknown + missing))
-            paying = [k for k, j in judged.items() if j.verdict == PAYS]
-            more = f"; judged to pay: k = {', '.join(map(str, paying))}" if paying else ""
-            return None, Judgement(UNKNOWN, f"{said} unknown or not measured{more}")
-        top = max(points, key=lambda kk: points[kk].speedup or 0.0)
-        if judged[top].verdict == PAYS:
-            return top, judged[top]
-        sure = {k: p for k, p in points.items() if judged[k].verdict == PAYS}
-        if sure:  # the fastest by its mean did not pay for certain; the best that did
-            top = max(sure, key=lambda kk: sure[kk].speedup or 0.0)
-            return top, judged[top]
-        return 0, judged[top]  # every k judged, none pays: serve without speculation
-
-    @property
-    def no_k_pays_above(self) -> int | None:
-        """The highest concurrency at which some k pays, when every higher one was judged and
-        none pays there."""
-        best = {c: self.best(c)[0] for c in self.concurrencies}
-        paying = [c for c in self.concurrencies if best[c]]
-        if not paying or paying[-1] == self.concurrencies[-1]:
-            return None
-        above = [c for c in self.concurrencies if c > paying[-1]]
-        return paying[-1] if all(best[c] == 0 for c in above) else None
-
-    def verdict(self) -> Judgement:
-        """From the best measured cells: ``pays`` when one pays; when every k was judged at every
-        concurrency and none pays, the best class met (``break-even`` over ``loses``); else
-        ``unknown``."""
-        bests = [self.best(c) for c in self.concurrencies]
-        if any(k for k, _ in bests):
-            return Judgement(PAYS)
-        if not self.cells or any(k is None for k, _ in bests):
-            return Judgement(UNKNOWN, "no best k at some concurrency: a cell there is unknown "
-                             "or was not measured")  # fmt: skip
-        classes = {j.verdict for _, j in bests}
-        return Judgement(BREAK_EVEN if BREAK_EVEN in classes else LOSES)
-
-    def to_dict(self) -> dict[str, object]:
-        cells = []
-        for (k, _), p in sorted(self.cells.items()):
-            d = p.to_dict()
-            d["k"] = k
-            d["tokens_per_step"] = p.analysis.to_dict().get("tokens_per_step")
-            cells.append(d)
-        judged = self.verdict()
-        return {
-            "verdict": judged.verdict,
-            "unknown_reason": judged.reason,
-            "ks": self.ks,
-            "concurrencies": self.concurrencies,
-            "repeat": self.repeat,
-            "num_prompts": self.prompts,
-            "cells": cells,
-            "baseline": {str(c): _baseline(self.servers.get(0), c) for c in self.concurrencies},
-            "best_k": {str(c): self.best(c)[0] for c in self.concurrencies},
-            "no_k_pays_above": self.no_k_pays_above,
-            "servers": [s.to_dict() for _, s in sorted(self.servers.items())],
-            "no_drafts": [{"k": k, "concurrency": c} for k, c in self.no_drafts],
-            "log_dir": str(self.log_dir),
-        }
-
-
-def _baseline(started: Started | None, c: int) -> dict[str, object] | None:
-    if started is None or not started.runs.get(c):
-        return None
-    runs = started.runs[c]
-    tpot = [r.result.get("mean_tpot_ms") for r in runs]
-    tput = [r.result.get("output_throughput") for r in runs]
-    return {
-        "tpot_ms": [t for t in tpot if isinstance(t, int | float)],
-        "throughput": [t for t in tput if isinstance(t, int | float)],
-    }
 
 
 def _load_argv(
@@ -453,7 +320,7 @@ def lines(result: SweepResult) -> list[str]:
     ]
     base = result.servers.get(0)
     for c in result.concurrencies:
-        b = _baseline(base, c)
+        b = baseline_runs(base, c)
         if b is not None:
             out.append(
                 f"{0:>4}  {c:>11}  {_spread_ms(b['tpot_ms']):>12}  "  # type: ignore[arg-type]

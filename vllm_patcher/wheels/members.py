@@ -12,7 +12,7 @@ from email.parser import HeaderParser
 from pathlib import Path
 
 from ..errors import FetchError
-from ..install.record import file_hash, parse_record
+from ..install.record import RecordHash, parse_record
 
 PROJECT = "vllm"
 
@@ -60,10 +60,6 @@ class WheelInfo:
         return hashlib.sha256(self.record).hexdigest()
 
 
-def _record_hash(data: bytes) -> str:
-    return "sha256=" + file_hash(data)
-
-
 def wheel_info(zf: zipfile.ZipFile, where: str) -> WheelInfo:
     """The dist-info of the vLLM wheel ``zf``; FetchError when it is not one."""
     metas = [n for n in zf.namelist() if n.count("/") == 1 and n.endswith(".dist-info/METADATA")]
@@ -86,12 +82,12 @@ def wheel_info(zf: zipfile.ZipFile, where: str) -> WheelInfo:
     return WheelInfo(version, dist_info, record)
 
 
-def _parse_record(info: WheelInfo, where: str) -> dict[str, str]:
+def _parse_record(info: WheelInfo, where: str) -> dict[str, RecordHash]:
     try:
         rows = parse_record(info.record.decode("utf-8"))
     except (UnicodeDecodeError, csv.Error) as exc:
         raise FetchError(f"the RECORD of {where} is unreadable: {short_error(exc)}") from None
-    return {r.as_posix(): f"{r.hash.mode}={r.hash.value}" for r in rows if r.hash is not None}
+    return {r.as_posix(): r.hash for r in rows if r.hash is not None}
 
 
 def extract_checked(
@@ -129,9 +125,9 @@ def extract_checked(
             body = zf.read(name)
         except (zipfile.BadZipFile, OSError, RuntimeError) as exc:
             raise FetchError(f"{where}: cannot read {name}: {short_error(exc)}") from None
-        if _record_hash(body) != expected:
+        if not expected.matches(body):
             raise FetchError(
-                f"{where}: {name} does not match the wheel's RECORD (sha256 {expected[7:]} "
+                f"{where}: {name} does not match the wheel's RECORD ({expected.mode} {expected.value} "
                 "expected); nothing was written"
             )
         data[name] = body

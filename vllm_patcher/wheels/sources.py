@@ -21,6 +21,7 @@ from ..errors import BadSetting, FetchError
 from ..releases import public_version
 
 if TYPE_CHECKING:
+    from ..catalogue.model import Catalogue
     from .members import FetchStats
 
 
@@ -47,9 +48,11 @@ def fetch_release(
     progress: Callable[[str], None] | None = None,
     wheels: Mapping[str, Path] | None = None,
     stats: FetchStats | None = None,
+    catalogue: Catalogue | None = None,
 ) -> Path:
     """Return the pristine tree of ``version`` holding at least ``paths`` (default: every file
-    a built-in patch names), fetching the members the cached tree lacks.
+    a patch of ``catalogue`` names, the built-ins when it is None), fetching the members the
+    cached tree lacks.
 
     The members come from ``wheels[version]`` when the user gave that release's wheel
     (``--wheel FILE``: its own tree, keyed by its RECORD, never mixed with the index's), else from
@@ -70,9 +73,11 @@ def fetch_release(
     else:
         tree = release_tree(version, cache)
     if paths is None:
-        from ..catalogue.folders import load_catalogue
+        if catalogue is None:  # a caller without a command (a test, the bench): the built-ins
+            from ..catalogue.folders import load_catalogue
 
-        paths = load_catalogue().all_paths()
+            catalogue = load_catalogue()
+        paths = catalogue.all_paths()
     wanted = sorted(set(paths))
     if _covers(tree, wanted):
         return tree
@@ -138,16 +143,16 @@ def _staging(tree: Path) -> Iterator[Path]:
 
 def available_versions() -> list[str]:
     """Every vLLM release on the configured package indexes (pip's or uv's configuration)."""
-    from . import fetch
+    from . import index
 
-    return fetch.available_versions()
+    return index.available_versions()
 
 
 def latest_version() -> str:
     """The newest final vLLM release on the configured package indexes."""
-    from . import fetch
+    from . import index
 
-    return fetch.latest_version()
+    return index.latest_version()
 
 
 def _find_wheel(wheel_dir: Path, version: str) -> Path | None:

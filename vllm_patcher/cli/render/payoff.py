@@ -10,7 +10,7 @@ from ..base import Shown
 
 if TYPE_CHECKING:  # typing only: payoff bench loads its machinery when it runs
     from ...payoff.bench import BenchResult
-    from ...payoff.sweep import SweepResult
+    from ...payoff.sweep_result import SweepResult
 
 CLEAR_SCREEN = "\x1b[H\x1b[2J"
 
