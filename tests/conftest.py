@@ -48,7 +48,7 @@ NOT_UNIT = {  # "file.py" (the whole module) or "file.py::test_name" (every para
     "test_crash_safety.py::test_concurrent_applies_and_reverts_on_busy_cpus_never_refuse_or_mix": (
         "the busy-CPU stress loop"
     ),
-    "test_doctor.py::test_a_repo_id_resolves_through_the_vllm_venvs_own_huggingface_hub": (
+    "test_hub.py::test_a_repo_id_resolves_through_the_vllm_venvs_own_huggingface_hub": (
         "reads the shared vLLM 0.15.1 venv (its release and its huggingface_hub; never writes it)"
     ),
     "test_formats.py": (
@@ -81,7 +81,7 @@ PYTHONS = frozenset(  # "file.py" or "file.py::test_name", as in NOT_UNIT
         "test_hostile_input.py::test_a_file_that_is_not_utf8_is_refused",
         "test_own_patches.py::test_hostile_patch_folders_are_refused_and_nothing_is_written",
         "test_own_patches.py::test_capture_stacks_on_the_whitelist_and_behaves_like_a_built_in",
-        "test_guarantees_capture.py::test_any_summary_and_releases_capture_to_a_patch_toml_the_tool_reads_back",
+        "test_capture.py::test_any_summary_and_releases_capture_to_a_patch_toml_the_tool_reads_back",
     }
 )
 
@@ -113,7 +113,7 @@ ENGINE_FILES = frozenset(
 )
 ENGINE_TIMED_FILES = frozenset({"test_payoff_engine.py"})
 HF_FROM_THE_VENV = (
-    "test_doctor.py::test_a_repo_id_resolves_through_the_vllm_venvs_own_huggingface_hub"
+    "test_hub.py::test_a_repo_id_resolves_through_the_vllm_venvs_own_huggingface_hub"
 )
 
 

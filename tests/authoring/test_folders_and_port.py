@@ -20,9 +20,9 @@ from packaging.specifiers import SpecifierSet
 from vllm_patcher.catalogue.model import admits_a_release, valid_patch_name
 from vllm_patcher.wheels import sources
 
-from ..authoring.test_own_patches import MINIMAX, _upstream_diff
+from .test_own_patches import MINIMAX, _upstream_diff
 from ..conftest import assert_refused, run_cli, snapshot
-from .test_json_envelope import answer, error
+from ..cli.test_json_envelope import answer, error
 
 SPEC = "vllm/config/speculative.py"
 LIST_0151 = '"kimi_k25", "minimax_m2"]'  # the allow-list line as the built-ins leave it on 0.15.1
