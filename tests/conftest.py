@@ -99,8 +99,14 @@ PYTHONS = frozenset(  # "file.py" or "file.py::test_name", as in NOT_UNIT
 #   assertions are about tokens, counters and text, never about time.
 # Then `-m engine_timed` alone: payoff's verdicts follow speedups the servers measure, which a
 # process beside them would move.
-SHARED_VENV_FILES = frozenset(
-    {"test_install_shapes.py", "test_formats.py", "test_real_releases.py", "test_readme.py"}
+SHARED_VENV_FILES = frozenset(  # "file.py" or "file.py::test_name", as in NOT_UNIT
+    {
+        "test_install_shapes.py",
+        "test_formats.py",
+        "test_real_releases.py",
+        "test_readme.py::test_the_first_code_block_patches_an_existing_venv_and_verifies_it",
+        "test_readme.py::test_the_dockerfile_recipe_builds_the_wheel_and_patches_the_image_vllm",
+    }
 )
 VENV_0171_FILES = frozenset({"test_real_releases.py"})  # and test_formats' 0.17.1 renderings
 ENGINE_FILES = frozenset(
@@ -112,9 +118,7 @@ ENGINE_FILES = frozenset(
     }
 )
 ENGINE_TIMED_FILES = frozenset({"test_payoff_engine.py"})
-HF_FROM_THE_VENV = (
-    "test_hub.py::test_a_repo_id_resolves_through_the_vllm_venvs_own_huggingface_hub"
-)
+HF_FROM_THE_VENV = "test_hub.py::test_a_repo_id_resolves_through_the_vllm_venvs_own_huggingface_hub"
 
 
 def uses_the_0171_venv(item: pytest.Item) -> bool:
@@ -143,6 +147,7 @@ def uses_the_vllm_venvs(item: pytest.Item) -> bool:
     return (
         not REAL_VENV_FIXTURES.isdisjoint(getattr(item, "fixturenames", ()))
         or item.path.name in SHARED_VENV_FILES
+        or name in SHARED_VENV_FILES
         or name == HF_FROM_THE_VENV
     )
 
