@@ -10,7 +10,7 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -362,16 +362,29 @@ def pristine_trees() -> dict[str, Path]:
     return {v: sources.fetch_release(v) for v in PINNED}
 
 
+def scratch_tree(version: str, dest: Path, paths: Iterable[str] | None = None) -> Path:
+    """A new site-packages at ``dest`` holding exactly ``paths`` of release ``version`` (default:
+    every file a built-in patch names; one the release lacks stays absent) and the wheel's
+    dist-info. The cached pristine tree holds every file any run fetched, so copying it whole made
+    what a test sees depend on what ran before."""
+    wanted = sorted(set(CATALOGUE.all_paths() if paths is None else paths))
+    tree = sources.fetch_release(version, wanted)
+    dist_info = [p.relative_to(tree).as_posix() for p in tree.glob("*.dist-info/*")]
+    dest.mkdir(parents=True)
+    for rel in [*dist_info, *wanted]:
+        if (tree / rel).is_file():
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(tree / rel, dest / rel)
+    return dest
+
+
 @pytest.fixture
 def tree_copy(tmp_path: Path):  # type: ignore[no-untyped-def]
-    """Copy one release's pristine tree into tmp_path and return its site-packages."""
+    """A scratch site-packages of one release in tmp_path (``scratch_tree``): ``tree_copy(version)``
+    holds the files of the built-in patches, ``tree_copy(version, paths)`` exactly ``paths``."""
 
-    def make(version: str) -> Path:
-        dest = tmp_path / f"site-{version}"
-        shutil.copytree(
-            sources.fetch_release(version), dest, ignore=shutil.ignore_patterns(".complete")
-        )
-        return dest
+    def make(version: str, paths: Iterable[str] | None = None) -> Path:
+        return scratch_tree(version, tmp_path / f"site-{version}", paths)
 
     return make
 
