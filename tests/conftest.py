@@ -242,12 +242,9 @@ def make_venv(root: Path, *, vllm: bool, tool: bool = False) -> Path:
     )
     site = venv_site(root / "bin" / "python")
     if vllm:
-        shutil.copytree(
-            sources.fetch_release("0.15.1"),
-            site,
-            dirs_exist_ok=True,
-            ignore=shutil.ignore_patterns(".complete"),
-        )
+        files = scratch_tree("0.15.1", root / "vllm-files")
+        shutil.copytree(files, site, dirs_exist_ok=True)
+        shutil.rmtree(files)
     if tool:
         dev_site = sysconfig.get_paths()["purelib"]
         (site / "zz_vllm_patcher_dev.pth").write_text(
