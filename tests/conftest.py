@@ -10,7 +10,7 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -48,7 +48,7 @@ NOT_UNIT = {  # "file.py" (the whole module) or "file.py::test_name" (every para
     "test_crash_safety.py::test_concurrent_applies_and_reverts_on_busy_cpus_never_refuse_or_mix": (
         "the busy-CPU stress loop"
     ),
-    "test_doctor.py::test_a_repo_id_resolves_through_the_vllm_venvs_own_huggingface_hub": (
+    "test_hub.py::test_a_repo_id_resolves_through_the_vllm_venvs_own_huggingface_hub": (
         "reads the shared vLLM 0.15.1 venv (its release and its huggingface_hub; never writes it)"
     ),
     "test_formats.py": (
@@ -81,7 +81,7 @@ PYTHONS = frozenset(  # "file.py" or "file.py::test_name", as in NOT_UNIT
         "test_hostile_input.py::test_a_file_that_is_not_utf8_is_refused",
         "test_own_patches.py::test_hostile_patch_folders_are_refused_and_nothing_is_written",
         "test_own_patches.py::test_capture_stacks_on_the_whitelist_and_behaves_like_a_built_in",
-        "test_guarantees_capture.py::test_any_summary_and_releases_capture_to_a_patch_toml_the_tool_reads_back",
+        "test_capture.py::test_any_summary_and_releases_capture_to_a_patch_toml_the_tool_reads_back",
     }
 )
 
@@ -99,8 +99,14 @@ PYTHONS = frozenset(  # "file.py" or "file.py::test_name", as in NOT_UNIT
 #   assertions are about tokens, counters and text, never about time.
 # Then `-m engine_timed` alone: payoff's verdicts follow speedups the servers measure, which a
 # process beside them would move.
-SHARED_VENV_FILES = frozenset(
-    {"test_install_shapes.py", "test_formats.py", "test_real_releases.py", "test_readme.py"}
+SHARED_VENV_FILES = frozenset(  # "file.py" or "file.py::test_name", as in NOT_UNIT
+    {
+        "test_install_shapes.py",
+        "test_formats.py",
+        "test_real_releases.py",
+        "test_readme.py::test_the_first_code_block_patches_an_existing_venv_and_verifies_it",
+        "test_readme.py::test_the_dockerfile_recipe_builds_the_wheel_and_patches_the_image_vllm",
+    }
 )
 VENV_0171_FILES = frozenset({"test_real_releases.py"})  # and test_formats' 0.17.1 renderings
 ENGINE_FILES = frozenset(
@@ -112,9 +118,7 @@ ENGINE_FILES = frozenset(
     }
 )
 ENGINE_TIMED_FILES = frozenset({"test_payoff_engine.py"})
-HF_FROM_THE_VENV = (
-    "test_doctor.py::test_a_repo_id_resolves_through_the_vllm_venvs_own_huggingface_hub"
-)
+HF_FROM_THE_VENV = "test_hub.py::test_a_repo_id_resolves_through_the_vllm_venvs_own_huggingface_hub"
 
 
 def uses_the_0171_venv(item: pytest.Item) -> bool:
@@ -143,6 +147,7 @@ def uses_the_vllm_venvs(item: pytest.Item) -> bool:
     return (
         not REAL_VENV_FIXTURES.isdisjoint(getattr(item, "fixturenames", ()))
         or item.path.name in SHARED_VENV_FILES
+        or name in SHARED_VENV_FILES
         or name == HF_FROM_THE_VENV
     )
 
@@ -237,12 +242,9 @@ def make_venv(root: Path, *, vllm: bool, tool: bool = False) -> Path:
     )
     site = venv_site(root / "bin" / "python")
     if vllm:
-        shutil.copytree(
-            sources.fetch_release("0.15.1"),
-            site,
-            dirs_exist_ok=True,
-            ignore=shutil.ignore_patterns(".complete"),
-        )
+        files = scratch_tree("0.15.1", root / "vllm-files")
+        shutil.copytree(files, site, dirs_exist_ok=True)
+        shutil.rmtree(files)
     if tool:
         dev_site = sysconfig.get_paths()["purelib"]
         (site / "zz_vllm_patcher_dev.pth").write_text(
@@ -357,16 +359,29 @@ def pristine_trees() -> dict[str, Path]:
     return {v: sources.fetch_release(v) for v in PINNED}
 
 
+def scratch_tree(version: str, dest: Path, paths: Iterable[str] | None = None) -> Path:
+    """A new site-packages at ``dest`` holding exactly ``paths`` of release ``version`` (default:
+    every file a built-in patch names; one the release lacks stays absent) and the wheel's
+    dist-info. The cached pristine tree holds every file any run fetched, so copying it whole made
+    what a test sees depend on what ran before."""
+    wanted = sorted(set(CATALOGUE.all_paths() if paths is None else paths))
+    tree = sources.fetch_release(version, wanted)
+    dist_info = [p.relative_to(tree).as_posix() for p in tree.glob("*.dist-info/*")]
+    dest.mkdir(parents=True)
+    for rel in [*dist_info, *wanted]:
+        if (tree / rel).is_file():
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(tree / rel, dest / rel)
+    return dest
+
+
 @pytest.fixture
 def tree_copy(tmp_path: Path):  # type: ignore[no-untyped-def]
-    """Copy one release's pristine tree into tmp_path and return its site-packages."""
+    """A scratch site-packages of one release in tmp_path (``scratch_tree``): ``tree_copy(version)``
+    holds the files of the built-in patches, ``tree_copy(version, paths)`` exactly ``paths``."""
 
-    def make(version: str) -> Path:
-        dest = tmp_path / f"site-{version}"
-        shutil.copytree(
-            sources.fetch_release(version), dest, ignore=shutil.ignore_patterns(".complete")
-        )
-        return dest
+    def make(version: str, paths: Iterable[str] | None = None) -> Path:
+        return scratch_tree(version, tmp_path / f"site-{version}", paths)
 
     return make
 

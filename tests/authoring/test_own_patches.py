@@ -22,13 +22,19 @@ from ..conftest import (
     copy_builtins,
     record_of,
     run_cli,
+    scratch_tree,
     snapshot,
     touched_match_record,
 )
 
 SPEC = "vllm/config/speculative.py"
-CATALOGUE_TREE = sources.fetch_release("0.15.1")
 LIST_0151 = '"kimi_k25", "minimax_m2"]'  # the line as the built-ins leave it on 0.15.1
+
+
+@pytest.fixture(scope="module")
+def catalogue_tree() -> Path:
+    """The shared cache's pristine 0.15.1 tree (read only), fetched on first use."""
+    return sources.fetch_release("0.15.1")
 
 
 def _states(site: Path, *extra: str) -> dict[str, str]:
@@ -57,7 +63,7 @@ def _captured(tree_copy, tmp_path: Path) -> tuple[Path, Path]:  # type: ignore[n
 
 
 def test_capture_stacks_on_the_whitelist_and_behaves_like_a_built_in(
-    tree_copy, tmp_path: Path
+    tree_copy, catalogue_tree: Path, tmp_path: Path
 ) -> None:  # type: ignore[no-untyped-def]
     site, mine = _captured(tree_copy, tmp_path)
     folder = mine / "my-minimax" / "vllm-0.15.1"
@@ -90,7 +96,7 @@ def test_capture_stacks_on_the_whitelist_and_behaves_like_a_built_in(
     shutil.copytree(site, fresh, ignore=shutil.ignore_patterns(".vllm-patcher"))
     run_cli("--target", str(fresh), "revert", check=True)
     for rel in touched_match_record(site):
-        (fresh / rel).write_bytes((CATALOGUE_TREE / rel).read_bytes())
+        (fresh / rel).write_bytes((catalogue_tree / rel).read_bytes())
     for diff in [
         *(
             p.folder / "vllm-0.15.1" / "patch.diff"
@@ -199,7 +205,7 @@ def test_port_merges_cleanly_conflicts_and_continues(tree_copy, tmp_path: Path) 
     assert marked.read_bytes() == resolved
     # apply on 0.17.1 names the command that finishes it (with --continue), as status does
     other = tmp_path / "site-0.17.1-apply"
-    shutil.copytree(sources.fetch_release("0.17.1"), other)
+    scratch_tree("0.17.1", other)
     refused = run_cli("--target", str(other), "--patches", str(mine), "apply")
     said = refused.stdout + refused.stderr
     assert f"--patches {mine} port my-minimax --to 0.17.1 --continue`" in said, said
@@ -209,7 +215,7 @@ def test_port_merges_cleanly_conflicts_and_continues(tree_copy, tmp_path: Path) 
     # the ported diff applies on a real 0.17.1 tree, stacked on the built-ins, and reverts;
     # applying it on top of the built-ins reports only it as applied now
     site = tmp_path / "site-0.17.1-b"
-    shutil.copytree(sources.fetch_release("0.17.1"), site)
+    scratch_tree("0.17.1", site)
     run_cli("--target", str(site), "apply", check=True)
     out = run_cli("--target", str(site), "--patches", str(mine), "apply", check=True).stdout
     now = [line.split()[0] for line in out.splitlines() if "applied now" in line]
@@ -329,7 +335,7 @@ def test_import_fits_an_upstream_diff_leaves_rejects_and_continues(
     tree_copy, tmp_path: Path
 ) -> None:  # type: ignore[no-untyped-def]
     site = tmp_path / "site"
-    shutil.copytree(sources.fetch_release("0.15.1", [MINIMAX]), site)
+    scratch_tree("0.15.1", site, [MINIMAX])
     before = snapshot(site)
     mine = tmp_path / "mine"
     mine.mkdir()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -22,6 +21,7 @@ from ..conftest import (
     pinned_diffs,
     record_of,
     run_cli,
+    scratch_tree,
     snapshot,
     touched_files,
     touched_match_record,
@@ -126,7 +126,7 @@ def test_apply_status_revert_round_trip(tree_copy, version: str, path: str) -> N
 def test_pinned_and_transform_paths_end_in_the_same_bytes(tree_copy, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     by_pin = tree_copy("0.15.1")
     by_transform = tmp_path / "by-transform"
-    shutil.copytree(sources.fetch_release("0.15.1"), by_transform)
+    scratch_tree("0.15.1", by_transform)
     run_cli("--target", str(by_pin), "apply", *CODEMODS.names, check=True)
     run_cli("--target", str(by_transform), "apply", env=EMPTY_PINS, check=True)
     for rel in touched_files(record_of(by_pin), "0.15.1", CODEMODS):
@@ -143,7 +143,7 @@ def test_upstream_releases_are_left_alone(tmp_path: Path, version: str) -> None:
     if version == "latest":
         version = sources.latest_version()
     site = tmp_path / "site"
-    shutil.copytree(sources.fetch_release(version), site)
+    scratch_tree(version, site)
     before = snapshot(site)
     st = status_json(site)
     states = {p["name"]: p["state"] for p in st["patches"]}
@@ -236,7 +236,7 @@ def test_dry_run_prints_the_diff_and_writes_nothing(tree_copy, tmp_path: Path) -
     subprocess.run(["git", "apply", str(tmp_path / "dry.diff")], cwd=site, check=True)
     dry = snapshot(site)
     applied = tmp_path / "applied"
-    shutil.copytree(sources.fetch_release("0.15.1"), applied)
+    scratch_tree("0.15.1", applied)
     run_cli("--target", str(applied), "apply", check=True)
     for rel in touched_files(record_of(site), "0.15.1"):
         assert dry[rel] == (applied / rel).read_bytes(), rel

@@ -27,9 +27,8 @@ import pytest
 
 from vllm_patcher.cluster import nodes as cluster
 from vllm_patcher.cluster.nodes import SITE_ENV
-from vllm_patcher.wheels import sources
 
-from ..conftest import REPO, run_cli, test_venv_python, touched_match_record
+from ..conftest import REPO, run_cli, scratch_tree, test_venv_python, touched_match_record
 
 VERSION = "0.15.1"
 DEEPSEEK = "vllm/model_executor/models/deepseek_v2.py"
@@ -134,9 +133,7 @@ def kill_marked(token: str) -> None:
 def reset(site: Path) -> None:
     """Bring a node's tree back to the pristine release (same path: the node's env points at it)."""
     shutil.rmtree(site)
-    shutil.copytree(
-        sources.fetch_release(VERSION), site, ignore=shutil.ignore_patterns(".complete")
-    )
+    scratch_tree(VERSION, site)
 
 
 def apply_locally(site: Path) -> None:

@@ -1,5 +1,5 @@
 """The README's promises a new user types first: its first code block (patch the venv you already
-have) and the Dockerfile recipe, run as written.
+have) and the Dockerfile recipe, run as written; and every test it cites exists.
 
 Only what cannot exist here is moved: the placeholders `/path/to/vllm-patcher` (a copy of this
 checkout's committed files) and `/path/to/your-venv` (a hard-linked copy of the real vLLM 0.15.1
@@ -114,3 +114,15 @@ def test_the_dockerfile_recipe_builds_the_wheel_and_patches_the_image_vllm(tmp_p
     matches = touched_match_record(site)
     assert matches and not any(matches.values()), matches  # patched, every file
     assert (site / ".vllm-patcher" / "state.json").exists()
+
+
+def test_every_test_and_test_path_the_readme_cites_exists() -> None:
+    """The Guarantees table names the test that proves each row: a moved or renamed test must take
+    its citation with it."""
+    tests = REPO / "tests"
+    source = "\n".join(p.read_text(encoding="utf-8") for p in tests.rglob("*.py"))
+    names = set(re.findall(r"`(test_[a-z0-9_]+)`", README))
+    paths = set(re.findall(r"`(tests/[^`\s]+)`", README))
+    assert names and paths
+    assert not [n for n in sorted(names) if not re.search(rf"^(async )?def {n}\(", source, re.M)]
+    assert not [p for p in sorted(paths) if not (REPO / p).exists()]

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from ..cli.test_json_envelope import VALIDATOR
 from ..conftest import assert_refused, run_cli
-from ..guarantees.test_json_envelope import VALIDATOR
 from .engine import build_models, cpu_python, serve
 
 RELEASE = "0.32.0"

@@ -6,6 +6,7 @@ the release's own METADATA and RECORD."""
 from __future__ import annotations
 
 import difflib
+import functools
 import hashlib
 import json
 import os
@@ -26,16 +27,19 @@ from vllm_patcher.catalogue.writer import write_pin
 from vllm_patcher.errors import FetchError
 from vllm_patcher.wheels import fetch, index, sources
 
-from ..conftest import CATALOGUE, REPO, assert_refused, run_cli, snapshot
+from ..conftest import CATALOGUE, REPO, assert_refused, run_cli, scratch_tree, snapshot
 
 SPEC = "vllm/config/speculative.py"
-PRISTINE = {
-    v: sources.fetch_release(v) for v in ("0.15.0", "0.15.1")
-}  # the shared cache, read only
 INDEX_VARS = (
     "PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_TRUSTED_HOST", "UV_INDEX_URL", "UV_DEFAULT_INDEX",
 )  # fmt: skip
 DEAD_INDEX = "http://127.0.0.1:9/simple"  # nothing listens there: any network use fails
+
+
+@functools.cache
+def _pristine(version: str) -> Path:
+    """The shared cache's pristine tree of ``version`` (read only), fetched on first use."""
+    return sources.fetch_release(version)
 
 
 def build_wheel(
@@ -50,7 +54,7 @@ def build_wheel(
     ``tamper``: that member's bytes change after RECORD; ``pad``: large incompressible members
     before and after the sources (stand-ins for the compiled extensions a range fetch must skip;
     the one after keeps the sources out of the first request's tail)."""
-    tree = PRISTINE[version]
+    tree = _pristine(version)
     dist = f"vllm-{version}.dist-info"
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"vllm-{version}-cp38-abi3-manylinux_2_31_x86_64.whl"
@@ -58,9 +62,8 @@ def build_wheel(
         if pad:
             blob = random.Random(0).getrandbits(8 * pad).to_bytes(pad, "little")
             zf.writestr("vllm/_C.abi3.so", blob, compress_type=zipfile.ZIP_STORED)
-        for file in sorted((tree / "vllm").rglob("*.py")):
-            rel = file.relative_to(tree).as_posix()
-            data = file.read_bytes()
+        for rel in sorted(r for r in CATALOGUE.all_paths() if (tree / r).is_file()):
+            data = (tree / rel).read_bytes()
             zf.writestr(rel, data + b"# tampered\n" if rel == tamper else data)
         if pad:
             blob = (
@@ -182,21 +185,21 @@ def test_range_fetch_from_pypi_is_byte_identical_and_under_2_mb(
     tmp_path: Path, index_env: pytest.MonkeyPatch
 ) -> None:
     index_env.setenv("PIP_INDEX_URL", "https://pypi.org/simple")
-    wanted = sorted((PRISTINE["0.15.1"] / ".complete").read_text().split()[1:])
+    wanted = sorted((_pristine("0.15.1") / ".complete").read_text().split()[1:])
     stats = fetch.FetchStats()
     said: list[str] = []
     tree = sources.fetch_release(
         "0.15.1", wanted, cache=tmp_path, stats=stats, progress=said.append
     )
     assert tree == sources.release_tree("0.15.1", tmp_path)
-    assert _members(tree) == _members(PRISTINE["0.15.1"])  # every file and RECORD, METADATA
+    assert _members(tree) == _members(_pristine("0.15.1"))  # every file and RECORD, METADATA
     assert stats.method == "range" and stats.url.startswith("https://files.pythonhosted.org/")
     assert "x86_64" in stats.url or "aarch64" not in stats.url
     assert 0 < stats.bytes < 2_000_000, stats
     assert stats.requests <= 20, stats
     # both lines count the asked-for files the wheel has (the list may name files of other
     # releases, which 0.15.1 lacks), whatever list an earlier run left in the shared cache
-    present = [m for m in wanted if (PRISTINE["0.15.1"] / m).is_file()]
+    present = [m for m in wanted if (_pristine("0.15.1") / m).is_file()]
     assert len(present) > 0 and stats.members == len(present), (present, stats)
     assert any(f"fetching {len(present)} files of vllm-0.15.1" in m for m in said), said
     assert any(f"fetched {len(present)} files of vllm-0.15.1" in m for m in said), said
@@ -225,7 +228,7 @@ def test_a_range_capable_server_is_read_by_ranges(
     said: list[str] = []
     cache = tmp_path / "cache"
     tree = sources.fetch_release("0.15.1", [SPEC], cache=cache, stats=stats, progress=said.append)
-    assert (tree / SPEC).read_bytes() == (PRISTINE["0.15.1"] / SPEC).read_bytes()
+    assert (tree / SPEC).read_bytes() == (_pristine("0.15.1") / SPEC).read_bytes()
     assert stats.method == "range"
     assert stats.bytes < wheel.stat().st_size / 4, stats  # the 4 MB member was never read
     ranges = [status for path, status in server.log if path.startswith("/files/")]
@@ -248,7 +251,7 @@ def test_a_server_without_ranges_gets_one_whole_download(
     cache = tmp_path / "cache"
     tree = sources.fetch_release("0.15.1", cache=cache, stats=stats, progress=said.append)
     assert _members(tree) == {
-        k: v for k, v in _members(PRISTINE["0.15.1"]).items() if k in _members(tree)
+        k: v for k, v in _members(_pristine("0.15.1")).items() if k in _members(tree)
     }
     assert set(CATALOGUE.all_paths()) <= set(_members(tree))
     assert stats.method == "full" and stats.bytes >= wheel.stat().st_size
@@ -310,7 +313,7 @@ def test_the_configured_index_is_the_one_asked(
     else:
         index_env.setenv(how, url)
     tree = sources.fetch_release("0.15.1", [SPEC], cache=tmp_path / "cache")
-    assert (tree / SPEC).read_bytes() == (PRISTINE["0.15.1"] / SPEC).read_bytes()
+    assert (tree / SPEC).read_bytes() == (_pristine("0.15.1") / SPEC).read_bytes()
     assert ("/simple/vllm/", 200) in server.log
 
 
@@ -403,12 +406,7 @@ def test_pin_refuses_bad_wheels_and_no_release(tmp_path: Path) -> None:
 
 
 def _site(tmp_path: Path, version: str = "0.15.1") -> Path:
-    site = tmp_path / f"site-{version}"
-    for rel, data in snapshot(PRISTINE[version]).items():
-        if rel != ".complete":
-            (site / rel).parent.mkdir(parents=True, exist_ok=True)
-            (site / rel).write_bytes(data)
-    return site
+    return scratch_tree(version, tmp_path / f"site-{version}")
 
 
 def test_capture_and_import_read_the_installed_release_from_a_wheel(tmp_path: Path) -> None:
@@ -442,7 +440,7 @@ def test_capture_and_import_read_the_installed_release_from_a_wheel(tmp_path: Pa
     assert added == ["+", "+# my edit"], diff  # the edit alone: the base is the wheel's bytes
 
     upstream = tmp_path / "upstream.diff"
-    old = (PRISTINE["0.15.1"] / SPEC).read_text().splitlines(True)
+    old = (_pristine("0.15.1") / SPEC).read_text().splitlines(True)
     new = old[:20] + ["# imported line\n"] + old[20:]
     body = "".join(difflib.unified_diff(old, new, f"a/{SPEC}", f"b/{SPEC}"))
     upstream.write_text(f"diff --git a/{SPEC} b/{SPEC}\n{body}")
@@ -464,7 +462,7 @@ def test_port_reads_both_releases_from_wheels(tmp_path: Path) -> None:
     (folder / "patch.toml").write_text(
         'name = "my-fix"\nsummary = "a comment"\nreleases = ">=0.15.0,<0.16"\n'
     )
-    before = (PRISTINE["0.15.1"] / SPEC).read_text()
+    before = (_pristine("0.15.1") / SPEC).read_text()
     # a patch stacked on the built-ins: its base is what they leave on 0.15.1
     lay_site = _site(tmp_path)
     run_cli("--target", str(lay_site), "apply", check=True, env=env)

@@ -13,7 +13,6 @@ from typing import Any
 import jsonschema
 import pytest
 
-from vllm_patcher.catalogue.layout import builtin_paths
 from vllm_patcher.cluster import nodes as cluster
 from vllm_patcher.install.record import file_hash
 from vllm_patcher.wheels import sources
@@ -24,6 +23,7 @@ from ..conftest import (
     assert_refused,
     copy_builtins,
     run_cli,
+    scratch_tree,
     snapshot,
     touched_match_record,
 )
@@ -33,12 +33,17 @@ LOAD = "vllm/config/load.py"
 MINIMAX = "vllm/model_executor/models/minimax_m2.py"
 LIST_0151 = '"kimi_k25", "minimax_m2"]'  # the allow-list's end as the built-ins leave it
 PRISTINE_LIST = '"minicpm", "gpt_oss"]'  # the allow-list's end in the pristine 0.15.1 file
-# config/load.py is no built-in's file: asked for by name, so the shared cached tree (which
-# tree_copy copies) holds it on a new machine too, whatever ran before
-PRISTINE = sources.fetch_release("0.15.1", [*builtin_paths("0.15.1"), LOAD])
+# config/load.py is no built-in's file: every scratch tree here asks for it by name
+FILES = [*CATALOGUE.all_paths(), LOAD]
 VALIDATOR = jsonschema.Draft202012Validator(
     json.loads((REPO / "vllm_patcher" / "schema" / "output.schema.json").read_text())
 )
+
+
+@pytest.fixture(scope="module")
+def pristine_0151() -> Path:
+    """The shared cache's pristine 0.15.1 tree holding FILES (read only), fetched on first use."""
+    return sources.fetch_release("0.15.1", FILES)
 
 
 def _edit(site: Path, rel: str, old: str, new: str) -> None:
@@ -64,7 +69,7 @@ def _recaptured(tree_copy, tmp_path: Path, also_load: bool = False) -> tuple[Pat
     that edit, the same line edited differently there (with ``also_load``, config/load.py too)
     and my-fix captured again into the same folder, as a `git pull` of the team's patches
     would bring it."""
-    t = tree_copy("0.15.1")
+    t = tree_copy("0.15.1", FILES)
     mine = tmp_path / "mine"
     mine.mkdir()
     run_cli("--target", str(t), "apply", check=True)
@@ -134,7 +139,9 @@ def test_an_outdated_node_is_not_ready_in_the_cluster_verdict(tree_copy, tmp_pat
     assert all(any("my-fix outdated" in p for p in n.problems) for n in nodes), report.problems
 
 
-def test_apply_of_an_outdated_series_is_all_or_nothing(tree_copy, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_apply_of_an_outdated_series_is_all_or_nothing(
+    tree_copy, pristine_0151: Path, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
     """The new version of my-fix also changes config/load.py: ENOSPC at every write of the
     upgrading apply in turn gives exit 6 and every file as it was; then it lands whole."""
     t, t2, mine = _recaptured(tree_copy, tmp_path, also_load=True)
@@ -160,16 +167,17 @@ def test_apply_of_an_outdated_series_is_all_or_nothing(tree_copy, tmp_path: Path
     assert set(_states(trial, "--patches", str(mine)).values()) == {"applied"}
     run_cli("--target", str(trial), "--patches", str(mine), "revert", check=True)
     assert all(touched_match_record(trial).values())
-    assert (trial / LOAD).read_bytes() == (PRISTINE / LOAD).read_bytes()
+    assert (trial / LOAD).read_bytes() == (pristine_0151 / LOAD).read_bytes()
 
 
 def test_a_patch_whose_new_version_no_longer_changes_a_file_is_outdated_until_apply_restores_it(
     tree_copy,
+    pristine_0151: Path,
     tmp_path: Path,  # type: ignore[no-untyped-def]
 ) -> None:
     """my-fix changed the allow-list and config/load.py on T; recaptured on T2 (a copy from
     before) with the same allow-list edit alone. T's load.py now holds what no patch makes."""
-    t = tree_copy("0.15.1")
+    t = tree_copy("0.15.1", FILES)
     mine = tmp_path / "mine"
     mine.mkdir()
     run_cli("--target", str(t), "apply", check=True)
@@ -189,7 +197,7 @@ def test_a_patch_whose_new_version_no_longer_changes_a_file_is_outdated_until_ap
     assert run_cli("--target", str(t), "--patches", str(mine), "status", "--check").returncode == 1
     spec = (t / SPEC).read_bytes()
     run_cli("--target", str(t), "--patches", str(mine), "apply", check=True)
-    assert (t / LOAD).read_bytes() == (PRISTINE / LOAD).read_bytes()
+    assert (t / LOAD).read_bytes() == (pristine_0151 / LOAD).read_bytes()
     assert (t / SPEC).read_bytes() == spec
     assert set(_states(t, "--patches", str(mine)).values()) == {"applied"}
     assert not (t / ".vllm-patcher" / "pristine" / LOAD).exists()
@@ -205,13 +213,14 @@ def test_a_patch_whose_new_version_no_longer_changes_a_file_is_outdated_until_ap
 
 def test_a_changed_builtin_pin_under_an_applied_tree_is_outdated_and_apply_upgrades_it(
     tree_copy,
+    pristine_0151: Path,
     tmp_path: Path,  # type: ignore[no-untyped-def]
 ) -> None:
     """A tool upgrade re-pins eagle3-whitelist for 0.15.1 (and eagle3-minimax-m2 on top of it)."""
     pins, env = copy_builtins(tmp_path)
-    site = tree_copy("0.15.1")
+    site = tree_copy("0.15.1", FILES)
     run_cli("--target", str(site), "apply", env=env, check=True)
-    pristine = (PRISTINE / SPEC).read_text()
+    pristine = (pristine_0151 / SPEC).read_text()
     whitelist = (pins / "eagle3-whitelist" / "vllm-0.15.1" / "patch.diff").read_text()
     from vllm_patcher.catalogue.writer import write_pin
     from vllm_patcher.diffs import pinned
@@ -231,7 +240,7 @@ def test_a_changed_builtin_pin_under_an_applied_tree_is_outdated_and_apply_upgra
         "eagle3-minimax-m2",
         [
             (SPEC, new_whitelist, new_minimax),
-            (MINIMAX, (PRISTINE / MINIMAX).read_text(), (site / MINIMAX).read_text()),
+            (MINIMAX, (pristine_0151 / MINIMAX).read_text(), (site / MINIMAX).read_text()),
         ],
     )
     # eagle3-granite stacks on both in the allow-list file: the upgrade re-pins it too
@@ -246,7 +255,7 @@ def test_a_changed_builtin_pin_under_an_applied_tree_is_outdated_and_apply_upgra
         "eagle3-granite",
         [
             (SPEC, new_minimax, new_granite),
-            (granite, (PRISTINE / granite).read_text(), (site / granite).read_text()),
+            (granite, (pristine_0151 / granite).read_text(), (site / granite).read_text()),
         ],
     )
     states = _states(site, env=env)
@@ -264,9 +273,10 @@ def test_a_changed_builtin_pin_under_an_applied_tree_is_outdated_and_apply_upgra
 
 def test_capturing_a_file_a_builtin_patches_before_the_builtins_are_applied_is_refused(
     tree_copy,
+    pristine_0151: Path,
     tmp_path: Path,  # type: ignore[no-untyped-def]
 ) -> None:
-    site = tree_copy("0.15.1")
+    site = tree_copy("0.15.1", FILES)
     mine = tmp_path / "mine"
     mine.mkdir()
     _edit(site, SPEC, PRISTINE_LIST, '"minicpm", "gpt_oss", "glm4_moe"]')
@@ -278,17 +288,17 @@ def test_capturing_a_file_a_builtin_patches_before_the_builtins_are_applied_is_r
 
     # the way the message says: the edit aside, apply, the edit again, capture; it replays
     edited = (site / SPEC).read_bytes()
-    (site / SPEC).write_bytes((PRISTINE / SPEC).read_bytes())
+    (site / SPEC).write_bytes((pristine_0151 / SPEC).read_bytes())
     run_cli("--target", str(site), "apply", check=True)
     _edit(site, SPEC, LIST_0151, '"kimi_k25", "minimax_m2", "glm4_moe"]')
     run_cli("--target", str(site), "--patches", str(mine), "capture", "my-fix", check=True)
     fresh = tmp_path / "fresh"
-    shutil.copytree(PRISTINE, fresh, ignore=shutil.ignore_patterns(".complete"))
+    scratch_tree("0.15.1", fresh, FILES)
     run_cli("--target", str(fresh), "--patches", str(mine), "apply", check=True)
     assert (fresh / SPEC).read_bytes() == (site / SPEC).read_bytes() != edited
     # a file no built-in patches is still captured on the pristine tree
     other = tmp_path / "other"
-    shutil.copytree(PRISTINE, other, ignore=shutil.ignore_patterns(".complete"))
+    scratch_tree("0.15.1", other, FILES)
     _edit(other, LOAD, "\n", "\n# mine\n")
     (tmp_path / "m2").mkdir()
     run_cli(
@@ -300,7 +310,7 @@ def test_a_patch_without_a_codemod_is_never_labelled_transform(tree_copy, tmp_pa
     """my-fix captured on the pristine file where the built-ins were not given (an older tool),
     then status with the built-ins: their series on the file no longer chains, but the method
     shown for eagle3-minimax-m2 (no codemod) is its pinned diff, never `transform`."""
-    site = tree_copy("0.15.1")
+    site = tree_copy("0.15.1", FILES)
     mine = tmp_path / "mine"
     mine.mkdir()
     none = tmp_path / "no-builtins"
@@ -321,7 +331,7 @@ def test_a_patch_without_a_codemod_is_never_labelled_transform(tree_copy, tmp_pa
 
 def test_revert_refuses_a_pristine_copy_that_record_contradicts(tree_copy) -> None:  # type: ignore[no-untyped-def]
     """The pristine copy and its before-hash in state.json both changed: RECORD still knows."""
-    site = tree_copy("0.15.1")
+    site = tree_copy("0.15.1", FILES)
     run_cli("--target", str(site), "apply", check=True)
     copy = site / ".vllm-patcher" / "pristine" / SPEC
     planted = copy.read_bytes() + b"# planted\n"
@@ -341,12 +351,13 @@ def test_revert_refuses_a_pristine_copy_that_record_contradicts(tree_copy) -> No
 @pytest.mark.parametrize("how", ["releases-narrowed", "pin-emptied", "pin-deleted"])
 def test_a_recorded_patch_its_folder_no_longer_produces_for_this_release_is_outdated(
     tree_copy,
+    pristine_0151: Path,
     tmp_path: Path,
     how: str,  # type: ignore[no-untyped-def]
 ) -> None:
     """The attack's false green: my-edit applied and recorded, then its folder changed so that it
     gives nothing for 0.15.1: status must not call the old bytes applied; apply takes them out."""
-    t = tree_copy("0.15.1")
+    t = tree_copy("0.15.1", FILES)
     mine = tmp_path / "mine"
     mine.mkdir()
     run_cli("--target", str(t), "apply", check=True)
@@ -365,5 +376,5 @@ def test_a_recorded_patch_its_folder_no_longer_produces_for_this_release_is_outd
     assert check.returncode == 1, check.stdout
     assert _states(t, "--patches", str(mine))["my-edit"] == "outdated"
     run_cli("--target", str(t), "--patches", str(mine), "apply", check=True)
-    assert (t / LOAD).read_bytes() == (PRISTINE / LOAD).read_bytes()
+    assert (t / LOAD).read_bytes() == (pristine_0151 / LOAD).read_bytes()
     assert _states(t, "--patches", str(mine))["my-edit"] in ("not-applicable", "unported")

@@ -16,7 +16,6 @@ from vllm_patcher import fileops
 from vllm_patcher.errors import NotWritable
 from vllm_patcher.install.locate import locate_in_directory
 from vllm_patcher.patching import journal, txn
-from vllm_patcher.wheels import sources
 
 from ..conftest import (
     CATALOGUE,
@@ -24,6 +23,7 @@ from ..conftest import (
     assert_refused,
     copy_builtins,
     run_cli,
+    scratch_tree,
     snapshot,
     touched_match_record,
 )
@@ -245,7 +245,7 @@ def test_a_pre_release_of_0_18_is_checked_not_assumed(
     tmp_path: Path, sources_of: str, expected: str
 ) -> None:
     site = tmp_path / "site"
-    shutil.copytree(sources.fetch_release(sources_of), site)
+    scratch_tree(sources_of, site)
     info = site / f"vllm-{sources_of}.dist-info"
     metadata = info / "METADATA"
     metadata.write_text(

@@ -27,9 +27,16 @@ from vllm_patcher.install.locate import locate_in_directory
 from vllm_patcher.install.record import file_hash
 from vllm_patcher.patching import status as status_mod
 from vllm_patcher.patching import txn
-from vllm_patcher.wheels import sources
 
-from ..conftest import CATALOGUE, UNPINNED, record_of, run_cli, snapshot, touched_files
+from ..conftest import (
+    CATALOGUE,
+    UNPINNED,
+    record_of,
+    run_cli,
+    scratch_tree,
+    snapshot,
+    touched_files,
+)
 
 VERSION = "0.15.1"
 MIN_KILLS = int(os.environ.get("VLLM_PATCHER_KILLS", "200"))
@@ -41,8 +48,7 @@ class Trees:
 
     def __init__(self, root: Path) -> None:
         self.pristine = root / "pristine"
-        shutil.copytree(sources.fetch_release(VERSION), self.pristine)
-        (self.pristine / ".complete").unlink(missing_ok=True)
+        scratch_tree(VERSION, self.pristine)
         self.patched = root / "patched"
         shutil.copytree(self.pristine, self.patched)
         run_cli("--target", str(self.patched), "apply", check=True)

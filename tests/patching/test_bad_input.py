@@ -4,16 +4,13 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import stat
 import sys
 from pathlib import Path
 
 import pytest
 
-from vllm_patcher.wheels import sources
-
-from ..conftest import assert_refused, run_cli, snapshot
+from ..conftest import assert_refused, run_cli, scratch_tree, snapshot
 
 
 def test_no_vllm_for_this_interpreter() -> None:
@@ -48,7 +45,7 @@ def test_python_given_a_site_packages_folder_points_to_target(tree_copy) -> None
 
 def test_release_before_the_supported_range(tmp_path: Path) -> None:
     site = tmp_path / "site"
-    shutil.copytree(sources.fetch_release("0.10.2"), site)
+    scratch_tree("0.10.2", site)
     before = snapshot(site)
     for command in ("status", "apply", "verify"):
         assert_refused(run_cli("--target", str(site), command), 4, "0.10.2", "0.11.0 to 0.31.x")

@@ -18,11 +18,10 @@ import pytest
 from packaging.specifiers import SpecifierSet
 
 from vllm_patcher.catalogue.model import admits_a_release, valid_patch_name
-from vllm_patcher.wheels import sources
 
-from ..authoring.test_own_patches import MINIMAX, _upstream_diff
-from ..conftest import assert_refused, run_cli, snapshot
-from .test_json_envelope import answer, error
+from ..cli.test_json_envelope import answer, error
+from ..conftest import assert_refused, run_cli, scratch_tree, snapshot
+from .test_own_patches import MINIMAX, _upstream_diff
 
 SPEC = "vllm/config/speculative.py"
 LIST_0151 = '"kimi_k25", "minimax_m2"]'  # the allow-list line as the built-ins leave it on 0.15.1
@@ -33,10 +32,7 @@ CONFLICT = re.compile(r"<<<<<<< [^\n]*\n(.*?)=======\n.*?>>>>>>> [^\n]*\n", re.S
 def _tree(tmp_path: Path, version: str) -> Path:
     """A scratch copy of one release's pristine tree (a new one each call)."""
     dest = tmp_path / f"site-{version}-{next(_COPIES)}"
-    shutil.copytree(
-        sources.fetch_release(version), dest, ignore=shutil.ignore_patterns(".complete")
-    )
-    return dest
+    return scratch_tree(version, dest)
 
 
 def _captured(tmp_path: Path, folder: Path, name: str = "my-fix", *extra: str) -> Path:
@@ -151,7 +147,7 @@ def test_editor_files_in_a_conflicts_folder_are_left_out_of_import_continue(
     tmp_path: Path,
 ) -> None:
     site = tmp_path / "site"
-    shutil.copytree(sources.fetch_release("0.15.1", [MINIMAX]), site)
+    scratch_tree("0.15.1", site, [MINIMAX])
     mine = tmp_path / "mine"
     mine.mkdir()
     args = ("--target", str(site), "--patches", str(mine), "import", "mm-eagle")
@@ -417,7 +413,7 @@ def test_a_continue_that_completes_a_release_adds_it_to_releases(tmp_path: Path)
 def test_a_malformed_pyproject_table_is_refused_not_a_traceback(tmp_path: Path, text: str) -> None:
     """status and apply read ``[tool.vllm-patcher]`` of the pyproject.toml where they run."""
     site = tmp_path / "site"
-    shutil.copytree(sources.fetch_release("0.15.1"), site)
+    scratch_tree("0.15.1", site)
     (tmp_path / "pyproject.toml").write_text(text)
     before = snapshot(site)
     for command in ("status", "apply"):

@@ -14,7 +14,7 @@ import jsonschema
 import pytest
 
 from ..conftest import REPO, run_cli
-from ..doctor.test_doctor import kimi_target, specforge_drafter
+from ..models.model_files import kimi_target, specforge_drafter
 
 SCHEMA = json.loads((REPO / "vllm_patcher" / "schema" / "output.schema.json").read_text())
 VALIDATOR = jsonschema.Draft202012Validator(SCHEMA)

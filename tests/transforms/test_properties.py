@@ -9,7 +9,7 @@
 from __future__ import annotations
 
 import difflib
-import shutil
+import functools
 import tempfile
 from pathlib import Path
 
@@ -22,32 +22,40 @@ from vllm_patcher.install.locate import locate_in_directory
 from vllm_patcher.patching import txn
 from vllm_patcher.wheels import sources
 
-from ..conftest import CATALOGUE, snapshot
-from .test_hostile_input import _rewrite_record
+from ..conftest import CATALOGUE, scratch_tree, snapshot
+from ..patching.test_hostile_input import _rewrite_record
 
 VERSION = "0.15.1"
 CODEMODS = Catalogue(tuple(p for p in CATALOGUE.patches if p.transforms))
 CHANGES = {c.path: c for p in CODEMODS.patches for c in p.transforms}
 FILES = sorted(CHANGES)
-PRISTINE = sources.fetch_release(VERSION)
-SOURCES = {rel: (PRISTINE / rel).read_text() for rel in FILES}
-OUTPUTS = {rel: CHANGES[rel].rewrite(SOURCES[rel]).source for rel in FILES}
 MARGIN = 3
 
 
+# The pristine sources are read on first use, never at import: collecting the suite fetches nothing.
+@functools.cache
+def _sources() -> dict[str, str]:
+    pristine = sources.fetch_release(VERSION, FILES)
+    return {rel: (pristine / rel).read_text() for rel in FILES}
+
+
+@functools.cache
+def _outputs() -> dict[str, str]:
+    return {rel: CHANGES[rel].rewrite(_sources()[rel]).source for rel in FILES}
+
+
+@functools.cache
 def _opcodes(rel: str) -> list[tuple[str, int, int, int, int]]:
-    a, b = SOURCES[rel].splitlines(True), OUTPUTS[rel].splitlines(True)
+    a, b = _sources()[rel].splitlines(True), _outputs()[rel].splitlines(True)
     return difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes()
 
 
-OPCODES = {rel: _opcodes(rel) for rel in FILES}
-
-
+@functools.cache
 def _safe_points(rel: str) -> list[tuple[int, int]]:
     """(original line, transformed line) pairs where inserting a line cannot touch a change."""
-    lines = SOURCES[rel].splitlines(True)
+    lines = _sources()[rel].splitlines(True)
     points = []
-    for tag, i1, i2, j1, _ in OPCODES[rel]:
+    for tag, i1, i2, j1, _ in _opcodes(rel):
         if tag != "equal":
             continue
         for p in range(i1 + MARGIN, i2 - MARGIN):
@@ -57,18 +65,17 @@ def _safe_points(rel: str) -> list[tuple[int, int]]:
     return points
 
 
-SAFE = {rel: _safe_points(rel) for rel in FILES}
-TOUCHED = {
-    rel: sorted(
+@functools.cache
+def _touched(rel: str) -> list[int]:
+    return sorted(
         {
             i
-            for tag, i1, i2, _, _ in OPCODES[rel]
+            for tag, i1, i2, _, _ in _opcodes(rel)
             if tag != "equal"
             for i in range(max(i1 - 1, 0), max(i2, i1 + 1))
         }
     )
-    for rel in FILES
-}
+
 
 comment_text = st.text(
     alphabet=st.characters(min_codepoint=32, max_codepoint=0x2FF, blacklist_characters="\\\r"),
@@ -79,7 +86,7 @@ comment_text = st.text(
 @st.composite
 def edits(draw: st.DrawFn) -> tuple[str, list[tuple[int, int, str]]]:
     rel = draw(st.sampled_from(FILES))
-    chosen = draw(st.lists(st.sampled_from(SAFE[rel]), min_size=1, max_size=6, unique=True))
+    chosen = draw(st.lists(st.sampled_from(_safe_points(rel)), min_size=1, max_size=6, unique=True))
     texts = [draw(comment_text) for _ in chosen]
     indents = [draw(st.sampled_from(["", "    ", "        "])) for _ in chosen]
     return rel, [
@@ -100,10 +107,10 @@ def test_edits_outside_touched_regions_survive_the_transform(
     case: tuple[str, list[tuple[int, int, str]]],
 ) -> None:
     rel, inserts = case
-    edited = _insert(SOURCES[rel], [(p, line) for p, _, line in inserts])
+    edited = _insert(_sources()[rel], [(p, line) for p, _, line in inserts])
     result = CHANGES[rel].rewrite(edited)
     assert result.changed
-    assert result.source == _insert(OUTPUTS[rel], [(q, line) for _, q, line in inserts])
+    assert result.source == _insert(_outputs()[rel], [(q, line) for _, q, line in inserts])
     compile(result.source, rel, "exec")
     assert not CHANGES[rel].rewrite(result.source).changed
 
@@ -116,9 +123,9 @@ def test_apply_then_revert_restores_an_edited_tree_byte_for_byte(
     rel, inserts = case
     with tempfile.TemporaryDirectory() as tmp:
         site = Path(tmp) / "site"
-        shutil.copytree(PRISTINE, site)
+        scratch_tree(VERSION, site, FILES)
         _rewrite_record(
-            site, rel, _insert(SOURCES[rel], [(p, line) for p, _, line in inserts]).encode()
+            site, rel, _insert(_sources()[rel], [(p, line) for p, _, line in inserts]).encode()
         )
         before = snapshot(site)
         result = txn.apply(locate_in_directory(str(site)), CODEMODS)
@@ -134,8 +141,8 @@ def test_apply_then_revert_restores_an_edited_tree_byte_for_byte(
 @st.composite
 def corruptions(draw: st.DrawFn) -> tuple[str, int, int, str]:
     rel = draw(st.sampled_from(FILES))
-    line = draw(st.sampled_from(TOUCHED[rel]))
-    text = SOURCES[rel].splitlines(True)[line]
+    line = draw(st.sampled_from(_touched(rel)))
+    text = _sources()[rel].splitlines(True)[line]
     start = draw(st.integers(0, max(len(text) - 1, 0)))
     length = draw(st.integers(0, 12))
     junk = draw(st.sampled_from(["", ",", ")", "(", "x", ":", "  ", "\n", "#", "'"]))
@@ -149,13 +156,13 @@ def test_corrupted_touched_regions_are_patched_cleanly_or_refused_cleanly(
 ) -> None:
     rel, line, _, spec = case
     start, length, junk = spec.split(":", 2)
-    lines = SOURCES[rel].splitlines(True)
+    lines = _sources()[rel].splitlines(True)
     text = lines[line]
     lines[line] = text[: int(start)] + junk + text[int(start) + int(length) :]
     corrupted = "".join(lines)
     with tempfile.TemporaryDirectory() as tmp:
         site = Path(tmp) / "site"
-        shutil.copytree(PRISTINE, site)
+        scratch_tree(VERSION, site, FILES)
         _rewrite_record(site, rel, corrupted.encode())
         before = snapshot(site)
         try:

@@ -1,0 +1,158 @@
+"""serve-args: exactly the speculative config, or a refusal of what doctor calls a problem."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from vllm_patcher.doctor import check
+
+from ..conftest import assert_refused, run_cli
+from ..models.model_files import drafter_weights, kimi_target, ready_kimi_pair, specforge_drafter
+
+# --- serve-args -------------------------------------------------------------------------------------
+
+
+def test_serve_args_prints_exactly_the_speculative_config(tmp_path: Path) -> None:
+    target, drafter = ready_kimi_pair(tmp_path)
+    relative = os.path.relpath(drafter)  # the child runs in this process's directory
+    args = ("--model", str(target), "--vllm-version", "0.15.1")
+    proc = run_cli("serve-args", *args, "--drafter", relative)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == (
+        f'{{"method": "eagle3", "model": "{drafter}", "num_speculative_tokens": 3}}\n'
+    )
+    assert proc.stderr == ""
+    # not a report: --json (before or after the command) changes not one byte of stdout
+    assert run_cli("--json", "serve-args", *args, "--drafter", relative).stdout == proc.stdout
+    assert run_cli("serve-args", *args, "--drafter", relative, "--json").stdout == proc.stdout
+    proc = run_cli("serve-args", *args, "--drafter", str(drafter), "--num-speculative-tokens", "5")
+    assert json.loads(proc.stdout) == {
+        "method": "eagle3",
+        "model": str(drafter),
+        "num_speculative_tokens": 5,
+    }
+
+
+def test_serve_args_needs_a_drafter_config(tmp_path: Path) -> None:
+    proc = run_cli(
+        "serve-args", "--model", str(kimi_target(tmp_path)), "--drafter", str(tmp_path),
+        "--vllm-version", "0.15.1",
+    )  # fmt: skip
+    assert_refused(proc, 11, "has no config.json")
+
+
+def test_serve_args_needs_the_model_to_run_doctors_checks(tmp_path: Path) -> None:
+    proc = run_cli("serve-args", "--drafter", str(specforge_drafter(tmp_path)))
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert "Missing option '--model'" in proc.stderr
+
+
+def serve_args_refusal(proc: subprocess.CompletedProcess[str], *fragments: str) -> str:
+    """Refused with exit 1: nothing on stdout for $(...) to pass to vllm serve, the problems on
+    stderr, no traceback."""
+    assert proc.returncode == 1, (proc.stdout, proc.stderr)
+    assert proc.stdout == ""
+    assert "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines()[-1].startswith("vllm-patcher: error: serve-args: ")
+    for fragment in fragments:
+        assert fragment in proc.stderr, proc.stderr
+    return proc.stderr
+
+
+def test_serve_args_refuses_a_directory_that_is_not_an_eagle3_drafter(tmp_path: Path) -> None:
+    plain = specforge_drafter(
+        tmp_path, weights=drafter_weights(), architectures=["LlamaForCausalLM"]
+    )
+    serve_args_refusal(
+        run_cli(
+            "serve-args",
+            "--model",
+            str(kimi_target(tmp_path)),
+            "--drafter",
+            str(plain),
+            "--vllm-version",
+            "0.15.1",
+        ),  # fmt: skip
+        'problem: architecture: drafter architectures ["LlamaForCausalLM"] name no EAGLE-3 head',
+        "doctor found 1 problem",
+    )
+
+
+def test_serve_args_refuses_a_target_given_as_the_drafter(tmp_path: Path) -> None:
+    target = kimi_target(tmp_path)
+    serve_args_refusal(
+        run_cli(
+            "serve-args",
+            "--model",
+            str(target),
+            "--drafter",
+            str(target),
+            "--vllm-version",
+            "0.15.1",
+        ),  # fmt: skip
+        f"problem: roles: --drafter {target}",
+        "looks like a target model, not an EAGLE-3 drafter",
+    )
+
+
+def test_serve_args_refuses_what_doctor_calls_a_problem(tmp_path: Path) -> None:
+    drafter = specforge_drafter(tmp_path, nested=[2, 30, 58], weights=drafter_weights())
+    stderr = serve_args_refusal(
+        run_cli(
+            "serve-args",
+            "--model",
+            str(kimi_target(tmp_path)),
+            "--drafter",
+            str(drafter),
+            "--vllm-version",
+            "0.15.1",
+        ),  # fmt: skip
+        "problem: aux-layers: vLLM 0.15.1 ignores",
+        'fix: add "eagle_aux_hidden_state_layer_ids": [3, 31, 59]',
+    )
+    # the same pair passes once the key is there; a warning does not refuse
+    assert run_cli("doctor", "--model", str(kimi_target(tmp_path)), "--drafter", str(drafter),
+                   "--vllm-version", "0.15.1", "--fix").returncode == 0  # fmt: skip
+    proc = run_cli(
+        "serve-args", "--model", str(kimi_target(tmp_path)), "--drafter", str(drafter),
+        "--vllm-version", "0.15.1",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["model"] == str(drafter) and stderr
+
+
+def test_serve_args_refuses_a_release_apply_cannot_patch(tmp_path: Path) -> None:
+    target, drafter = ready_kimi_pair(tmp_path)
+    serve_args_refusal(
+        run_cli(
+            "serve-args",
+            "--model",
+            str(target),
+            "--drafter",
+            str(drafter),
+            "--vllm-version",
+            "0.9.0",
+        ),  # fmt: skip
+        "problem: vllm-release: vLLM 0.9.0 is older than 0.11.0",
+    )
+
+
+@pytest.mark.parametrize(("version", "loads"), [("0.14.1", False), ("0.15.0", True)])
+def test_a_kimi_k25_target_needs_a_release_that_has_its_model(
+    tmp_path: Path, version: str, loads: bool
+) -> None:
+    drafter = specforge_drafter(
+        tmp_path, weights=drafter_weights(), eagle_aux_hidden_state_layer_ids=[3, 31, 59]
+    )
+    report = check(kimi_target(tmp_path), drafter, version)
+    target_problems = [f for f in report.problems if f.check == "target"]
+    if loads:
+        assert target_problems == []
+    else:
+        (problem,) = target_problems
+        assert "arrived in vLLM 0.15.0" in problem.message and problem.fix

@@ -1,0 +1,1 @@
+"""Tests of reading model configs, safetensors headers and the Hugging Face cache."""

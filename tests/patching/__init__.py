@@ -1,0 +1,1 @@
+"""Tests of status, plan, the transaction (apply, revert), the journal and verify."""

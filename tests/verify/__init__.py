@@ -1,1 +1,0 @@
-"""Tests of verify's behaviour checks."""
