@@ -1,0 +1,283 @@
+"""EAGLE-3 for a model family: the checks every family backport runs with its own names.
+
+A family backport makes ``<Family>ForCausalLM`` implement ``SupportsEagle3`` and its inner
+``<Family>Model.forward`` return the auxiliary hidden states; a check file proves both by calling
+``implements_supports_eagle3`` and ``forward_captures_aux`` from its own ``check_*`` functions
+(whose docstrings name the checks), with the model module it imported and its class names::
+
+    from vllm_patcher_checklib import eagle3
+
+    def check_supports_eagle3(ctx):
+        \"\"\"GraniteForCausalLM implements SupportsEagle3 with working default and setter.\"\"\"
+        eagle3.implements_supports_eagle3(
+            importlib.import_module("vllm.model_executor.models.granite"),
+            family="Granite", causal_lm="GraniteForCausalLM", model="GraniteModel",
+            num_layers=40, wanted=(3, 21, 38),
+        )
+
+Both drive the release's own code on bare instances (no weights, no GPU): stand-in decoder
+layers, embedding, norm and a single-stage pipeline group, each put back afterwards. The
+``SpeculativeConfig`` helpers at the end serve the checks of the EAGLE-3 allow-list (through
+0.21.x).
+"""
+
+# mypy: disable-error-code="misc"
+# (torch is not installed where vllm-patcher is type-checked: the stand-ins subclass Any there)
+from __future__ import annotations
+
+import importlib
+import inspect
+from types import SimpleNamespace
+from typing import Any
+
+import torch
+
+# --- stand-ins --------------------------------------------------------------------------------
+
+
+def bare(cls: Any) -> Any:
+    """An instance of a vLLM module class without running its __init__ (no GPU, no weights)."""
+    obj = cls.__new__(cls)
+    torch.nn.Module.__init__(obj)
+    return obj
+
+
+class ResidualLayer(torch.nn.Module):
+    """Stand-in decoder layer in vLLM's ``(hidden, residual)`` style (DeepSeek, MiniMax-M2):
+    records the residual stream entering it."""
+
+    entering = "hidden_states + residual, or hidden_states where residual is None"
+
+    def __init__(self, index: int, seen: dict[int, torch.Tensor]) -> None:
+        super().__init__()
+        self.index, self.seen = index, seen
+
+    def forward(self, positions: Any, hidden: torch.Tensor, residual: Any, *rest: Any) -> Any:
+        entering = hidden if residual is None else hidden + residual
+        self.seen[self.index] = entering.clone()
+        return entering * 0.5 + (self.index + 1), entering
+
+
+class ResidualNorm(torch.nn.Module):
+    """Stand-in final norm of the ``(hidden, residual)`` style."""
+
+    def forward(self, hidden: torch.Tensor, residual: torch.Tensor) -> Any:
+        return hidden + residual, hidden + residual
+
+
+class PlainLayer(torch.nn.Module):
+    """Stand-in decoder layer that adds its own residual (Granite): the stream entering it is the
+    hidden state passed in, which it records."""
+
+    entering = "the hidden state passed into it; for layer 0 the scaled embedding"
+
+    def __init__(self, index: int, seen: dict[int, torch.Tensor]) -> None:
+        super().__init__()
+        self.index, self.seen = index, seen
+
+    def forward(self, positions: Any, hidden: torch.Tensor, *rest: Any) -> torch.Tensor:
+        self.seen[self.index] = hidden.clone()
+        return hidden * 0.5 + (self.index + 1)
+
+
+class PlainNorm(torch.nn.Module):
+    """Stand-in final norm of the plain style."""
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        return hidden * 2
+
+
+# --- the interface and its default aux layers -------------------------------------------------
+
+
+def default_layers_method() -> str:
+    """The name the installed release's model runner calls for the default aux layers."""
+    from vllm.model_executor.models.interfaces import SupportsEagle3
+
+    if hasattr(SupportsEagle3, "get_eagle3_default_aux_hidden_state_layers"):
+        return "get_eagle3_default_aux_hidden_state_layers"  # 0.18.0 and later
+    return "get_eagle3_aux_hidden_state_layers"  # up to 0.17.x
+
+
+def implements_supports_eagle3(
+    module: Any,
+    *,
+    family: str,
+    causal_lm: str,
+    model: str,
+    num_layers: int,
+    wanted: tuple[int, ...],
+) -> None:
+    """``module.<causal_lm>`` implements SupportsEagle3 (the model runner refuses EAGLE-3 for
+    ``family`` targets otherwise), its default aux layers for ``num_layers`` decoder layers are
+    ``(2, n // 2, n - 3)``, and ``set_aux_hidden_state_layers(wanted)`` reaches the inner
+    ``module.<model>``. The default is asked for by the name the installed release's runner uses
+    (``default_layers_method``)."""
+    from vllm.model_executor.models.interfaces import supports_eagle3
+
+    cls = getattr(module, causal_lm)
+    if not supports_eagle3(cls):
+        raise AssertionError(
+            f"{causal_lm} does not implement SupportsEagle3; "
+            f"the model runner refuses EAGLE-3 for {family} targets"
+        )
+    n = num_layers
+    expected = (2, n // 2, n - 3)
+    inner = bare(getattr(module, model))
+    inner.config = SimpleNamespace(num_hidden_layers=n)
+    inner.layers = torch.nn.ModuleList([torch.nn.Identity() for _ in range(n)])
+    inner.start_layer, inner.end_layer = 0, n
+    outer = bare(cls)
+    outer.config = inner.config
+    outer.model = inner
+
+    method = default_layers_method()
+    try:
+        got = getattr(outer, method)()
+    except Exception as exc:
+        raise AssertionError(
+            f"{causal_lm}.{method}() raised {type(exc).__name__}: {exc}; "
+            "the model runner calls it for the default EAGLE-3 aux layers"
+        ) from exc
+    if got is None:
+        raise AssertionError(
+            f"{causal_lm}.{method}() returned None (the interface's empty stub); "
+            f"it must return the default aux layers {expected} for {n} layers"
+        )
+    if tuple(got) != expected:
+        raise AssertionError(
+            f"{causal_lm}.{method}() returned {tuple(got)} for {n} decoder layers; "
+            f"vLLM's default is (2, n // 2, n - 3) = {expected}"
+        )
+
+    try:
+        outer.set_aux_hidden_state_layers(wanted)
+    except Exception as exc:
+        raise AssertionError(
+            f"{causal_lm}.set_aux_hidden_state_layers{wanted} raised {type(exc).__name__}: {exc}"
+        ) from exc
+    if "aux_hidden_state_layers" not in vars(inner):
+        raise AssertionError(
+            f"set_aux_hidden_state_layers({wanted}) did not reach {model}: its "
+            "aux_hidden_state_layers was never set, so forward would not capture those layers"
+        )
+    stored = inner.aux_hidden_state_layers
+    if tuple(stored) != wanted:
+        raise AssertionError(
+            f"set_aux_hidden_state_layers({wanted}) left {model}.aux_hidden_state_layers "
+            f"at {stored!r}, so forward would capture the wrong layers"
+        )
+
+
+# --- the forward capture ----------------------------------------------------------------------
+
+
+def forward_captures_aux(
+    module: Any,
+    *,
+    model: str,
+    layer: type[PlainLayer] | type[ResidualLayer],
+    config: dict[str, Any] | None = None,
+) -> None:
+    """The real ``module.<model>.forward`` over 6 stand-in ``layer`` s returns ``(hidden, aux)``
+    whose entries are the residual stream entering layers 0, 3 and 5 (layer 0 included), the
+    plain tensor when no aux layers are asked for, and the same final hidden state either way.
+    ``config`` adds what the model's forward reads from its config (Granite's
+    ``embedding_multiplier``); ``module.get_pp_group`` is stood in and put back."""
+    n = 6
+    hidden_size = 8
+    norm = PlainNorm() if layer is PlainLayer else ResidualNorm()
+    pp = SimpleNamespace(is_first_rank=True, is_last_rank=True, world_size=1, rank_in_group=0)
+
+    def run(aux: tuple[int, ...]) -> tuple[Any, dict[int, torch.Tensor]]:
+        seen: dict[int, torch.Tensor] = {}
+        instance = bare(getattr(module, model))
+        instance.config = SimpleNamespace(
+            num_hidden_layers=n, hidden_size=hidden_size, **(config or {})
+        )
+        instance.layers = torch.nn.ModuleList([layer(i, seen) for i in range(n)])
+        instance.start_layer, instance.end_layer = 0, n
+        torch.manual_seed(0)
+        instance.embed_tokens = torch.nn.Embedding(16, hidden_size)
+        instance.norm = norm
+        instance.aux_hidden_state_layers = aux
+        with torch.no_grad():
+            out = type(instance).forward(instance, torch.tensor([1, 5, 7]), torch.arange(3), None)
+        return out, seen
+
+    original = module.get_pp_group
+    module.get_pp_group = lambda: pp
+    try:
+        try:
+            plain, _ = run(())
+            wanted = (0, 3, 5)
+            out, seen = run(wanted)
+        except Exception as exc:
+            raise AssertionError(
+                f"{model}.forward raised {type(exc).__name__}: {exc} "
+                "when driven with stand-in layers (aux layers 0, 3, 5)"
+            ) from exc
+    finally:
+        module.get_pp_group = original
+
+    if not isinstance(plain, torch.Tensor):
+        raise AssertionError(
+            f"{model}.forward without aux layers returned "
+            f"{type(plain).__name__}, not the plain hidden-state tensor"
+        )
+    if not (isinstance(out, tuple) and len(out) == 2 and isinstance(out[1], list)):
+        raise AssertionError(
+            f"{model}.forward with aux layers (0, 3, 5) returned "
+            f"{type(out).__name__}, not (hidden_states, aux_hidden_states): the aux capture is "
+            "missing, so the EAGLE-3 drafter would get no target features"
+        )
+    hidden, aux = out
+    if len(aux) != len(wanted):
+        raise AssertionError(
+            f"{model}.forward returned {len(aux)} aux states for aux layers {wanted}"
+        )
+    for index, state in zip(wanted, aux, strict=True):
+        if not torch.equal(state, seen[index]):
+            raise AssertionError(
+                f"the aux state for layer {index} is not the residual stream entering layer "
+                f"{index} ({layer.entering})"
+            )
+    if not torch.equal(hidden, plain):
+        raise AssertionError(f"capturing aux states changed {model}'s final hidden states")
+
+
+# --- the EAGLE-3 allow-list of SpeculativeConfig ----------------------------------------------
+
+
+def has_allow_list() -> bool:
+    """True where SpeculativeConfig still checks the target's model_type (through 0.21.x)."""
+    source = inspect.getsource(importlib.import_module("vllm.config.speculative"))
+    return "eagle3_target_supported" in source or "aux_hidden_states_supported" in source
+
+
+def speculative_config(target: Any, drafter: str, parallel: Any = None) -> Any:
+    """The real eagle3 ``SpeculativeConfig`` for the target ``ModelConfig`` and the drafter
+    folder, as a server builds it before any proposer exists (raises what it raises)."""
+    from vllm.config import ParallelConfig, SpeculativeConfig
+
+    return SpeculativeConfig(
+        method="eagle3",
+        model=drafter,
+        num_speculative_tokens=3,
+        target_model_config=target,
+        target_parallel_config=ParallelConfig() if parallel is None else parallel,
+    )
+
+
+def rejection(exc: BaseException) -> str:
+    """The whole of what vLLM said, on one line (400 characters at most)."""
+    return " ".join(str(exc).split())[:400] or repr(exc)
+
+
+def refusal(exc: BaseException, whole: bool = False) -> str:
+    """The refusal's last line; all of it (300 characters) with ``whole`` or when it is the
+    allow-list's "only supported" refusal."""
+    text = str(exc).strip()
+    if whole or "only supported" in text:
+        return " ".join(text.split())[:300]
+    return text.splitlines()[-1] if text else repr(exc)
