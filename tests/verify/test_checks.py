@@ -550,7 +550,7 @@ def test_built_in_checks_are_red_on_pristine_0151(
     patch = CATALOGUE.get("eagle3-granite")
     assert patch is not None
     granite = patch.folder / "checks" / "granite_eagle3.py"
-    line = line_of(granite, "eagle3.implements_supports_eagle3(")
+    line = line_of(granite, "eagle3.implements_supports_eagle3(_granite(), GRANITE)")
     supports = got[GRANITE_CHECKS[0]].detail
     assert supports == (
         "GraniteForCausalLM does not implement SupportsEagle3; the model runner refuses EAGLE-3 "

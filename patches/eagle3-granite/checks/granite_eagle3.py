@@ -1,28 +1,13 @@
 """Behaviour checks for eagle3-granite: EAGLE-3 with a Granite (GraniteForCausalLM) target.
 
-Loaded inside the target environment's interpreter (vLLM and torch importable). Each ``check_*``
-function gets ``ctx`` (``ctx.version``, ``ctx.workdir``, ``ctx.skip(reason)``), passes by
-returning and fails by raising with a plain-words message. Only the standard library, torch and
-vLLM are used; every stand-in installed here is taken back out in a ``finally``.
-
-What the patch must achieve, and what these checks drive with the installed vLLM's own code:
-
-1. ``GraniteForCausalLM`` implements ``SupportsEagle3`` (the model runner refuses EAGLE-3
-   otherwise), its default aux layers are ``(2, n // 2, n - 3)`` for ``n`` decoder layers, and
-   ``set_aux_hidden_state_layers`` reaches the inner ``GraniteModel``. vLLM up to 0.17.x asks
-   the model for ``get_eagle3_aux_hidden_state_layers()`` (the model defines it); 0.18.0 and
-   later ask for ``get_eagle3_default_aux_hidden_state_layers()`` and route
-   ``set_aux_hidden_state_layers`` through ``EagleModelMixin`` on ``GraniteModel``. The check
-   calls the one the installed release's runner calls.
-2. The real ``GraniteModel.forward``, driven with stand-in decoder layers, embedding, norm and a
-   single-stage pipeline group, returns ``(hidden, aux)`` whose entries are the residual stream
-   entering each requested layer (layer 0 included), and the plain tensor when no aux layers
-   are asked for. A Granite decoder layer adds its own residual, so that stream is the hidden
-   state passed into the layer.
-3. Where the release still has the EAGLE-3 allow-list (through 0.21.x), the real
-   ``SpeculativeConfig`` (method ``eagle3``) accepts a tiny ``granite`` target and still rejects
-   ``granitemoe``, which the list's substring match would admit if ``"granite"`` were an entry
-   but whose model has no EAGLE-3 support.
+Run by the probe in the target's interpreter. The first two are the check library's "a family
+implements EAGLE-3" (``vllm_patcher_checklib.eagle3``) with Granite's names: the interface and
+its default aux layers for Granite 3.x 8B's 40 layers, then ``GraniteModel.forward`` capturing the
+residual stream entering layers 0, 3 and 5 (a Granite decoder layer adds its own residual, so
+that stream is the hidden state passed into the layer). The third: where the release still has
+the EAGLE-3 allow-list (through 0.21.x), the real ``SpeculativeConfig`` accepts a tiny
+``granite`` target and still rejects ``granitemoe``, which the list's substring match would
+admit if ``"granite"`` were an entry but whose model has no EAGLE-3 support.
 """
 
 from __future__ import annotations
@@ -33,7 +18,17 @@ from typing import Any
 from vllm_patcher_checklib import checkpoints, eagle3
 
 MODULE = "vllm.model_executor.models.granite"
-NUM_LAYERS = 40  # Granite 3.x 8B: vLLM's default aux layers are then (2, 20, 37)
+# Granite 3.x 8B has 40 layers: vLLM's default aux layers are then (2, 20, 37). A Granite decoder
+# layer adds its own residual; GraniteModel.forward scales the embedding.
+GRANITE = eagle3.Family(
+    "Granite",
+    "GraniteForCausalLM",
+    "GraniteModel",
+    num_layers=40,
+    wanted=(3, 21, 38),
+    layer=eagle3.PlainLayer,
+    config={"embedding_multiplier": 3.0},
+)
 
 
 def _granite() -> Any:
@@ -45,25 +40,12 @@ def _granite() -> Any:
 
 def check_supports_eagle3(ctx: Any) -> None:
     """GraniteForCausalLM implements SupportsEagle3 with working default and setter."""
-    eagle3.implements_supports_eagle3(
-        _granite(),
-        family="Granite",
-        causal_lm="GraniteForCausalLM",
-        model="GraniteModel",
-        num_layers=NUM_LAYERS,
-        wanted=(3, 21, 38),
-    )
+    eagle3.implements_supports_eagle3(_granite(), GRANITE)
 
 
 def check_forward_returns_aux_states(ctx: Any) -> None:
     """The real GraniteModel.forward captures the residual stream entering requested layers."""
-    # A Granite decoder layer adds its own residual; forward scales the embedding.
-    eagle3.forward_captures_aux(
-        _granite(),
-        model="GraniteModel",
-        layer=eagle3.PlainLayer,
-        config={"embedding_multiplier": 3.0},
-    )
+    eagle3.forward_captures_aux(_granite(), GRANITE)
 
 
 def _target_config(model_type: str, architecture: str) -> dict[str, Any]:
@@ -119,30 +101,16 @@ def check_speculative_config_accepts_granite(ctx: Any) -> None:
             )
         return config
 
-    try:
-        eagle3.speculative_config(target("granite", "GraniteForCausalLM"), drafter)
-    except Exception as exc:
-        why = eagle3.rejection(exc)
-        if "only supported" in why:
-            raise AssertionError(
-                "vLLM's SpeculativeConfig rejects EAGLE-3 for a granite target: the allow-list "
-                f"check in vllm/config/speculative.py does not admit 'granite' (vLLM said: {why})"
-            ) from exc
-        raise AssertionError(
-            f"SpeculativeConfig(method='eagle3') failed for a granite target: {why}"
-        ) from exc
-
-    try:
-        eagle3.speculative_config(target("granitemoe", "GraniteMoeForCausalLM"), drafter)
-    except Exception as exc:
-        if "only supported" not in eagle3.rejection(exc):
-            raise AssertionError(
-                "SpeculativeConfig(method='eagle3') failed for the granitemoe control target, "
-                f"but not with the allow-list error: {eagle3.rejection(exc)}"
-            ) from exc
-    else:
-        raise AssertionError(
-            "SpeculativeConfig accepted EAGLE-3 for a granitemoe target, whose model has no "
-            "EAGLE-3 support: the allow-list admits every model_type containing 'granite' "
-            "instead of granite exactly"
-        )
+    eagle3.accepts(
+        target("granite", "GraniteForCausalLM"),
+        drafter,
+        "granite",
+        "the allow-list check in vllm/config/speculative.py does not admit 'granite'",
+    )
+    eagle3.refuses(
+        target("granitemoe", "GraniteMoeForCausalLM"),
+        drafter,
+        "granitemoe",
+        ", whose model has no EAGLE-3 support: the allow-list admits every model_type "
+        "containing 'granite' instead of granite exactly",
+    )

@@ -3,17 +3,18 @@
 A family backport makes ``<Family>ForCausalLM`` implement ``SupportsEagle3`` and its inner
 ``<Family>Model.forward`` return the auxiliary hidden states; a check file proves both by calling
 ``implements_supports_eagle3`` and ``forward_captures_aux`` from its own ``check_*`` functions
-(whose docstrings name the checks), with the model module it imported and its class names::
+(whose docstrings name the checks), with the model module it imported and its ``Family``::
 
     from vllm_patcher_checklib import eagle3
 
+    GRANITE = eagle3.Family(
+        "Granite", "GraniteForCausalLM", "GraniteModel", num_layers=40, wanted=(3, 21, 38),
+        layer=eagle3.PlainLayer, config={"embedding_multiplier": 3.0},
+    )
+
     def check_supports_eagle3(ctx):
         \"\"\"GraniteForCausalLM implements SupportsEagle3 with working default and setter.\"\"\"
-        eagle3.implements_supports_eagle3(
-            importlib.import_module("vllm.model_executor.models.granite"),
-            family="Granite", causal_lm="GraniteForCausalLM", model="GraniteModel",
-            num_layers=40, wanted=(3, 21, 38),
-        )
+        eagle3.implements_supports_eagle3(importlib.import_module(MODULE), GRANITE)
 
 Both drive the release's own code on bare instances (no weights, no GPU): stand-in decoder
 layers, embedding, norm and a single-stage pipeline group, each put back afterwards. The
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
 
@@ -87,6 +89,22 @@ class PlainNorm(torch.nn.Module):
         return hidden * 2
 
 
+# --- a family's names -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Family:
+    """What the EAGLE-3 checks need to know of a model family, in vLLM's model module."""
+
+    name: str  # as users say it: "the model runner refuses EAGLE-3 for <name> targets"
+    causal_lm: str  # the class the model runner gets, e.g. "GraniteForCausalLM"
+    model: str  # the inner model whose forward captures, e.g. "GraniteModel"
+    num_layers: int  # a real checkpoint's decoder layers: the default is (2, n // 2, n - 3)
+    wanted: tuple[int, ...]  # aux layers the setter is asked for
+    layer: type[PlainLayer] | type[ResidualLayer] = ResidualLayer  # its decoder layers' style
+    config: dict[str, Any] = field(default_factory=dict)  # what its forward reads from config
+
+
 # --- the interface and its default aux layers -------------------------------------------------
 
 
@@ -99,29 +117,22 @@ def default_layers_method() -> str:
     return "get_eagle3_aux_hidden_state_layers"  # up to 0.17.x
 
 
-def implements_supports_eagle3(
-    module: Any,
-    *,
-    family: str,
-    causal_lm: str,
-    model: str,
-    num_layers: int,
-    wanted: tuple[int, ...],
-) -> None:
-    """``module.<causal_lm>`` implements SupportsEagle3 (the model runner refuses EAGLE-3 for
-    ``family`` targets otherwise), its default aux layers for ``num_layers`` decoder layers are
-    ``(2, n // 2, n - 3)``, and ``set_aux_hidden_state_layers(wanted)`` reaches the inner
-    ``module.<model>``. The default is asked for by the name the installed release's runner uses
+def implements_supports_eagle3(module: Any, family: Family) -> None:
+    """The family's causal LM class in ``module`` implements SupportsEagle3 (the model runner
+    refuses EAGLE-3 otherwise), its default aux layers for ``family.num_layers`` decoder layers
+    are ``(2, n // 2, n - 3)``, and ``set_aux_hidden_state_layers(family.wanted)`` reaches the
+    inner model. The default is asked for by the name the installed release's runner uses
     (``default_layers_method``)."""
     from vllm.model_executor.models.interfaces import supports_eagle3
 
+    causal_lm, model, wanted = family.causal_lm, family.model, family.wanted
     cls = getattr(module, causal_lm)
     if not supports_eagle3(cls):
         raise AssertionError(
             f"{causal_lm} does not implement SupportsEagle3; "
-            f"the model runner refuses EAGLE-3 for {family} targets"
+            f"the model runner refuses EAGLE-3 for {family.name} targets"
         )
-    n = num_layers
+    n = family.num_layers
     expected = (2, n // 2, n - 3)
     inner = bare(getattr(module, model))
     inner.config = SimpleNamespace(num_hidden_layers=n)
@@ -172,18 +183,12 @@ def implements_supports_eagle3(
 # --- the forward capture ----------------------------------------------------------------------
 
 
-def forward_captures_aux(
-    module: Any,
-    *,
-    model: str,
-    layer: type[PlainLayer] | type[ResidualLayer],
-    config: dict[str, Any] | None = None,
-) -> None:
-    """The real ``module.<model>.forward`` over 6 stand-in ``layer`` s returns ``(hidden, aux)``
-    whose entries are the residual stream entering layers 0, 3 and 5 (layer 0 included), the
-    plain tensor when no aux layers are asked for, and the same final hidden state either way.
-    ``config`` adds what the model's forward reads from its config (Granite's
-    ``embedding_multiplier``); ``module.get_pp_group`` is stood in and put back."""
+def forward_captures_aux(module: Any, family: Family) -> None:
+    """The real forward of the family's inner model in ``module``, over 6 stand-in layers of the
+    family's style, returns ``(hidden, aux)`` whose entries are the residual stream entering
+    layers 0, 3 and 5 (layer 0 included), the plain tensor when no aux layers are asked for, and
+    the same final hidden state either way. ``module.get_pp_group`` is stood in and put back."""
+    model, layer = family.model, family.layer
     n = 6
     hidden_size = 8
     norm = PlainNorm() if layer is PlainLayer else ResidualNorm()
@@ -193,7 +198,7 @@ def forward_captures_aux(
         seen: dict[int, torch.Tensor] = {}
         instance = bare(getattr(module, model))
         instance.config = SimpleNamespace(
-            num_hidden_layers=n, hidden_size=hidden_size, **(config or {})
+            num_hidden_layers=n, hidden_size=hidden_size, **family.config
         )
         instance.layers = torch.nn.ModuleList([layer(i, seen) for i in range(n)])
         instance.start_layer, instance.end_layer = 0, n
@@ -281,3 +286,37 @@ def refusal(exc: BaseException, whole: bool = False) -> str:
     if whole or "only supported" in text:
         return " ".join(text.split())[:300]
     return text.splitlines()[-1] if text else repr(exc)
+
+
+def accepts(target: Any, drafter: str, model_type: str, refused_means: str) -> None:
+    """The eagle3 ``SpeculativeConfig`` accepts the ``model_type`` target; refused by the
+    allow-list, the finding is ``refused_means`` (what the list lacks), then what vLLM said."""
+    try:
+        speculative_config(target, drafter)
+    except Exception as exc:
+        why = rejection(exc)
+        if "only supported" in why:
+            raise AssertionError(
+                f"vLLM's SpeculativeConfig rejects EAGLE-3 for a {model_type} target: "
+                f"{refused_means} (vLLM said: {why})"
+            ) from exc
+        raise AssertionError(
+            f"SpeculativeConfig(method='eagle3') failed for a {model_type} target: {why}"
+        ) from exc
+
+
+def refuses(control: Any, drafter: str, model_type: str, accepted_means: str) -> None:
+    """The eagle3 ``SpeculativeConfig`` refuses the ``model_type`` control target with the
+    allow-list's error; accepted, the finding is ``accepted_means`` (how the list went wrong)."""
+    try:
+        speculative_config(control, drafter)
+    except Exception as exc:
+        if "only supported" not in rejection(exc):
+            raise AssertionError(
+                f"SpeculativeConfig(method='eagle3') failed for the {model_type} control target, "
+                f"but not with the allow-list error: {rejection(exc)}"
+            ) from exc
+    else:
+        raise AssertionError(
+            f"SpeculativeConfig accepted EAGLE-3 for a {model_type} target{accepted_means}"
+        )
