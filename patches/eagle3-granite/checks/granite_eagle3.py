@@ -26,7 +26,7 @@ GRANITE = eagle3.Family(
     "GraniteModel",
     num_layers=40,
     wanted=(3, 21, 38),
-    layer=eagle3.PlainLayer,
+    style="plain",
     config={"embedding_multiplier": 3.0},
 )
 
@@ -79,20 +79,13 @@ def check_speculative_config_accepts_granite(ctx: Any) -> None:
             f"vLLM {ctx.version} has no EAGLE-3 allow-list in vllm/config/speculative.py "
             "(gone from 0.22.0): the runner's SupportsEagle3 check above is the gate"
         )
-    from vllm.config import ModelConfig
-
     drafter = checkpoints.folder(ctx, "eagle3_drafter", checkpoints.DRAFTER_CONFIG)
 
     def target(model_type: str, architecture: str) -> Any:
         path = checkpoints.folder(
             ctx, f"{model_type}_target", _target_config(model_type, architecture)
         )
-        try:
-            config = ModelConfig(model=path, skip_tokenizer_init=True)
-        except Exception as exc:
-            raise RuntimeError(
-                f"could not build the ModelConfig of a tiny {model_type} target: {eagle3.rejection(exc)}"
-            ) from exc
+        config = eagle3.model_config(path, f"a tiny {model_type} target")
         got = config.hf_text_config.model_type
         if got != model_type:
             raise RuntimeError(

@@ -152,8 +152,6 @@ def _private_remote_code_cache(root: str) -> Iterator[None]:
 def check_speculative_config_accepts_minimax_m2(ctx: Any) -> None:
     """The real SpeculativeConfig accepts EAGLE-3 for a minimax_m2 target (and still rejects gpt2)."""
     _minimax(ctx)
-    from vllm.config import ModelConfig
-
     drafter = checkpoints.folder(ctx, "eagle3_drafter", checkpoints.DRAFTER_CONFIG)
     target_dir = checkpoints.folder(
         ctx,
@@ -164,13 +162,11 @@ def check_speculative_config_accepts_minimax_m2(ctx: Any) -> None:
     control_dir = checkpoints.folder(ctx, "gpt2_target", checkpoints.GPT2_CONFIG)
 
     with _private_remote_code_cache(ctx.workdir):
-        try:
-            target = ModelConfig(model=target_dir, trust_remote_code=True, skip_tokenizer_init=True)
-        except Exception as exc:
-            raise RuntimeError(
-                "could not build the ModelConfig of a tiny minimax_m2 target (config class "
-                f"through auto_map and trust_remote_code): {eagle3.rejection(exc)}"
-            ) from exc
+        target = eagle3.model_config(
+            target_dir,
+            "a tiny minimax_m2 target (config class through auto_map and trust_remote_code)",
+            trust_remote_code=True,
+        )
         model_type = target.hf_text_config.model_type
         if model_type != "minimax_m2":
             raise RuntimeError(
@@ -186,12 +182,7 @@ def check_speculative_config_accepts_minimax_m2(ctx: Any) -> None:
 
     if not eagle3.has_allow_list():
         return  # no allow-list from 0.22.0: nothing to reject gpt2 with, the runner is the gate
-    try:
-        control = ModelConfig(model=control_dir, skip_tokenizer_init=True)
-    except Exception as exc:
-        raise RuntimeError(
-            f"could not build the ModelConfig of the gpt2 control target: {eagle3.rejection(exc)}"
-        ) from exc
+    control = eagle3.model_config(control_dir, "the gpt2 control target")
     eagle3.refuses(
         control,
         drafter,

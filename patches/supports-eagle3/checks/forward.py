@@ -38,6 +38,10 @@ def _wanted(ctx: Any) -> tuple[int, ...]:
     return (1, 3, 5) if _upstream(ctx.version) else (0, 3, 5)
 
 
+# the stand-in decoder layer (records the residual stream entering it) and final norm
+Layer, Norm = eagle3.stand_ins("residual")
+
+
 class Missing(torch.nn.Module):
     """Stand-in for a layer another pipeline stage owns."""
 
@@ -60,10 +64,10 @@ def _run(first_rank: bool, start: int, aux: tuple[int, ...]) -> tuple[Any, dict[
     model = eagle3.bare(ds.DeepseekV2Model)
     model.config = SimpleNamespace()
     model.layers = torch.nn.ModuleList(
-        [Missing() if i < start else eagle3.ResidualLayer(i, seen) for i in range(n)]
+        [Missing() if i < start else Layer(i, seen) for i in range(n)]
     )
     model.start_layer, model.end_layer = start, n
-    model.norm = eagle3.ResidualNorm()
+    model.norm = Norm()
     model.aux_hidden_state_layers = aux
     pp = SimpleNamespace(
         is_first_rank=first_rank,

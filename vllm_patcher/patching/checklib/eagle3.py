@@ -9,7 +9,7 @@ A family backport makes ``<Family>ForCausalLM`` implement ``SupportsEagle3`` and
 
     GRANITE = eagle3.Family(
         "Granite", "GraniteForCausalLM", "GraniteModel", num_layers=40, wanted=(3, 21, 38),
-        layer=eagle3.PlainLayer, config={"embedding_multiplier": 3.0},
+        style="plain", config={"embedding_multiplier": 3.0},
     )
 
     def check_supports_eagle3(ctx):
@@ -23,70 +23,73 @@ layers, embedding, norm and a single-stage pipeline group, each put back afterwa
 """
 
 # mypy: disable-error-code="misc"
-# (torch is not installed where vllm-patcher is type-checked: the stand-ins subclass Any there)
+# (torch is not installed where vllm-patcher is type-checked: the stand-ins subclass Any there.
+# It is imported where it is used, so that the module imports without it.)
 from __future__ import annotations
 
+import functools
 import importlib
 import inspect
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
 
-import torch
-
 # --- stand-ins --------------------------------------------------------------------------------
 
 
 def bare(cls: Any) -> Any:
     """An instance of a vLLM module class without running its __init__ (no GPU, no weights)."""
+    import torch
+
     obj = cls.__new__(cls)
     torch.nn.Module.__init__(obj)
     return obj
 
 
-class ResidualLayer(torch.nn.Module):
-    """Stand-in decoder layer in vLLM's ``(hidden, residual)`` style (DeepSeek, MiniMax-M2):
-    records the residual stream entering it."""
-
-    entering = "hidden_states + residual, or hidden_states where residual is None"
-
-    def __init__(self, index: int, seen: dict[int, torch.Tensor]) -> None:
-        super().__init__()
-        self.index, self.seen = index, seen
-
-    def forward(self, positions: Any, hidden: torch.Tensor, residual: Any, *rest: Any) -> Any:
-        entering = hidden if residual is None else hidden + residual
-        self.seen[self.index] = entering.clone()
-        return entering * 0.5 + (self.index + 1), entering
+# What each style of stand-in layer records as the residual stream entering layer i.
+ENTERING = {
+    "residual": "hidden_states + residual, or hidden_states where residual is None",
+    "plain": "the hidden state passed into it; for layer 0 the scaled embedding",
+}
 
 
-class ResidualNorm(torch.nn.Module):
-    """Stand-in final norm of the ``(hidden, residual)`` style."""
+@functools.cache
+def stand_ins(style: str) -> tuple[type, type]:
+    """The stand-in decoder layer and final norm classes of a style: ``"residual"``, vLLM's
+    ``(hidden, residual)`` layers (DeepSeek, MiniMax-M2), or ``"plain"``, a layer that adds its
+    own residual (Granite). A layer ``Layer(index, seen)`` records the residual stream entering it
+    in ``seen[index]``. Made on first use, so that this module imports without torch."""
+    import torch
 
-    def forward(self, hidden: torch.Tensor, residual: torch.Tensor) -> Any:
-        return hidden + residual, hidden + residual
+    class ResidualLayer(torch.nn.Module):
+        def __init__(self, index: int, seen: dict[int, Any]) -> None:
+            super().__init__()
+            self.index, self.seen = index, seen
 
+        def forward(self, positions: Any, hidden: Any, residual: Any, *rest: Any) -> Any:
+            entering = hidden if residual is None else hidden + residual
+            self.seen[self.index] = entering.clone()
+            return entering * 0.5 + (self.index + 1), entering
 
-class PlainLayer(torch.nn.Module):
-    """Stand-in decoder layer that adds its own residual (Granite): the stream entering it is the
-    hidden state passed in, which it records."""
+    class ResidualNorm(torch.nn.Module):
+        def forward(self, hidden: Any, residual: Any) -> Any:
+            return hidden + residual, hidden + residual
 
-    entering = "the hidden state passed into it; for layer 0 the scaled embedding"
+    class PlainLayer(torch.nn.Module):
+        def __init__(self, index: int, seen: dict[int, Any]) -> None:
+            super().__init__()
+            self.index, self.seen = index, seen
 
-    def __init__(self, index: int, seen: dict[int, torch.Tensor]) -> None:
-        super().__init__()
-        self.index, self.seen = index, seen
+        def forward(self, positions: Any, hidden: Any, *rest: Any) -> Any:
+            self.seen[self.index] = hidden.clone()
+            return hidden * 0.5 + (self.index + 1)
 
-    def forward(self, positions: Any, hidden: torch.Tensor, *rest: Any) -> torch.Tensor:
-        self.seen[self.index] = hidden.clone()
-        return hidden * 0.5 + (self.index + 1)
+    class PlainNorm(torch.nn.Module):
+        def forward(self, hidden: Any) -> Any:
+            return hidden * 2
 
-
-class PlainNorm(torch.nn.Module):
-    """Stand-in final norm of the plain style."""
-
-    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
-        return hidden * 2
+    styles = {"residual": (ResidualLayer, ResidualNorm), "plain": (PlainLayer, PlainNorm)}
+    return styles[style]
 
 
 # --- a family's names -------------------------------------------------------------------------
@@ -101,7 +104,7 @@ class Family:
     model: str  # the inner model whose forward captures, e.g. "GraniteModel"
     num_layers: int  # a real checkpoint's decoder layers: the default is (2, n // 2, n - 3)
     wanted: tuple[int, ...]  # aux layers the setter is asked for
-    layer: type[PlainLayer] | type[ResidualLayer] = ResidualLayer  # its decoder layers' style
+    style: str = "residual"  # its decoder layers' style: "residual" or "plain" (stand_ins)
     config: dict[str, Any] = field(default_factory=dict)  # what its forward reads from config
 
 
@@ -123,6 +126,7 @@ def implements_supports_eagle3(module: Any, family: Family) -> None:
     are ``(2, n // 2, n - 3)``, and ``set_aux_hidden_state_layers(family.wanted)`` reaches the
     inner model. The default is asked for by the name the installed release's runner uses
     (``default_layers_method``)."""
+    import torch
     from vllm.model_executor.models.interfaces import supports_eagle3
 
     causal_lm, model, wanted = family.causal_lm, family.model, family.wanted
@@ -188,10 +192,13 @@ def forward_captures_aux(module: Any, family: Family) -> None:
     family's style, returns ``(hidden, aux)`` whose entries are the residual stream entering
     layers 0, 3 and 5 (layer 0 included), the plain tensor when no aux layers are asked for, and
     the same final hidden state either way. ``module.get_pp_group`` is stood in and put back."""
-    model, layer = family.model, family.layer
+    import torch
+
+    model = family.model
+    layer, norm_class = stand_ins(family.style)
+    norm = norm_class()
     n = 6
     hidden_size = 8
-    norm = PlainNorm() if layer is PlainLayer else ResidualNorm()
     pp = SimpleNamespace(is_first_rank=True, is_last_rank=True, world_size=1, rank_in_group=0)
 
     def run(aux: tuple[int, ...]) -> tuple[Any, dict[int, torch.Tensor]]:
@@ -245,7 +252,7 @@ def forward_captures_aux(module: Any, family: Family) -> None:
         if not torch.equal(state, seen[index]):
             raise AssertionError(
                 f"the aux state for layer {index} is not the residual stream entering layer "
-                f"{index} ({layer.entering})"
+                f"{index} ({ENTERING[family.style]})"
             )
     if not torch.equal(hidden, plain):
         raise AssertionError(f"capturing aux states changed {model}'s final hidden states")
@@ -258,6 +265,17 @@ def has_allow_list() -> bool:
     """True where SpeculativeConfig still checks the target's model_type (through 0.21.x)."""
     source = inspect.getsource(importlib.import_module("vllm.config.speculative"))
     return "eagle3_target_supported" in source or "aux_hidden_states_supported" in source
+
+
+def model_config(path: str, what: str, **options: Any) -> Any:
+    """The real ``ModelConfig`` of the checkpoint folder ``path`` (no tokenizer). One that cannot
+    be built is no verdict on the patch: a RuntimeError naming ``what`` and what vLLM said."""
+    from vllm.config import ModelConfig
+
+    try:
+        return ModelConfig(model=path, skip_tokenizer_init=True, **options)
+    except Exception as exc:
+        raise RuntimeError(f"could not build the ModelConfig of {what}: {rejection(exc)}") from exc
 
 
 def speculative_config(target: Any, drafter: str, parallel: Any = None) -> Any:
