@@ -192,6 +192,34 @@ def test_each_check_runs_in_definition_order_named_by_its_docstring(tmp_path: Pa
     assert (last.ok, last.detail) == (True, "9.9.9")
 
 
+def test_a_check_imports_the_check_library_where_vllm_patcher_is_not_installed(
+    tmp_path: Path,
+) -> None:
+    """The probe makes ``vllm_patcher_checklib`` importable in any target interpreter: here the
+    base interpreter of this venv, run isolated, which has no vllm_patcher."""
+    base = Path(getattr(sys, "_base_executable", sys.executable))
+    gone = subprocess.run([str(base), "-I", "-c", "import vllm_patcher"], capture_output=True)
+    assert gone.returncode != 0, f"{base} has vllm_patcher: the test proves nothing there"
+    path = write(
+        tmp_path / "p" / "checks" / "uses_library.py",
+        """
+        import os
+
+        from vllm_patcher_checklib import checkpoints
+
+
+        def check_library(ctx):
+            \"\"\"a tiny checkpoint from the check library\"\"\"
+            folder = checkpoints.folder(ctx, "drafter", checkpoints.DRAFTER_CONFIG)
+            return " ".join(sorted(os.listdir(folder)))
+        """,
+    )
+    results = verify.run_probe(base, [], [("p", path)], "9.9.9")
+    assert [(c.name, c.ok, c.detail) for c in results] == [
+        ("p: a tiny checkpoint from the check library", True, "config.json")
+    ]
+
+
 def test_a_check_file_that_does_not_import_is_one_failed_check_and_the_rest_still_run(
     tmp_path: Path,
 ) -> None:
@@ -518,6 +546,16 @@ def test_built_in_checks_are_red_on_pristine_0151(
     assert "AttributeError" in missing and "get_eagle3_aux_hidden_state_layers" in missing
     forward = got["supports-eagle3: forward with aux layers returns (hidden, aux)"].detail
     assert "the aux capture in DeepseekV2Model.forward is missing" in forward, forward
+    # raised in the check library, shown as the verdict of the check that called it
+    patch = CATALOGUE.get("eagle3-granite")
+    assert patch is not None
+    granite = patch.folder / "checks" / "granite_eagle3.py"
+    line = line_of(granite, "eagle3.implements_supports_eagle3(_granite(), GRANITE)")
+    supports = got[GRANITE_CHECKS[0]].detail
+    assert supports == (
+        "GraniteForCausalLM does not implement SupportsEagle3; the model runner refuses EAGLE-3 "
+        f"for Granite targets at eagle3-granite/checks/granite_eagle3.py:{line}"
+    ), supports
 
 
 def test_built_in_checks_are_green_on_patched_0151(

@@ -27,6 +27,11 @@ The check API (check files live in ``patches/<patch-name>/checks/*.py``):
   front of the original exception and where *it* was raised.
 - Recorded name: ``<patch-name>: <first line of the docstring, else the function's name>``, tier
   ``behaviour``. A check file that does not import is one failed check naming the file.
+- Besides those, a check file can import the check library, ``vllm_patcher_checklib`` (the
+  ``checklib/`` folder beside this script, made importable here before any check file loads):
+  what several patches' checks share, e.g. ``eagle3.implements_supports_eagle3``, the check that
+  a model family implements EAGLE-3. An AssertionError it raises is the calling check's verdict,
+  shown at the check file's line that called it.
 - A check must undo every monkeypatch it makes (``try``/``finally``). The runner enforces it for
   module attributes of vLLM: one a check (or a check file's import) leaves replaced is put back
   and the check fails, naming it.
@@ -51,6 +56,9 @@ from pathlib import Path
 from typing import Any
 
 CHECKS: list[dict[str, Any]] = []
+# The check library: what several patches' checks share (checklib/__init__.py says what is there).
+LIBRARY = Path(__file__).resolve().with_name("checklib")
+LIBRARY_NAME = "vllm_patcher_checklib"
 
 
 def record(tier: str, name: str, ok: bool, detail: str = "", skipped: bool = False) -> bool:
@@ -65,8 +73,9 @@ def where(exc: BaseException, own: str | None = None) -> str:
     """The exception's type and message and the line that raised it, in vLLM where there is one.
 
     An exception raised ``from`` another is the context for that one: its message, then the
-    cause's type, message and place. An AssertionError raised in the check file ``own`` itself is
-    that check's verdict: its message and ``<patch>/checks/<file>:<line>``.
+    cause's type, message and place. An AssertionError raised in the check file ``own`` itself, or
+    in the check library it called, is that check's verdict: its message and
+    ``<patch>/checks/<file>:<line>``.
     """
     if exc.__cause__ is not None:
         return f"{exc}: {where(exc.__cause__, own)}"
@@ -75,8 +84,10 @@ def where(exc: BaseException, own: str | None = None) -> str:
     loc = ""
     if site:
         frame = site[-1]
-        if own and frame.filename == own and isinstance(exc, AssertionError) and str(exc):
-            return f"{exc} at {'/'.join(Path(own).parts[-3:])}:{frame.lineno}"
+        if own and isinstance(exc, AssertionError) and str(exc):
+            line = verdict_line(site, own)
+            if line is not None:
+                return f"{exc} at {'/'.join(Path(own).parts[-3:])}:{line}"
         loc = f" at {frame.filename}:{frame.lineno} in {frame.name}"
         if frame.line:
             loc += f" (`{frame.line.strip()}`)"
@@ -84,6 +95,29 @@ def where(exc: BaseException, own: str | None = None) -> str:
         loc = f" at {exc.filename}:{exc.lineno}"
     text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
     return f"{text}{loc}"
+
+
+def verdict_line(site: list[traceback.FrameSummary], own: str) -> int | None:
+    """The line of the check file ``own`` where the check raised its own verdict: the raise
+    itself, or the call into the check library that raised it. None when the innermost frame
+    of ``site`` (vLLM's, where vLLM is on the stack) is neither."""
+    library = str(LIBRARY) + os.sep
+    if not (site[-1].filename == own or site[-1].filename.startswith(library)):
+        return None
+    lines = [f.lineno for f in site if f.filename == own]
+    return lines[-1] if lines else None
+
+
+def expose_library() -> None:
+    """Make the check library (``checklib/`` beside this script) importable by check files as
+    ``vllm_patcher_checklib``, whether or not this interpreter has vllm_patcher."""
+    spec = importlib.util.spec_from_file_location(
+        LIBRARY_NAME, LIBRARY / "__init__.py", submodule_search_locations=[str(LIBRARY)]
+    )
+    assert spec is not None and spec.loader is not None, f"no check library at {LIBRARY}"
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[LIBRARY_NAME] = module
+    spec.loader.exec_module(module)
 
 
 def check_imports(modules: list[str]) -> bool:
@@ -207,6 +241,7 @@ def run_check(
 
 
 def run_checks(checks: list[dict[str, str]], version: str) -> None:
+    expose_library()
     guard = PatchGuard()
     root = tempfile.mkdtemp(prefix="vllm-patcher-checks-")
     try:

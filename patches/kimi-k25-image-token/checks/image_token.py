@@ -4,70 +4,11 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import json
-import os
 from typing import Any
 
+from vllm_patcher_checklib import checkpoints, eagle3
+
 KIMI_MODULE = "vllm.model_executor.models.kimi_k25"
-
-# The target and drafter config.json files (no weights): the same tiny DeepSeek-V3 text model and
-# Llama EAGLE-3 drafter as the eagle3-whitelist checks, for a config-only Kimi-K2.5 checkpoint.
-TEXT_CONFIG = {
-    "model_type": "deepseek_v3",
-    "architectures": ["DeepseekV3ForCausalLM"],
-    "hidden_size": 256,
-    "num_hidden_layers": 4,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 4,
-    "vocab_size": 1024,
-    "intermediate_size": 512,
-    "moe_intermediate_size": 128,
-    "n_routed_experts": 4,
-    "num_experts_per_tok": 2,
-    "n_shared_experts": 1,
-    "first_k_dense_replace": 1,
-    "kv_lora_rank": 64,
-    "q_lora_rank": 64,
-    "qk_rope_head_dim": 16,
-    "qk_nope_head_dim": 32,
-    "v_head_dim": 32,
-    "max_position_embeddings": 4096,
-    "rms_norm_eps": 1e-6,
-    "torch_dtype": "bfloat16",
-}
-
-KIMI_CONFIG = {
-    "model_type": "kimi_k25",
-    "architectures": ["KimiK25ForConditionalGeneration"],
-    "text_config": TEXT_CONFIG,
-    "vision_config": {},
-    "media_placeholder_token_id": 163605,
-    "torch_dtype": "bfloat16",
-}
-
-DRAFTER_CONFIG = {
-    "model_type": "llama",
-    "architectures": ["LlamaForCausalLMEagle3"],
-    "hidden_size": 256,
-    "num_hidden_layers": 1,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 4,
-    "intermediate_size": 512,
-    "vocab_size": 1024,
-    "max_position_embeddings": 4096,
-    "rms_norm_eps": 1e-6,
-    "torch_dtype": "bfloat16",
-}
-
-
-def _folder(ctx: Any, name: str, cfg: dict[str, Any]) -> str:
-    """A checkpoint folder holding only ``config.json``, under the check file's workdir."""
-    path = os.path.join(ctx.workdir, name)
-    if not os.path.isdir(path):
-        os.makedirs(path)
-        with open(os.path.join(path, "config.json"), "w") as fh:
-            json.dump(cfg, fh)
-    return path
 
 
 def _engine(ctx: Any) -> tuple[Any, Any, Any]:
@@ -76,29 +17,22 @@ def _engine(ctx: Any) -> tuple[Any, Any, Any]:
     Exactly what a server builds for a Kimi-K2.5 target with an EAGLE-3 drafter before any
     proposer exists; a refusal here is the finding (the proposer is then never reached).
     """
-    from vllm.config import ModelConfig, ParallelConfig, SpeculativeConfig
+    from vllm.config import ModelConfig, ParallelConfig
 
+    # the same tiny DeepSeek-V3 text model and Llama EAGLE-3 drafter as the eagle3-whitelist checks
+    kimi = checkpoints.folder(ctx, "kimi_k25", checkpoints.KIMI_K25_CONFIG)
     try:
-        target = ModelConfig(model=_folder(ctx, "kimi_k25", KIMI_CONFIG), skip_tokenizer_init=True)
+        target = ModelConfig(model=kimi, skip_tokenizer_init=True)
     except Exception as exc:
         raise AssertionError("not run: the kimi_k25 target ModelConfig failed") from exc
     parallel = ParallelConfig()
+    drafter = checkpoints.folder(ctx, "drafter", checkpoints.DRAFTER_CONFIG)
     try:
-        speculative = SpeculativeConfig(
-            method="eagle3",
-            model=_folder(ctx, "drafter", DRAFTER_CONFIG),
-            num_speculative_tokens=3,
-            target_model_config=target,
-            target_parallel_config=parallel,
-        )
+        speculative = eagle3.speculative_config(target, drafter, parallel)
     except Exception as exc:
-        text = str(exc).strip()
-        why = text.splitlines()[-1] if text else repr(exc)
-        if "only supported" in text:
-            why = " ".join(text.split())[:300]
         raise AssertionError(
             "not run: the real SpeculativeConfig refused the kimi_k25 target "
-            f"(as a server would, before any proposer exists): {why}"
+            f"(as a server would, before any proposer exists): {eagle3.refusal(exc)}"
         ) from None
     return target, speculative, parallel
 

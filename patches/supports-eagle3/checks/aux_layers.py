@@ -10,15 +10,9 @@ import importlib
 import importlib.util
 from typing import Any
 
+from vllm_patcher_checklib import eagle3
+
 KIMI_MODULE = "vllm.model_executor.models.kimi_k25"
-
-
-def _bare(cls: Any) -> Any:
-    import torch
-
-    obj = cls.__new__(cls)
-    torch.nn.Module.__init__(obj)
-    return obj
 
 
 def _causal_lm() -> Any:
@@ -26,8 +20,8 @@ def _causal_lm() -> Any:
     import torch
     from vllm.model_executor.models import deepseek_v2 as ds
 
-    lm = _bare(ds.DeepseekV2ForCausalLM)
-    lm.model = _bare(ds.DeepseekV2Model)
+    lm = eagle3.bare(ds.DeepseekV2ForCausalLM)
+    lm.model = eagle3.bare(ds.DeepseekV2Model)
     lm.model.layers = torch.nn.ModuleList([torch.nn.Identity() for _ in range(61)])
     lm.model.aux_hidden_state_layers = ()
     return lm
@@ -59,14 +53,14 @@ def check_kimi_delegation(ctx: Any) -> None:
     kimi = importlib.import_module(KIMI_MODULE)
     from vllm.model_executor.models import deepseek_v2 as ds
 
-    inner = _bare(ds.DeepseekV2Model)
+    inner = eagle3.bare(ds.DeepseekV2Model)
     inner.layers = torch.nn.ModuleList([torch.nn.Identity() for _ in range(61)])
     inner.aux_hidden_state_layers = ()
-    model = _bare(kimi.KimiK25ForConditionalGeneration)
+    model = eagle3.bare(kimi.KimiK25ForConditionalGeneration)
     # 0.16 and later build the language model with init_vllm_registered_model as a
     # DeepseekV2ForCausalLM; 0.15.x builds a bare DeepseekV2Model.
     if hasattr(kimi, "init_vllm_registered_model"):
-        lm = _bare(ds.DeepseekV2ForCausalLM)
+        lm = eagle3.bare(ds.DeepseekV2ForCausalLM)
         lm.model = inner
         model.language_model = lm
     else:

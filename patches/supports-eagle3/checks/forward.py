@@ -17,6 +17,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import torch
+from vllm_patcher_checklib import eagle3
 
 
 def _upstream(version: str) -> bool:
@@ -37,23 +38,8 @@ def _wanted(ctx: Any) -> tuple[int, ...]:
     return (1, 3, 5) if _upstream(ctx.version) else (0, 3, 5)
 
 
-def _bare(cls: Any) -> Any:
-    obj = cls.__new__(cls)
-    torch.nn.Module.__init__(obj)
-    return obj
-
-
-class Layer(torch.nn.Module):
-    """Stand-in decoder layer: records the residual stream entering it."""
-
-    def __init__(self, index: int, seen: dict[int, torch.Tensor]) -> None:
-        super().__init__()
-        self.index, self.seen = index, seen
-
-    def forward(self, positions: Any, hidden: torch.Tensor, residual: Any, *rest: Any) -> Any:
-        entering = hidden if residual is None else hidden + residual
-        self.seen[self.index] = entering.clone()
-        return entering * 0.5 + (self.index + 1), entering
+# the stand-in decoder layer (records the residual stream entering it) and final norm
+Layer, Norm = eagle3.stand_ins("residual")
 
 
 class Missing(torch.nn.Module):
@@ -61,13 +47,6 @@ class Missing(torch.nn.Module):
 
     def forward(self, *args: Any) -> Any:
         raise AssertionError("a layer outside [start_layer, end_layer) was run")
-
-
-class Norm(torch.nn.Module):
-    """Stand-in final norm."""
-
-    def forward(self, hidden: torch.Tensor, residual: torch.Tensor) -> Any:
-        return hidden + residual, hidden + residual
 
 
 def _run(first_rank: bool, start: int, aux: tuple[int, ...]) -> tuple[Any, dict[int, Any]]:
@@ -82,7 +61,7 @@ def _run(first_rank: bool, start: int, aux: tuple[int, ...]) -> tuple[Any, dict[
         intermediate_tensors = vllm.sequence.IntermediateTensors
     n = 6
     seen: dict[int, torch.Tensor] = {}
-    model = _bare(ds.DeepseekV2Model)
+    model = eagle3.bare(ds.DeepseekV2Model)
     model.config = SimpleNamespace()
     model.layers = torch.nn.ModuleList(
         [Missing() if i < start else Layer(i, seen) for i in range(n)]

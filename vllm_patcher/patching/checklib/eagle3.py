@@ -1,0 +1,340 @@
+"""EAGLE-3 for a model family: the checks every family backport runs with its own names.
+
+A family backport makes ``<Family>ForCausalLM`` implement ``SupportsEagle3`` and its inner
+``<Family>Model.forward`` return the auxiliary hidden states; a check file proves both by calling
+``implements_supports_eagle3`` and ``forward_captures_aux`` from its own ``check_*`` functions
+(whose docstrings name the checks), with the model module it imported and its ``Family``::
+
+    from vllm_patcher_checklib import eagle3
+
+    GRANITE = eagle3.Family(
+        "Granite", "GraniteForCausalLM", "GraniteModel", num_layers=40, wanted=(3, 21, 38),
+        style="plain", config={"embedding_multiplier": 3.0},
+    )
+
+    def check_supports_eagle3(ctx):
+        \"\"\"GraniteForCausalLM implements SupportsEagle3 with working default and setter.\"\"\"
+        eagle3.implements_supports_eagle3(importlib.import_module(MODULE), GRANITE)
+
+Both drive the release's own code on bare instances (no weights, no GPU): stand-in decoder
+layers, embedding, norm and a single-stage pipeline group, each put back afterwards. The
+``SpeculativeConfig`` helpers at the end serve the checks of the EAGLE-3 allow-list (through
+0.21.x).
+"""
+
+# mypy: disable-error-code="misc"
+# (torch is not installed where vllm-patcher is type-checked: the stand-ins subclass Any there.
+# It is imported where it is used, so that the module imports without it.)
+from __future__ import annotations
+
+import functools
+import importlib
+import inspect
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+from typing import Any
+
+# --- stand-ins --------------------------------------------------------------------------------
+
+
+def bare(cls: Any) -> Any:
+    """An instance of a vLLM module class without running its __init__ (no GPU, no weights)."""
+    import torch
+
+    obj = cls.__new__(cls)
+    torch.nn.Module.__init__(obj)
+    return obj
+
+
+# What each style of stand-in layer records as the residual stream entering layer i.
+ENTERING = {
+    "residual": "hidden_states + residual, or hidden_states where residual is None",
+    "plain": "the hidden state passed into it; for layer 0 the scaled embedding",
+}
+
+
+@functools.cache
+def stand_ins(style: str) -> tuple[type, type]:
+    """The stand-in decoder layer and final norm classes of a style: ``"residual"``, vLLM's
+    ``(hidden, residual)`` layers (DeepSeek, MiniMax-M2), or ``"plain"``, a layer that adds its
+    own residual (Granite). A layer ``Layer(index, seen)`` records the residual stream entering it
+    in ``seen[index]``. Made on first use, so that this module imports without torch."""
+    import torch
+
+    class ResidualLayer(torch.nn.Module):
+        def __init__(self, index: int, seen: dict[int, Any]) -> None:
+            super().__init__()
+            self.index, self.seen = index, seen
+
+        def forward(self, positions: Any, hidden: Any, residual: Any, *rest: Any) -> Any:
+            entering = hidden if residual is None else hidden + residual
+            self.seen[self.index] = entering.clone()
+            return entering * 0.5 + (self.index + 1), entering
+
+    class ResidualNorm(torch.nn.Module):
+        def forward(self, hidden: Any, residual: Any) -> Any:
+            return hidden + residual, hidden + residual
+
+    class PlainLayer(torch.nn.Module):
+        def __init__(self, index: int, seen: dict[int, Any]) -> None:
+            super().__init__()
+            self.index, self.seen = index, seen
+
+        def forward(self, positions: Any, hidden: Any, *rest: Any) -> Any:
+            self.seen[self.index] = hidden.clone()
+            return hidden * 0.5 + (self.index + 1)
+
+    class PlainNorm(torch.nn.Module):
+        def forward(self, hidden: Any) -> Any:
+            return hidden * 2
+
+    styles = {"residual": (ResidualLayer, ResidualNorm), "plain": (PlainLayer, PlainNorm)}
+    return styles[style]
+
+
+# --- a family's names -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Family:
+    """What the EAGLE-3 checks need to know of a model family, in vLLM's model module."""
+
+    name: str  # as users say it: "the model runner refuses EAGLE-3 for <name> targets"
+    causal_lm: str  # the class the model runner gets, e.g. "GraniteForCausalLM"
+    model: str  # the inner model whose forward captures, e.g. "GraniteModel"
+    num_layers: int  # a real checkpoint's decoder layers: the default is (2, n // 2, n - 3)
+    wanted: tuple[int, ...]  # aux layers the setter is asked for
+    style: str = "residual"  # its decoder layers' style: "residual" or "plain" (stand_ins)
+    config: dict[str, Any] = field(default_factory=dict)  # what its forward reads from config
+
+
+# --- the interface and its default aux layers -------------------------------------------------
+
+
+def default_layers_method() -> str:
+    """The name the installed release's model runner calls for the default aux layers."""
+    from vllm.model_executor.models.interfaces import SupportsEagle3
+
+    if hasattr(SupportsEagle3, "get_eagle3_default_aux_hidden_state_layers"):
+        return "get_eagle3_default_aux_hidden_state_layers"  # 0.18.0 and later
+    return "get_eagle3_aux_hidden_state_layers"  # up to 0.17.x
+
+
+def implements_supports_eagle3(module: Any, family: Family) -> None:
+    """The family's causal LM class in ``module`` implements SupportsEagle3 (the model runner
+    refuses EAGLE-3 otherwise), its default aux layers for ``family.num_layers`` decoder layers
+    are ``(2, n // 2, n - 3)``, and ``set_aux_hidden_state_layers(family.wanted)`` reaches the
+    inner model. The default is asked for by the name the installed release's runner uses
+    (``default_layers_method``)."""
+    import torch
+    from vllm.model_executor.models.interfaces import supports_eagle3
+
+    causal_lm, model, wanted = family.causal_lm, family.model, family.wanted
+    cls = getattr(module, causal_lm)
+    if not supports_eagle3(cls):
+        raise AssertionError(
+            f"{causal_lm} does not implement SupportsEagle3; "
+            f"the model runner refuses EAGLE-3 for {family.name} targets"
+        )
+    n = family.num_layers
+    expected = (2, n // 2, n - 3)
+    inner = bare(getattr(module, model))
+    inner.config = SimpleNamespace(num_hidden_layers=n)
+    inner.layers = torch.nn.ModuleList([torch.nn.Identity() for _ in range(n)])
+    inner.start_layer, inner.end_layer = 0, n
+    outer = bare(cls)
+    outer.config = inner.config
+    outer.model = inner
+
+    method = default_layers_method()
+    try:
+        got = getattr(outer, method)()
+    except Exception as exc:
+        raise AssertionError(
+            f"{causal_lm}.{method}() raised {type(exc).__name__}: {exc}; "
+            "the model runner calls it for the default EAGLE-3 aux layers"
+        ) from exc
+    if got is None:
+        raise AssertionError(
+            f"{causal_lm}.{method}() returned None (the interface's empty stub); "
+            f"it must return the default aux layers {expected} for {n} layers"
+        )
+    if tuple(got) != expected:
+        raise AssertionError(
+            f"{causal_lm}.{method}() returned {tuple(got)} for {n} decoder layers; "
+            f"vLLM's default is (2, n // 2, n - 3) = {expected}"
+        )
+
+    try:
+        outer.set_aux_hidden_state_layers(wanted)
+    except Exception as exc:
+        raise AssertionError(
+            f"{causal_lm}.set_aux_hidden_state_layers{wanted} raised {type(exc).__name__}: {exc}"
+        ) from exc
+    if "aux_hidden_state_layers" not in vars(inner):
+        raise AssertionError(
+            f"set_aux_hidden_state_layers({wanted}) did not reach {model}: its "
+            "aux_hidden_state_layers was never set, so forward would not capture those layers"
+        )
+    stored = inner.aux_hidden_state_layers
+    if tuple(stored) != wanted:
+        raise AssertionError(
+            f"set_aux_hidden_state_layers({wanted}) left {model}.aux_hidden_state_layers "
+            f"at {stored!r}, so forward would capture the wrong layers"
+        )
+
+
+# --- the forward capture ----------------------------------------------------------------------
+
+
+def forward_captures_aux(module: Any, family: Family) -> None:
+    """The real forward of the family's inner model in ``module``, over 6 stand-in layers of the
+    family's style, returns ``(hidden, aux)`` whose entries are the residual stream entering
+    layers 0, 3 and 5 (layer 0 included), the plain tensor when no aux layers are asked for, and
+    the same final hidden state either way. ``module.get_pp_group`` is stood in and put back."""
+    import torch
+
+    model = family.model
+    layer, norm_class = stand_ins(family.style)
+    norm = norm_class()
+    n = 6
+    hidden_size = 8
+    pp = SimpleNamespace(is_first_rank=True, is_last_rank=True, world_size=1, rank_in_group=0)
+
+    def run(aux: tuple[int, ...]) -> tuple[Any, dict[int, torch.Tensor]]:
+        seen: dict[int, torch.Tensor] = {}
+        instance = bare(getattr(module, model))
+        instance.config = SimpleNamespace(
+            num_hidden_layers=n, hidden_size=hidden_size, **family.config
+        )
+        instance.layers = torch.nn.ModuleList([layer(i, seen) for i in range(n)])
+        instance.start_layer, instance.end_layer = 0, n
+        torch.manual_seed(0)
+        instance.embed_tokens = torch.nn.Embedding(16, hidden_size)
+        instance.norm = norm
+        instance.aux_hidden_state_layers = aux
+        with torch.no_grad():
+            out = type(instance).forward(instance, torch.tensor([1, 5, 7]), torch.arange(3), None)
+        return out, seen
+
+    original = module.get_pp_group
+    module.get_pp_group = lambda: pp
+    try:
+        try:
+            plain, _ = run(())
+            wanted = (0, 3, 5)
+            out, seen = run(wanted)
+        except Exception as exc:
+            raise AssertionError(
+                f"{model}.forward raised {type(exc).__name__}: {exc} "
+                "when driven with stand-in layers (aux layers 0, 3, 5)"
+            ) from exc
+    finally:
+        module.get_pp_group = original
+
+    if not isinstance(plain, torch.Tensor):
+        raise AssertionError(
+            f"{model}.forward without aux layers returned "
+            f"{type(plain).__name__}, not the plain hidden-state tensor"
+        )
+    if not (isinstance(out, tuple) and len(out) == 2 and isinstance(out[1], list)):
+        raise AssertionError(
+            f"{model}.forward with aux layers (0, 3, 5) returned "
+            f"{type(out).__name__}, not (hidden_states, aux_hidden_states): the aux capture is "
+            "missing, so the EAGLE-3 drafter would get no target features"
+        )
+    hidden, aux = out
+    if len(aux) != len(wanted):
+        raise AssertionError(
+            f"{model}.forward returned {len(aux)} aux states for aux layers {wanted}"
+        )
+    for index, state in zip(wanted, aux, strict=True):
+        if not torch.equal(state, seen[index]):
+            raise AssertionError(
+                f"the aux state for layer {index} is not the residual stream entering layer "
+                f"{index} ({ENTERING[family.style]})"
+            )
+    if not torch.equal(hidden, plain):
+        raise AssertionError(f"capturing aux states changed {model}'s final hidden states")
+
+
+# --- the EAGLE-3 allow-list of SpeculativeConfig ----------------------------------------------
+
+
+def has_allow_list() -> bool:
+    """True where SpeculativeConfig still checks the target's model_type (through 0.21.x)."""
+    source = inspect.getsource(importlib.import_module("vllm.config.speculative"))
+    return "eagle3_target_supported" in source or "aux_hidden_states_supported" in source
+
+
+def model_config(path: str, what: str, **options: Any) -> Any:
+    """The real ``ModelConfig`` of the checkpoint folder ``path`` (no tokenizer). One that cannot
+    be built is no verdict on the patch: a RuntimeError naming ``what`` and what vLLM said."""
+    from vllm.config import ModelConfig
+
+    try:
+        return ModelConfig(model=path, skip_tokenizer_init=True, **options)
+    except Exception as exc:
+        raise RuntimeError(f"could not build the ModelConfig of {what}: {rejection(exc)}") from exc
+
+
+def speculative_config(target: Any, drafter: str, parallel: Any = None) -> Any:
+    """The real eagle3 ``SpeculativeConfig`` for the target ``ModelConfig`` and the drafter
+    folder, as a server builds it before any proposer exists (raises what it raises)."""
+    from vllm.config import ParallelConfig, SpeculativeConfig
+
+    return SpeculativeConfig(
+        method="eagle3",
+        model=drafter,
+        num_speculative_tokens=3,
+        target_model_config=target,
+        target_parallel_config=ParallelConfig() if parallel is None else parallel,
+    )
+
+
+def rejection(exc: BaseException) -> str:
+    """The whole of what vLLM said, on one line (400 characters at most)."""
+    return " ".join(str(exc).split())[:400] or repr(exc)
+
+
+def refusal(exc: BaseException, whole: bool = False) -> str:
+    """The refusal's last line; all of it (300 characters) with ``whole`` or when it is the
+    allow-list's "only supported" refusal."""
+    text = str(exc).strip()
+    if whole or "only supported" in text:
+        return " ".join(text.split())[:300]
+    return text.splitlines()[-1] if text else repr(exc)
+
+
+def accepts(target: Any, drafter: str, model_type: str, refused_means: str) -> None:
+    """The eagle3 ``SpeculativeConfig`` accepts the ``model_type`` target; refused by the
+    allow-list, the finding is ``refused_means`` (what the list lacks), then what vLLM said."""
+    try:
+        speculative_config(target, drafter)
+    except Exception as exc:
+        why = rejection(exc)
+        if "only supported" in why:
+            raise AssertionError(
+                f"vLLM's SpeculativeConfig rejects EAGLE-3 for a {model_type} target: "
+                f"{refused_means} (vLLM said: {why})"
+            ) from exc
+        raise AssertionError(
+            f"SpeculativeConfig(method='eagle3') failed for a {model_type} target: {why}"
+        ) from exc
+
+
+def refuses(control: Any, drafter: str, model_type: str, accepted_means: str) -> None:
+    """The eagle3 ``SpeculativeConfig`` refuses the ``model_type`` control target with the
+    allow-list's error; accepted, the finding is ``accepted_means`` (how the list went wrong)."""
+    try:
+        speculative_config(control, drafter)
+    except Exception as exc:
+        if "only supported" not in rejection(exc):
+            raise AssertionError(
+                f"SpeculativeConfig(method='eagle3') failed for the {model_type} control target, "
+                f"but not with the allow-list error: {rejection(exc)}"
+            ) from exc
+    else:
+        raise AssertionError(
+            f"SpeculativeConfig accepted EAGLE-3 for a {model_type} target{accepted_means}"
+        )
