@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import shlex
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -19,6 +21,10 @@ from ..payoff.scrape import is_url
 from .app import Command, pass_app
 from .base import Application, vllm_python
 from .render import payoff as render
+
+if TYPE_CHECKING:  # the sweep's machinery is imported when it runs
+    from ..payoff.sweep import Plan
+    from ..serving.args import ServeArgs
 
 
 def _running(urls: tuple[str, ...]) -> dict[int, str]:
@@ -42,6 +48,37 @@ def _integers(option: str, value: str) -> list[int]:
     if not levels:
         raise BadSetting(f"{option}: give at least one value")
     return levels
+
+
+def _check_running(running: dict[int, str], serve_args: tuple[str, ...]) -> None:
+    """--url K=URL: servers already running, one per k, the baseline among them."""
+    if serve_args:
+        raise BadSetting("give either the vllm serve arguments after -- or --url K=URL, not both")
+    if click.get_current_context().get_parameter_source("ks") not in (
+        click.core.ParameterSource.DEFAULT,
+        None,
+    ):
+        raise BadSetting("--url K=URL names each k: drop --k")
+    if 0 not in running:
+        raise BadSetting("--url needs 0=URL too: the server without speculation is the baseline")
+    if len(running) < 2:
+        raise BadSetting("--url needs 0=URL and at least one K=URL with K above 0")
+
+
+def _announce(say: Callable[[str], None], args: ServeArgs | None, plan: Plan) -> None:
+    """What the sweep is about to do, on stderr."""
+    if args is not None and args.replaced:
+        say(
+            f"{' and '.join(args.replaced)} ignored: its servers listen on 127.0.0.1 and a free port"
+        )
+    if args is None:
+        say(f"{len(plan.ks)} running servers to measure (k = {', '.join(map(str, plan.ks))})")
+    else:
+        say(
+            f"{len(plan.ks)} servers to start, one model load each (k = "
+            f"{', '.join(map(str, plan.ks))}); on each, {plan.repeat} x {plan.prompts} prompts at "
+            f"concurrency {', '.join(map(str, plan.concurrencies))}; logs in {plan.log_dir}"
+        )
 
 
 @click.command("sweep", cls=Command)
@@ -110,17 +147,8 @@ def payoff_sweep(
 
     opts = app.options
     running = _running(urls)
-    if running and serve_args:
-        raise BadSetting("give either the vllm serve arguments after -- or --url K=URL, not both")
-    if running and click.get_current_context().get_parameter_source("ks") not in (
-        click.core.ParameterSource.DEFAULT,
-        None,
-    ):
-        raise BadSetting("--url K=URL names each k: drop --k")
-    if running and 0 not in running:
-        raise BadSetting("--url needs 0=URL too: the server without speculation is the baseline")
-    if running and len(running) < 2:
-        raise BadSetting("--url needs 0=URL and at least one K=URL with K above 0")
+    if running:
+        _check_running(running, serve_args)
     args = None if running else parse(serve_args)
     try:
         extra = tuple(shlex.split(client_args))
@@ -145,18 +173,8 @@ def payoff_sweep(
     sweep.check(python, args, plan)
     plan = plan.prepare()
     say = None if opts.as_json else (lambda line: app.echo(f"payoff sweep: {line}", err=True))
-    if say is not None and args is not None and args.replaced:
-        say(
-            f"{' and '.join(args.replaced)} ignored: its servers listen on 127.0.0.1 and a free port"
-        )
-    if say is not None and args is None:
-        say(f"{len(plan.ks)} running servers to measure (k = {', '.join(map(str, plan.ks))})")
-    elif say is not None:
-        say(
-            f"{len(plan.ks)} servers to start, one model load each (k = "
-            f"{', '.join(map(str, plan.ks))}); on each, {plan.repeat} x {plan.prompts} prompts at "
-            f"concurrency {', '.join(map(str, plan.concurrencies))}; logs in {plan.log_dir}"
-        )
+    if say is not None:
+        _announce(say, args, plan)
     try:
         result = sweep.run(python, args, plan, say)
     except KeyboardInterrupt:
