@@ -35,7 +35,7 @@ LIST_0151 = '"kimi_k25", "minimax_m2"]'  # the allow-list's end as the built-ins
 PRISTINE_LIST = '"minicpm", "gpt_oss"]'  # the allow-list's end in the pristine 0.15.1 file
 # config/load.py is no built-in's file: asked for by name, so the shared cached tree (which
 # tree_copy copies) holds it on a new machine too, whatever ran before
-PRISTINE = sources.fetch_release("0.15.1", [*builtin_paths("0.15.1"), LOAD])
+PRISTINE = sources.fetch_release("0.15.1", [*builtin_paths(CATALOGUE, "0.15.1"), LOAD])
 VALIDATOR = jsonschema.Draft202012Validator(
     json.loads((REPO / "vllm_patcher" / "schema" / "output.schema.json").read_text())
 )

@@ -127,7 +127,7 @@ def port(
     if patch is None:
         raise BadSetting(f"no patch named {name!r}; known: {', '.join(catalogue.names)}")
     wheels = wheels_by_release(wheel_files)
-    targets = porting.releases_to_port(patch, versions, all_releases, wheels)
+    targets = porting.releases_to_port(catalogue, patch, versions, all_releases, wheels)
     result = porting.port(catalogue, name, targets, resume=resume, wheels=wheels)
     if opts.as_json:
         json_report(0 if result.ok else PortConflict.exit_code, result.to_dict())

@@ -156,7 +156,7 @@ def list_(opts: Options) -> None:
         data: dict[str, Any] = {
             "patches": patches,
             "releases": rows,
-            "supported": support.supported_range(),
+            "supported": support.supported_range(catalogue),
         }
         if installed is not None:
             data["installed"] = {
@@ -178,7 +178,9 @@ def list_(opts: Options) -> None:
         echo(f"{release:<10}" + "".join(f"{row['patches'][n]:<24}" for n in names))
     if installed is not None:
         echo(f"* installed at {installed.site_packages} ({chosen_line(installed)})")
-    echo(f"{'<' + str(support.first_patchable()):<10}refused (no EAGLE-3 allow-list to widen)")
+    echo(
+        f"{'<' + str(support.first_patchable(catalogue)):<10}refused (no EAGLE-3 allow-list to widen)"
+    )
     echo(
         "other releases in range: libcst transforms for the built-ins that have one (apply "
         "--strict refuses); the others are unported there"

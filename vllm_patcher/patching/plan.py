@@ -24,7 +24,8 @@ from ..errors import (
 from ..install.record import file_hash
 from ..install.target import Target
 from .journal import Journal
-from .status import TODO, FileState, FileStatus, outdated, pinned_end
+from .states import TODO, FileState, FileStatus
+from .survey import outdated, pinned_end
 
 PINNED_DIFF, TRANSFORM = "pinned-diff", "transform"
 
