@@ -1,6 +1,6 @@
-"""Release facts about vLLM itself: how a release string reads (its public and base version)
-and from which release the allow-list mechanism is gone. Which releases the tool handles is
-derived from the patch folders: see ``catalogue.support``."""
+"""Release facts about vLLM itself: how a release string reads (its public version, and the
+release it belongs to) and from which release the allow-list mechanism is gone. Which releases
+the tool handles is derived from the patch folders: see ``catalogue.support``."""
 
 from __future__ import annotations
 
@@ -31,10 +31,17 @@ def public_version(version: str) -> str:
     return version.split("+", 1)[0]
 
 
+def release_of(version: str | Version) -> Version:
+    """The final release a version belongs to: ``0.15.1rc1+cpu`` -> ``0.15.1`` (pre-release, dev
+    and local labels dropped). The one place this is worked out; an unreadable string raises
+    ``InvalidVersion`` for the caller to word."""
+    parsed = version if isinstance(version, Version) else Version(version)
+    return Version(parsed.base_version)
+
+
 def base_version(version: str) -> str:
-    """The final release a version string belongs to: ``0.15.1rc1+cpu`` -> ``0.15.1``; an
-    unreadable string is returned as it is."""
+    """:func:`release_of` as text; an unreadable string is returned as it is."""
     try:
-        return Version(version).base_version
+        return str(release_of(version))
     except InvalidVersion:
         return version

@@ -20,7 +20,7 @@ import pytest
 from vllm_patcher.catalogue.layout import builtin_paths
 from vllm_patcher.wheels import sources
 
-from ..conftest import assert_refused, record_of, run_cli
+from ..conftest import CATALOGUE, assert_refused, record_of, run_cli
 from ..conftest import snapshot as snapshot_of
 
 SPEC = "vllm/config/speculative.py"
@@ -37,7 +37,13 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str,
     deletion; and the env that points the runs at a cache of their own (never the shared one,
     whose trees hold only some files)."""
     cache = tmp_path_factory.mktemp("cache")
-    paths = [*builtin_paths("0.15.1"), "vllm/__init__.py", "vllm/config/__init__.py", MODEL, LOAD]
+    paths = [
+        *builtin_paths(CATALOGUE, "0.15.1"),
+        "vllm/__init__.py",
+        "vllm/config/__init__.py",
+        MODEL,
+        LOAD,
+    ]
     site = tmp_path_factory.mktemp("installed") / "site-packages"
     shutil.copytree(
         sources.fetch_release("0.15.1", paths, cache=cache),

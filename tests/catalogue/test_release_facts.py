@@ -37,7 +37,7 @@ def test_the_target_extra_admits_exactly_the_releases_the_built_ins_patch() -> N
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
     (target,) = project["optional-dependencies"]["target"]
     spec = Requirement(target).specifier
-    FIRST_PATCHABLE = first_patchable()
+    FIRST_PATCHABLE = first_patchable(CATALOGUE)
     assert spec.contains(str(FIRST_PATCHABLE))
     assert not spec.contains(str(Version(f"0.{FIRST_PATCHABLE.minor - 1}.99")))
     newest = _last_patched_release_bound()

@@ -40,7 +40,7 @@ from ..conftest import (
 )
 
 VERSION = "0.15.1"
-BEFORE, _ = pinned_reference(VERSION)  # each touched file's pristine hash, from the pins
+BEFORE, _ = pinned_reference(CATALOGUE, VERSION)  # each touched file's pristine hash, from the pins
 AFTER = {
     rel: pf.after  # the end of each file's series
     for p in CATALOGUE.patches

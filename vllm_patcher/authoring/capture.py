@@ -31,7 +31,7 @@ from ..install.target import RECORD_REFERENCE, Target
 from ..patching import journal as journal_mod
 from ..patching.journal import FileRecord, Journal, PatchRecord, Phase
 from ..patching.plan import PINNED_DIFF, run_steps
-from ..patching.status import transform_would_change
+from ..patching.survey import transform_would_change
 from ..releases import public_version
 from ..wheels import sources
 

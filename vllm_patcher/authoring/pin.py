@@ -34,7 +34,7 @@ def pin_release(
 ) -> PinResult:
     tree = sources.fetch_release(version, progress=progress, wheels=wheels, catalogue=catalogue)
     target = locate_in_directory(str(tree))
-    support.classify(target.version)
+    support.classify(catalogue, target.version)
     coded = [p for p in catalogue.patches if p.transforms]
     lay = layout(Catalogue(tuple(coded)), target.version, target.record)
     if all(v is not Verdict.APPLICABLE for v in lay.verdicts.values()):

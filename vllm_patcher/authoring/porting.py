@@ -32,6 +32,7 @@ from ..install.locate import locate_in_directory
 from ..install.record import file_hash
 from ..install.target import Target
 from ..patching.plan import run_steps
+from ..releases import release_of
 from ..wheels import sources
 
 CONFLICT_FILES = ".conflict-files.json"  # in conflicts/vllm-VERSION/: the files the conflict wrote
@@ -170,26 +171,30 @@ def drop_if_done(conflicts: Path) -> None:
         fileops.remove_tree(conflicts)
 
 
-def all_releases_of(patch: Patch) -> list[str]:
+def all_releases_of(catalogue: Catalogue, patch: Patch) -> list[str]:
     """The final releases the patch's specifier covers below its fixed_in (from the index)."""
     found = []
     for v in sources.available_versions():
         parsed = Version(v)
         if parsed.is_prerelease or parsed.is_devrelease:
             continue
-        if patch.covers(v) and not patch.is_upstream(v) and parsed >= first_patchable():
+        if patch.covers(v) and not patch.is_upstream(v) and parsed >= first_patchable(catalogue):
             found.append(v)
     return sorted(found, key=Version)
 
 
 def releases_to_port(
-    patch: Patch, versions: tuple[str, ...], all_releases: bool, wheels: dict[str, Path]
+    catalogue: Catalogue,
+    patch: Patch,
+    versions: tuple[str, ...],
+    all_releases: bool,
+    wheels: dict[str, Path],
 ) -> list[str]:
     """The releases a port carries PATCH to: ``--all`` (every release its specifier covers
     below fixed_in), else the ``--to`` releases and each ``--wheel``'s release unless PATCH is
     pinned there (its source)."""
     if all_releases:
-        return all_releases_of(patch)
+        return all_releases_of(catalogue, patch)
     targets = list(versions) + [
         v for v in wheels if v not in versions and v not in patch.pinned_versions
     ]
@@ -235,7 +240,7 @@ def port(
         raise PatchFolderError(
             f"{name} has no pinned diff to port from; capture or import it first"
         )
-    versions = _releases_to_port_to(versions)
+    versions = _releases_to_port_to(catalogue, versions)
     needed = sorted(set(patch.all_paths()) | set(_below(catalogue, name).all_paths()))
     result = PortResult(name, "", [])
     if not resume:
@@ -283,7 +288,7 @@ def _refuse_waiting_conflicts(patch: Patch, versions: list[str]) -> None:
             )
 
 
-def _releases_to_port_to(versions: list[str]) -> list[str]:
+def _releases_to_port_to(catalogue: Catalogue, versions: list[str]) -> list[str]:
     """Each release once, normalised (``0.17.01`` is 0.17.1); not a version is a usage error, a
     release older than the first one the tool patches is refused before anything is fetched."""
     out = []
@@ -292,8 +297,8 @@ def _releases_to_port_to(versions: list[str]) -> list[str]:
             version = Version(given)
         except InvalidVersion:
             raise BadSetting(f"--to {given!r} is not a vLLM version (e.g. 0.17.1)") from None
-        first = first_patchable()
-        if Version(version.base_version) < first:
+        first = first_patchable(catalogue)
+        if release_of(version) < first:
             raise UnsupportedRelease(
                 f"vLLM {version} is older than {first}, the first release vllm-patcher "
                 f"patches; port to {first} or later"

@@ -7,14 +7,12 @@ from collections.abc import Iterable
 from enum import Enum
 from typing import Any, NamedTuple
 
-from .folders import load_catalogue
 from .model import Catalogue, FileChange, Patch, Pin, PinnedFile, version_key
 from .support import upstream_in
 
 
-def pinned_versions(catalogue: Catalogue | None = None) -> list[str]:
+def pinned_versions(catalogue: Catalogue) -> list[str]:
     """Every release at least one patch has a pinned diff for."""
-    catalogue = catalogue or load_catalogue()
     versions = {v for p in catalogue.patches for v in p.pinned_versions}
     return sorted(versions, key=version_key)
 
@@ -46,6 +44,16 @@ class Layout(NamedTuple):
     catalogue: Catalogue
     verdicts: dict[str, Verdict]
     steps: dict[str, list[Step]]  # file -> steps in series order (selected or recorded patches)
+    every_step: tuple[Step, ...] = ()  # every applicable patch's steps, selected or not
+
+    def narrowed(self, catalogue: Catalogue, recorded: dict[str, list[str]]) -> Layout:
+        """This layout with ``catalogue``'s selection (same patches) and the patches ``recorded``
+        on each file, without laying the catalogue over the release again."""
+        steps: dict[str, list[Step]] = {}
+        for step in self.every_step:
+            if catalogue.is_selected(step.patch) or step.patch in recorded.get(step.path, ()):
+                steps.setdefault(step.path, []).append(step)
+        return self._replace(catalogue=catalogue, steps=steps)
 
     def files_of(self, patch: str) -> list[str]:
         return [rel for rel, steps in self.steps.items() if any(s.patch == patch for s in steps)]
@@ -70,9 +78,8 @@ def layout(
     them). A pre-release or local build at or past a built-in's ``fixed_in`` (below 0.22, where
     the allow-list still exists) is checked by the transform rather than assumed upstream.
     """
-    recorded = recorded or {}
     verdicts: dict[str, Verdict] = {}
-    steps: dict[str, list[Step]] = {}
+    every: list[Step] = []
     for p in catalogue.patches:
         if not p.covers(version):
             verdicts[p.name] = Verdict.OUTSIDE
@@ -94,10 +101,10 @@ def layout(
             verdicts[p.name] = Verdict.UNPORTED
             continue
         verdicts[p.name] = Verdict.APPLICABLE
-        for rel, pinned, change in mine:
-            if catalogue.is_selected(p.name) or p.name in recorded.get(rel, ()):
-                steps.setdefault(rel, []).append(Step(p.name, rel, pinned, pin, change))
-    return Layout(version, catalogue, verdicts, steps)
+        every.extend(Step(p.name, rel, pinned, pin, change) for rel, pinned, change in mine)
+    return Layout(version, catalogue, verdicts, {}, tuple(every)).narrowed(
+        catalogue, recorded or {}
+    )
 
 
 def builds_on(
@@ -139,17 +146,14 @@ def _pinned_step(patch: Patch, version: str, rel: str) -> PinnedFile | None:
     return pin.files.get(rel) if pin is not None else None
 
 
-def builtin_paths(version: str) -> list[str]:
-    """The files a built-in patch may touch on ``version``."""
-    return load_catalogue().paths_for(version)
+def builtin_paths(catalogue: Catalogue, version: str) -> list[str]:
+    """The files a built-in patch of ``catalogue`` may touch on ``version``."""
+    return Catalogue(tuple(p for p in catalogue.patches if p.builtin)).paths_for(version)
 
 
-def pinned_reference(
-    version: str, catalogue: Catalogue | None = None
-) -> tuple[dict[str, str], str]:
+def pinned_reference(catalogue: Catalogue, version: str) -> tuple[dict[str, str], str]:
     """The pristine hashes the pins of ``version`` start from (each file's first pin in the
     series), for installs without a RECORD to judge by; and the release they were pinned for."""
-    catalogue = catalogue or load_catalogue()
     record: dict[str, str] = {}
     pinned_as = ""
     for p in catalogue.patches:

@@ -18,7 +18,7 @@ from packaging.specifiers import Specifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from ..errors import BadSetting, PatchFolderError
-from ..releases import base_version, public_version
+from ..releases import base_version, public_version, release_of
 
 PATCH_TOML = "patch.toml"
 
@@ -106,7 +106,7 @@ def admits_a_release(spec: SpecifierSet) -> bool:
         except InvalidVersion:  # "===" with a string no release is named
             continue
         release = v.release
-        bounds.add(Version(v.base_version))
+        bounds.add(release_of(v))
         if s.version.endswith(".*"):
             bounds.add(_with_release(v, (*release[:-1], release[-1] + 1)))
         if s.operator == "~=" and len(release) > 1:
@@ -237,7 +237,7 @@ class Patch(NamedTuple):
         return self.releases.contains(base_version(version))
 
     def is_upstream(self, version: str) -> bool:
-        return self.fixed_in is not None and Version(base_version(version)) >= self.fixed_in
+        return self.fixed_in is not None and release_of(version) >= self.fixed_in
 
     def pin(self, version: str) -> Pin | None:
         """The pinned diff for ``version``; a local build (``0.15.1+cpu``) falls back to 0.15.1."""
@@ -297,6 +297,10 @@ class Catalogue(NamedTuple):
                 "(add a folder with --patches DIR)"
             )
         return Catalogue(self.patches, frozenset(wanted))
+
+    def unselected(self) -> Catalogue:
+        """The same patches with none singled out: the view status gives of every patch."""
+        return Catalogue(self.patches)
 
     def is_selected(self, name: str) -> bool:
         return not self.selected or name in self.selected

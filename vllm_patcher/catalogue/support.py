@@ -5,14 +5,11 @@ the range with it."""
 
 from __future__ import annotations
 
-import functools
-
 from packaging.version import InvalidVersion, Version
 
 from ..errors import UnsupportedRelease
-from ..releases import LIST_GONE_FROM, Release, base_version, parse_version
-from .folders import builtin_root, load_catalogue
-from .model import Patch
+from ..releases import LIST_GONE_FROM, Release, parse_version, public_version, release_of
+from .model import Catalogue, Patch
 
 
 def unfinished(version: str) -> bool:
@@ -36,16 +33,14 @@ def upstream_in(patch: Patch, version: str) -> bool:
         return False
     if patch.fixed_in is not None and _before(version, patch.fixed_in):
         return False
-    return not (
-        patch.transforms and unfinished(version) and Version(base_version(version)) < LIST_GONE_FROM
-    )
+    return not (patch.transforms and unfinished(version) and release_of(version) < LIST_GONE_FROM)
 
 
 def _before(version: str, release: Version) -> bool:
     """``version`` (its local label aside) sorts before ``release``: a pre-release or dev build
     of it."""
     try:
-        return Version(version.split("+", 1)[0]) < release
+        return Version(public_version(version)) < release
     except InvalidVersion:
         return False
 
@@ -53,9 +48,10 @@ def _before(version: str, release: Version) -> bool:
 _FROM = (">=", "==", "~=")  # operators whose version starts the range
 
 
-@functools.cache
-def _bounds(root: str) -> tuple[Version, Version | None, tuple[tuple[str, str], ...]]:
-    patches = load_catalogue().patches
+def _bounds(catalogue: Catalogue) -> tuple[Version, Version | None, tuple[tuple[str, str], ...]]:
+    """From the catalogue's built-ins: the first release one covers, the highest ``fixed_in``
+    (None when one has none), and each built-in's ``fixed_in``."""
+    patches = [p for p in catalogue.patches if p.builtin]
     lowest = [
         v
         for p in patches
@@ -78,21 +74,21 @@ def _exact(text: str) -> Version | None:
         return None
 
 
-def first_patchable() -> Version:
+def first_patchable(catalogue: Catalogue) -> Version:
     """The first release a built-in covers (its ``releases``; else its first pin): the allow-list
     exists from there on."""
-    return _bounds(str(builtin_root()))[0]
+    return _bounds(catalogue)[0]
 
 
-def upstream_from() -> Version | None:
+def upstream_from(catalogue: Catalogue) -> Version | None:
     """The first release every built-in's change is upstream in; None if one has no fixed_in."""
-    return _bounds(str(builtin_root()))[1]
+    return _bounds(catalogue)[1]
 
 
-def supported_range() -> str:
+def supported_range(catalogue: Catalogue) -> str:
     """The releases the built-ins patch, in words: ``0.11.0 to 0.31.x, each patch below its
     fixed_in (...)``."""
-    first, last, named = _bounds(str(builtin_root()))
+    first, last, named = _bounds(catalogue)
     if last is None:
         span = f"{first} and later"
     elif last.micro == 0 and last.minor > 0:
@@ -108,16 +104,17 @@ def supported_range() -> str:
     return f"{span}, each patch below its fixed_in ({upstream})" if upstream else span
 
 
-def classify(version: str) -> Release:
+def classify(catalogue: Catalogue, version: str) -> Release:
     """Upstream when every built-in that covers ``version`` has its change there; a release
-    before the first pinned one (no EAGLE-3 allow-list to widen) is refused."""
+    before the first pinned one (no EAGLE-3 allow-list to widen) is refused. The built-ins are
+    the catalogue's (every catalogue holds them, whatever folders or selection it has)."""
     parse_version(version)
-    if Version(base_version(version)) < first_patchable():
+    if release_of(version) < first_patchable(catalogue):
         raise UnsupportedRelease(
-            f"vLLM {version} is not supported: vllm-patcher patches {supported_range()}; "
-            "upgrade vLLM to one of those releases"
+            f"vLLM {version} is not supported: vllm-patcher patches "
+            f"{supported_range(catalogue)}; upgrade vLLM to one of those releases"
         )
-    builtins = [p for p in load_catalogue().patches if p.covers(version)]
+    builtins = [p for p in catalogue.patches if p.builtin and p.covers(version)]
     if builtins and all(upstream_in(p, version) for p in builtins):
         return Release.UPSTREAM
     return Release.PATCHABLE

@@ -117,7 +117,7 @@ def port(
     if patch is None:
         raise BadSetting(f"no patch named {name!r}; known: {', '.join(catalogue.names)}")
     wheels = wheels_by_release(wheel_files)
-    targets = porting.releases_to_port(patch, versions, all_releases, wheels)
+    targets = porting.releases_to_port(catalogue, patch, versions, all_releases, wheels)
     result = porting.port(catalogue, name, targets, resume=resume, wheels=wheels)
     conflicted = [r.version for r in result.having(porting.CONFLICT)]
     # --continue with markers left is a refusal for those releases (the others were written)

@@ -14,7 +14,7 @@ from packaging.version import InvalidVersion, Version
 
 from ..errors import BadSetting
 from ..models.configs import AUX_KEY, NESTED_KEY, int_list
-from ..releases import base_version
+from ..releases import release_of
 
 # What --fix writes is either read from the drafter's own config (known) or vLLM's default put
 # there because nothing in the config says which layers the drafter was trained on (guessed).
@@ -69,7 +69,7 @@ class AuxLayerPlan:
 def release_version(version: str) -> Version:
     """The release a version names (0.15.1 for 0.15.1+cpu); a usage error when it names none."""
     try:
-        return Version(base_version(version))
+        return release_of(version)
     except InvalidVersion:
         raise BadSetting(
             f"--vllm-version {version!r} is not a vLLM release version (like 0.15.1)"

@@ -4,10 +4,14 @@ pinned manifest of its release (editable and source shapes, which have no instal
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..errors import TargetNotFound
 from .record import RecordRow, file_hash
 from .target import RECORD_REFERENCE, Target
+
+if TYPE_CHECKING:
+    from ..catalogue.model import Catalogue
 
 
 def by_record(
@@ -28,12 +32,14 @@ def by_record(
         rel = entry.as_posix()
         if rel.startswith("vllm/") and entry.hash is not None and entry.hash.mode == "sha256":
             record[rel] = entry.hash.value
-    from ..catalogue.layout import (
-        builtin_paths,  # the built-ins name the files whose hashes we rely on
-    )
+    from ..catalogue.folders import load_catalogue
+    from ..catalogue.layout import builtin_paths  # the built-ins name the files we rely on
 
+    builtins = load_catalogue()  # locate is not handed the command's catalogue (yet)
     unhashed = [
-        rel for rel in builtin_paths(version) if rel not in record and (site / rel).is_file()
+        rel
+        for rel in builtin_paths(builtins, version)
+        if rel not in record and (site / rel).is_file()
     ]
     if unhashed:
         raise TargetNotFound(
@@ -41,7 +47,7 @@ def by_record(
             "files are in that directory (not an editable install, which is judged against the "
             "pinned release instead); reinstall vLLM with pip to give it a RECORD"
         )
-    _refuse_empty_reference(record, version, site)
+    _refuse_empty_reference(builtins, record, version, site)
     return Target(
         site_packages=site,
         version=version,
@@ -53,7 +59,9 @@ def by_record(
     )
 
 
-def _refuse_empty_reference(record: dict[str, str], version: str, site: Path) -> None:
+def _refuse_empty_reference(
+    builtins: Catalogue, record: dict[str, str], version: str, site: Path
+) -> None:
     """Every release from 0.11.0 ships the allow-list file: a reference without it would make
     every patch ``not-applicable`` (a false green)."""
     from .. import releases
@@ -61,7 +69,7 @@ def _refuse_empty_reference(record: dict[str, str], version: str, site: Path) ->
     from ..errors import PatcherError
 
     try:
-        patchable = support.classify(version) is releases.Release.PATCHABLE
+        patchable = support.classify(builtins, version) is releases.Release.PATCHABLE
     except PatcherError:
         return  # an unsupported release is refused with its own reason later
     if patchable and "vllm/config/speculative.py" not in record:
@@ -78,23 +86,27 @@ def by_pin(
     """An editable or source install: judge the real files against the pinned release's hashes."""
     from .. import releases
     from ..catalogue import support
+    from ..catalogue.folders import load_catalogue
     from ..catalogue.layout import builtin_paths, pinned_reference, pinned_versions
 
+    builtins = load_catalogue()  # locate is not handed the command's catalogue (yet)
     root = package.parent
-    pinned_record, pinned_as = pinned_reference(version)
+    pinned_record, pinned_as = pinned_reference(builtins, version)
     if pinned_record:
         record = pinned_record
         reference = f"pinned manifest for {pinned_as}"
-    elif support.classify(version) is releases.Release.UPSTREAM:  # refuses releases before 0.11
+    elif (
+        support.classify(builtins, version) is releases.Release.UPSTREAM
+    ):  # refuses releases before 0.11
         # Nothing to patch: status says upstream and verify still checks the real files.
         record = {
             rel: file_hash((root / rel).read_bytes())
-            for rel in builtin_paths(version)
+            for rel in builtin_paths(builtins, version)
             if (root / rel).is_file()
         }
         reference = f"none needed (vLLM {version} has the changes upstream)"
     else:
-        pinned_list = ", ".join(pinned_versions())
+        pinned_list = ", ".join(pinned_versions(builtins))
         raise TargetNotFound(
             f"vLLM {version} is {why} at {root}, whose files have no installer hashes, and "
             f"vllm-patcher has no pinned manifest for {version} to tell pristine files from edited "

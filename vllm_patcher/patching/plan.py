@@ -23,8 +23,9 @@ from ..errors import (
 )
 from ..install.record import file_hash
 from ..install.target import Target
-from .journal import Journal
-from .status import TODO, FileState, FileStatus, outdated, pinned_end
+from .journal import FileRecord, Journal
+from .states import TODO, FileState, FileStatus
+from .survey import outdated, pinned_end
 
 PINNED_DIFF, TRANSFORM = "pinned-diff", "transform"
 
@@ -97,6 +98,62 @@ def plan_apply(
     goes back to pristine.
     """
     refuse_blocking(target, files)
+    _refuse_or_skip_unported(target, lay, notes)
+    runner = _Runner(target, lay.catalogue, strict, notes, set())
+    by_file: dict[str, list[FileStatus]] = {}
+    for f in files:
+        by_file.setdefault(f.path, []).append(f)
+    edits: list[FileEdit] = []
+    for rel, steps in lay.steps.items():
+        names = {s.patch for s in steps}
+        # a patch recorded on the file whose current version no longer changes it counts too
+        states = {
+            f.state
+            for f in by_file.get(rel, [])
+            if f.patch in names or f.state is FileState.OUTDATED
+        }
+        if not states & {*TODO, FileState.UNRECORDED, FileState.OUTDATED}:
+            continue
+        current = _bytes(contents, rel)
+        ours = journal.files.get(rel) if journal is not None else None
+        if states == {FileState.UNRECORDED}:
+            edits.append(_adopt(target, rel, steps, current))
+        elif ours is not None and file_hash(current) == ours.after:
+            edits.append(_over_recorded(runner, lay, rel, steps, current, ours, pristine_copy))
+        else:
+            after, how = runner.run(rel, steps, current)
+            if after != current:
+                edits.append(FileEdit(rel, current, after, tuple(s.patch for s in steps), how))
+    edits.extend(_back_to_pristine(journal, lay, files, contents, pristine_copy))
+    return edits
+
+
+class _Runner(NamedTuple):
+    """What running a file's steps needs besides the file, one per plan (``transformed``: the
+    patches already noted as run by their transform)."""
+
+    target: Target
+    catalogue: Catalogue
+    strict: bool
+    notes: list[str]
+    transformed: set[str]
+
+    def run(self, rel: str, steps: list[Step], start: bytes) -> tuple[bytes, str]:
+        return run_steps(
+            self.target,
+            rel,
+            steps,
+            start,
+            self.strict,
+            self.notes,
+            self.transformed,
+            self.catalogue,
+        )
+
+
+def _refuse_or_skip_unported(target: Target, lay: Layout, notes: list[str]) -> None:
+    """A selected patch with no diff for this release: refused when the run names patches,
+    else skipped with a note that says how to port it."""
     unported = [
         n for n, v in lay.verdicts.items() if v is Verdict.UNPORTED and lay.catalogue.is_selected(n)
     ]
@@ -111,65 +168,53 @@ def plan_apply(
             f"{name}: no diff for vLLM {target.version}, skipped "
             f"({_unported_fix(lay, name, target.version)})"
         )
-    by_file: dict[str, list[FileStatus]] = {}
-    for f in files:
-        by_file.setdefault(f.path, []).append(f)
-    edits: list[FileEdit] = []
-    transformed: set[str] = set()
-    for rel, steps in lay.steps.items():
-        names = {s.patch for s in steps}
-        # a patch recorded on the file whose current version no longer changes it counts too
-        states = {
-            f.state
-            for f in by_file.get(rel, [])
-            if f.patch in names or f.state is FileState.OUTDATED
-        }
-        if not states & {*TODO, FileState.UNRECORDED, FileState.OUTDATED}:
-            continue
-        current = _bytes(contents, rel)
-        ours = journal.files.get(rel) if journal is not None else None
-        wanted = [s.patch for s in steps]
-        if states == {FileState.UNRECORDED}:
-            edits.append(_adopt(target, rel, steps, current))
-            continue
-        if ours is not None and file_hash(current) == ours.after:
-            done = ours.patches
-            stale = outdated(target, lay.catalogue, rel, steps, ours) is not None
-            if wanted[: len(done)] == done and not stale:
-                rest = steps[len(done) :]
-                after, how = run_steps(
-                    target, rel, rest, current, strict, notes, transformed, lay.catalogue
-                )
-                added = tuple(s.patch for s in rest)
-                edits.append(
-                    FileEdit(rel, current, after, tuple(wanted), how, base=ours.before, added=added)
-                )
-                continue
-            missing = [n for n in done if n not in wanted and not _dropped(lay, n)]
-            if missing:
-                raise StateError(
-                    f"{rel} carries {missing[0]}, whose patch folder was not given, and the "
-                    "series on it changed; nothing was patched; give its folder with --patches, "
-                    f"or run `{target.command('revert')}` first"
-                )
-            pristine = pristine_copy(rel, ours.before)
-            after, how = run_steps(
-                target, rel, steps, pristine, strict, notes, transformed, lay.catalogue
-            )
-            added = tuple(wanted) if stale else tuple(n for n in wanted if n not in done)
-            edits.append(
-                FileEdit(rel, current, after, tuple(wanted), how, base=ours.before, added=added)
-            )
-            continue
-        after, how = run_steps(
-            target, rel, steps, current, strict, notes, transformed, lay.catalogue
+
+
+def _over_recorded(
+    runner: _Runner,
+    lay: Layout,
+    rel: str,
+    steps: list[Step],
+    current: bytes,
+    ours: FileRecord,
+    pristine_copy: Callable[[str, str], bytes],
+) -> FileEdit:
+    """A file holding the bytes the journal recorded: the rest of its series stacked on them
+    when the recorded patches are its first steps as the patches given now make them; else the
+    whole series replayed from the kept pristine bytes."""
+    wanted = [s.patch for s in steps]
+    done = ours.patches
+    stale = outdated(runner.target, lay.catalogue, rel, steps, ours) is not None
+    if wanted[: len(done)] == done and not stale:
+        rest = steps[len(done) :]
+        after, how = runner.run(rel, rest, current)
+        added = tuple(s.patch for s in rest)
+        return FileEdit(rel, current, after, tuple(wanted), how, base=ours.before, added=added)
+    missing = [n for n in done if n not in wanted and not _dropped(lay, n)]
+    if missing:
+        raise StateError(
+            f"{rel} carries {missing[0]}, whose patch folder was not given, and the "
+            "series on it changed; nothing was patched; give its folder with --patches, "
+            f"or run `{runner.target.command('revert')}` first"
         )
-        if after != current:
-            edits.append(FileEdit(rel, current, after, tuple(wanted), how))
+    after, how = runner.run(rel, steps, pristine_copy(rel, ours.before))
+    added = tuple(wanted) if stale else tuple(n for n in wanted if n not in done)
+    return FileEdit(rel, current, after, tuple(wanted), how, base=ours.before, added=added)
+
+
+def _back_to_pristine(
+    journal: Journal | None,
+    lay: Layout,
+    files: list[FileStatus],
+    contents: dict[str, bytes | None],
+    pristine_copy: Callable[[str, str], bytes],
+) -> list[FileEdit]:
+    """The outdated files no patch given now changes (only an earlier version of one did):
+    back to their pristine bytes."""
+    edits: list[FileEdit] = []
     for rel in dict.fromkeys(f.path for f in files if f.state is FileState.OUTDATED):
         if rel in lay.steps or journal is None or rel not in journal.files:
             continue
-        # no patch given now changes this file: back to its pristine bytes
         ours = journal.files[rel]
         pristine = pristine_copy(rel, ours.before)
         edits.append(

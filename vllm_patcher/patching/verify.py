@@ -31,6 +31,8 @@ from ..catalogue.model import Catalogue
 from ..install.target import Target
 from ..runtime import ScriptNotRun, run_script
 from . import status as status_mod
+from .states import READY, PatchState, Status
+from .survey import apply_command
 
 TIERS = ("compile", "state", "import", "behaviour")
 
@@ -188,7 +190,7 @@ def probe_tiers(target: Target, catalogue: Catalogue) -> list[Check]:
     )
 
 
-def state_fix(target: Target, catalogue: Catalogue, st: status_mod.Status) -> str | None:
+def state_fix(target: Target, catalogue: Catalogue, st: Status) -> str | None:
     """The one command that makes a failed state tier pass, or None when there is no single one
     (local edits, a run in progress, a patch without a diff for this release: their details say).
 
@@ -197,14 +199,14 @@ def state_fix(target: Target, catalogue: Catalogue, st: status_mod.Status) -> st
     if st.in_progress:
         return None
     todo = (
-        status_mod.PatchState.PENDING,
-        status_mod.PatchState.UNRECORDED,
-        status_mod.PatchState.OUTDATED,
+        PatchState.PENDING,
+        PatchState.UNRECORDED,
+        PatchState.OUTDATED,
     )
-    failing = [p for p in st.patches if p.state not in status_mod.READY]
+    failing = [p for p in st.patches if p.state not in READY]
     if not failing or not (st.interrupted or all(p.state in todo for p in failing)):
         return None
-    return status_mod.apply_command(target, catalogue, [p.name for p in failing])
+    return apply_command(target, catalogue, [p.name for p in failing])
 
 
 # why the slow tiers did not run after a failed state tier (the CLI's last line tells them apart)
@@ -212,10 +214,10 @@ BUSY = "another vllm-patcher run is changing the files right now; verify again w
 NOT_PATCHED = "a patch is not in the files yet"
 
 
-def _not_patched(st: status_mod.Status) -> bool:
+def _not_patched(st: Status) -> bool:
     """A patch is missing from the files (or a run is changing them): the slow tiers would only
     confirm that."""
-    missing = (status_mod.PatchState.PENDING, status_mod.PatchState.UNPORTED)
+    missing = (PatchState.PENDING, PatchState.UNPORTED)
     return st.in_progress or any(p.state in missing for p in st.patches)
 
 
@@ -230,7 +232,9 @@ def verify(
 ) -> VerifyReport:
     """Run the tiers in order; ``on_tier(tier)`` is called as each one starts (``import`` runs
     the behaviour checks in the same interpreter, so ``behaviour`` never starts on its own)."""
-    support.classify(target.version)  # a refusal is one error line, before any tier's progress
+    support.classify(
+        catalogue, target.version
+    )  # a refusal is one error line, before any tier's progress
     report = VerifyReport(target.version, str(target.site_packages))
     rels = [
         r for r in catalogue.paths_for(target.version) if r in target.record and r.endswith(".py")
@@ -248,7 +252,7 @@ def verify(
     st = status_mod.read_status(target, catalogue)
     report.fix = state_fix(target, catalogue, st)
     for p in st.patches:
-        ok = p.state in status_mod.READY
+        ok = p.state in READY
         report.checks.append(Check("state", p.name, ok, f"{p.state}. {p.detail}".strip(". ")))
     if not _conclude(report, "state") and _not_patched(st):
         # Importing would test files that are not (all) patched: seconds spent on a known answer.

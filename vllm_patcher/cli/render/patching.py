@@ -175,7 +175,7 @@ def list_(
     data: dict[str, Any] = {
         "patches": patches,
         "releases": rows,
-        "supported": support.supported_range(),
+        "supported": support.supported_range(catalogue),
     }
     if installed is not None:
         data["installed"] = {
@@ -197,7 +197,7 @@ def list_(
     if installed is not None:
         lines.append(f"* installed at {installed.site_packages} ({chosen_line(installed)})")
     lines.append(
-        f"{'<' + str(support.first_patchable()):<10}refused (no EAGLE-3 allow-list to widen)"
+        f"{'<' + str(support.first_patchable(catalogue)):<10}refused (no EAGLE-3 allow-list to widen)"
     )
     lines.append(
         "other releases in range: libcst transforms for the built-ins that have one (apply "
