@@ -25,6 +25,7 @@ COMMANDS = {
     "serve-args": ".models:serve_args",
     "cluster": ".cluster:cluster",
     "payoff": ".payoff:payoff",
+    "rehearse": ".rehearse:rehearse",
 }
 
 
