@@ -168,7 +168,13 @@ class _LogReader:
 
 def _complete(url: str, model: str, max_tokens: int) -> None:
     body = json.dumps(
-        {"model": model, "prompt": PROMPT, "max_tokens": max_tokens, "temperature": 0.0}
+        {
+            "model": model,
+            "prompt": PROMPT,
+            "max_tokens": max_tokens,
+            "temperature": 0.0,
+            "ignore_eos": True,  # random weights may say end-of-text at once: then nothing drafts
+        }
     ).encode()
     request = urllib.request.Request(
         f"{url}/v1/completions", body, {"Content-Type": "application/json"}
