@@ -178,7 +178,7 @@ def test_an_mla_target_with_an_eagle3_drafter_gets_this_hosts_real_outcome(
 
 
 def test_ctrl_c_while_the_model_loads_leaves_no_process_and_no_file(
-    scratch_031: Path, models: Path, tmp_path: Path
+    models: Path, tmp_path: Path
 ) -> None:
     tmp = tmp_path / "tmp"  # the rehearsal's temp folder and vLLM's temp files go here
     tmp.mkdir()

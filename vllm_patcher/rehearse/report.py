@@ -76,7 +76,7 @@ def lines(r: Rehearsal) -> list[str]:
 
 def _speculation(r: Rehearsal) -> list[str]:
     reading = r.reading
-    if not r.plan.speculative:
+    if r.outcome == "no-speculation":
         return ["no --speculative-config: speculation was not rehearsed"]
     if reading is None or not reading.spec:
         return [

@@ -132,11 +132,11 @@ class Rehearsal:
         """ready | no-speculation | no-drafts | failed | not-ready"""
         if self.failure is not None:
             return "not-ready" if self.failure.returncode is None and not self.ready_s else "failed"
-        if not self.plan.speculative:
-            return "no-speculation"
-        if self.reading is None or not self.reading.spec or self.reading.drafts <= 0:
-            return "no-drafts"
-        return "ready"
+        counted = self.reading is not None and self.reading.spec
+        if counted and self.reading.drafts > 0:  # type: ignore[union-attr]
+            return "ready"
+        # no counters at all: no speculation configured (in whatever spelling reached vLLM)
+        return "no-speculation" if not counted and not self.plan.speculative else "no-drafts"
 
 
 class _LogReader:
@@ -215,6 +215,12 @@ def _exercise(srv: server.Server, r: Rehearsal, reader: _LogReader, started: flo
             code,
             r.log,
             server.log_tail(r.log),
+        )
+        return
+    how, code = srv.exit_note()
+    if code is not None:  # what answered may not have been our server, or not all along
+        r.failure = server.StartFailure(
+            f"the server {how} during the rehearsal", code, r.log, server.log_tail(r.log)
         )
         return
     if r.reading.spec and r.reading.drafts > 0:
