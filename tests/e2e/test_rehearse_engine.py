@@ -15,6 +15,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -180,8 +181,16 @@ def test_an_mla_target_with_an_eagle3_drafter_gets_this_hosts_real_outcome(
 def test_ctrl_c_while_the_model_loads_leaves_no_process_and_no_file(
     models: Path, tmp_path: Path
 ) -> None:
-    tmp = tmp_path / "tmp"  # the rehearsal's temp folder and vLLM's temp files go here
-    tmp.mkdir()
+    # the tool's temp folder, where the rehearsal's own folder (the server's log and temp files)
+    # goes: short, since vLLM's ZeroMQ socket paths inside it must stay under 108 bytes
+    tmp = Path(tempfile.mkdtemp(prefix="rh-", dir="/tmp"))
+    try:
+        _interrupt_while_loading(models, tmp, tmp_path / "inductor")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _interrupt_while_loading(models: Path, tmp: Path, inductor: Path) -> None:
     cmd = [
         sys.executable, "-m", "vllm_patcher", "--python", str(cpu_python(UPSTREAM)), "rehearse",
         "--", *_serve_args(models / "target", models / "right"),
@@ -191,7 +200,8 @@ def test_ctrl_c_while_the_model_loads_leaves_no_process_and_no_file(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env={**os.environ, **ENV, "TMPDIR": str(tmp)},
+        # torch's compile cache (a cache a real vllm serve leaves too) elsewhere: tmp must be empty
+        env={**os.environ, **ENV, "TMPDIR": str(tmp), "TORCHINDUCTOR_CACHE_DIR": str(inductor)},
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # as at a terminal
     )
     assert proc.stderr is not None
@@ -203,11 +213,12 @@ def test_ctrl_c_while_the_model_loads_leaves_no_process_and_no_file(
         if "model built" in line or "KV cache sized" in line:
             break
     assert pgid is not None, "".join(seen)
-    assert list(tmp.glob("vllm_dist_*")), "vLLM's own temp file should exist by now"
+    # the premise: vLLM has written its own temp files into the rehearsal's folder by now
+    assert list(tmp.glob("vllm-patcher-rh-*/vllm_dist_*")), sorted(map(str, tmp.rglob("*")))
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, "".join(seen) + err
     assert "every process it started are stopped" in err and "Traceback" not in err
     assert _left(pgid, models) == []
     time.sleep(1)  # a process of the group would be writing now
-    assert sorted(p.name for p in tmp.iterdir()) == []
+    assert sorted(str(p) for p in tmp.rglob("*")) == []

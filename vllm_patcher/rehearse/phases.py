@@ -35,9 +35,6 @@ LABEL = {k: label for k, label, _ in LOGGED} | dict(OWN)
 # config/model.py: logger.info("Resolved architecture: %s", arch): the target's first, then the
 # drafter's (its own ModelConfig, built by SpeculativeConfig)
 ARCHITECTURE = re.compile(r"Resolved architecture: (\w+)")
-# multiproc_executor / parallel_state: distributed_init_method=file:///tmp/vllm_dist_<hex>: a
-# file vLLM leaves behind in the temp folder (removed after the stop)
-DIST_FILE = re.compile(r"distributed_init_method=file://(\S*vllm_dist_[0-9a-f]+)")
 
 
 @dataclass
@@ -47,7 +44,6 @@ class Progress:
     seen_at: dict[str, float]
     architectures: list[str]
     kv_cache_tokens: str | None = None
-    dist_files: tuple[str, ...] = ()
 
     def read(self, lines: Sequence[str], now_s: float) -> list[str]:
         """Take new log lines in; the keys of the steps they reached first."""
@@ -65,9 +61,6 @@ class Progress:
             arch = ARCHITECTURE.search(line)
             if arch is not None:
                 self.architectures.append(arch.group(1))
-            dist = DIST_FILE.search(line)
-            if dist is not None and dist.group(1) not in self.dist_files:
-                self.dist_files += (dist.group(1),)
         return new
 
     def reach(self, key: str, now_s: float) -> None:

@@ -10,9 +10,11 @@ named from the log by ``failures``. Nothing here judges acceptance: random weigh
 from __future__ import annotations
 
 import contextlib
+import getpass
 import json
 import math
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -233,12 +235,43 @@ def _http_error(exc: BaseException) -> str:
     return str(getattr(exc, "reason", None) or exc)
 
 
+def _environment(folder: Path) -> dict[str, str]:
+    """The server's temp folder is the rehearsal's own (vLLM leaves files there: its
+    ``vllm_dist_*`` init file, its ZeroMQ sockets), removed after the stop; torch's compile cache
+    stays where it would be for a real ``vllm serve`` (a cache, not a rehearsal's file)."""
+    env = {**ENV, "TMPDIR": str(folder)}
+    if "TORCHINDUCTOR_CACHE_DIR" not in os.environ:
+        try:
+            user = re.sub(r'[\\/:*?"<>|]', "_", getpass.getuser())
+        except (OSError, KeyError):  # no user name to be had: torch's cache goes with the rest
+            return env
+        env["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(
+            tempfile.gettempdir(), f"torchinductor_{user}"
+        )
+    return env
+
+
+def _clean(folder: Path, keep: Path | None) -> None:
+    """Remove the rehearsal's folder, but for ``keep`` (a failure's log)."""
+    if keep is None or keep.parent != folder:
+        shutil.rmtree(folder, ignore_errors=True)
+        return
+    for entry in folder.iterdir():
+        if entry != keep:
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry, ignore_errors=True)
+            else:
+                with contextlib.suppress(OSError):
+                    entry.unlink()
+
+
 def rehearse(python: str, p: Plan, say: Callable[[str], None] | None = None) -> Rehearsal:
-    """Start, wait, ask, read, stop. The group is stopped and vLLM's temp files removed on every
-    way out; the log is removed too on success and on Ctrl-C, unless ``p.log_given``."""
+    """Start, wait, ask, read, stop. The group is stopped and the rehearsal's folder (the server's
+    temp files) removed on every way out; the log is kept when the rehearsal failed (or in
+    ``p.log_given``, always)."""
     tell = say or (lambda _: None)
-    folder = None if p.log_given is not None else Path(tempfile.mkdtemp(prefix="vllm-patcher-rh-"))
-    log = p.log_given if p.log_given is not None else folder / "server.log"  # type: ignore[operator]
+    folder = Path(tempfile.mkdtemp(prefix="vllm-patcher-rh-"))
+    log = p.log_given if p.log_given is not None else folder / "server.log"
     r = Rehearsal(p, log)
     started = time.monotonic()
     reader = _LogReader(log, r.progress, started, tell)
@@ -247,41 +280,38 @@ def rehearse(python: str, p: Plan, say: Callable[[str], None] | None = None) -> 
         r.pid = pid
         tell(f"server started (process group {pid}), waiting until it is ready")
 
-    done = False
+    failed_at_start: server.ServerDidNotStart | None = None
+    finished = False  # else interrupted: nothing is kept
     try:
         with server.running(
-            python, p.args, log, p.ready_timeout_s, ENV, on_start=on_start, on_poll=reader
+            python,
+            p.args,
+            log,
+            p.ready_timeout_s,
+            _environment(folder),
+            on_start=on_start,
+            on_poll=reader,
         ) as srv:
             reader()
             r.ready_s = srv.ready_s
             tell(f"ready after {srv.ready_s:.0f} s; asking {p.completions} completions")
             _exercise(srv, r, reader, started)
-        done = True
+        finished = True
     except server.ServerDidNotStart as exc:
-        r.failure = exc.failure
-        done = True
-    finally:
+        failed_at_start = exc
+        finished = True
+    finally:  # interrupted too: no process of the group is left now, so no file is written
         reader()
         r.total_s = time.monotonic() - started
-        _remove_vllm_files(r.progress)
-        if not done and folder is not None:  # interrupted: nothing of ours is left
-            shutil.rmtree(folder, ignore_errors=True)
-    lines = server.log_tail(log, 100_000)
+        failed = r.failure is not None or failed_at_start is not None
+        keep = log if finished and failed else None
+        _clean(folder, keep)
+    if failed_at_start is not None:
+        r.failure = failed_at_start.failure
     if r.failure is not None:
-        r.cause = failures.classify(lines, r.progress.target_class)
-    elif r.outcome in ("ready", "no-speculation") and folder is not None:
-        shutil.rmtree(folder, ignore_errors=True)
-        r.log_kept = False
+        r.cause = failures.classify(server.log_tail(log, 100_000), r.progress.target_class)
+    r.log_kept = r.failure is not None or p.log_given is not None
     return r
-
-
-def _remove_vllm_files(progress: Progress) -> None:
-    """vLLM's distributed-init file in the temp folder (named in its log), left behind by each
-    start: ours to remove, since we started that server."""
-    for path in progress.dist_files:
-        with contextlib.suppress(OSError):
-            if os.path.basename(path).startswith("vllm_dist_"):
-                os.unlink(path)
 
 
 def to_dict(r: Rehearsal) -> dict[str, Any]:
