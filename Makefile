@@ -32,6 +32,7 @@ DRAFTER       ?= /models/Kimi-K2.5-eagle3
 TP            ?= 8
 NUM_SPEC      ?= 3
 PORT          ?= 8000
+REHEARSE      ?= 1
 
 # make cluster-pre-deploy: the Ray cluster a multi-node server runs on (auto = the local head).
 RAY_ADDRESS   ?= auto
@@ -45,7 +46,8 @@ PINNED = $(shell ls -d patches/*/vllm-* 2>/dev/null | sed 's|.*/vllm-||' | sort 
 help:
 	@echo "make pre-deploy   create $(VENV) with vllm==$(VLLM_VERSION), apply the patches, verify them"
 	@echo "make cluster-pre-deploy  apply, verify, status on every node of the Ray cluster at $(RAY_ADDRESS)"
-	@echo "make serve        pre-deploy, then vllm serve $(MODEL) with the EAGLE-3 drafter $(DRAFTER)"
+	@echo "make serve        pre-deploy, doctor, a rehearsal with dummy weights (REHEARSE=0 skips it), then"
+	@echo "                  vllm serve $(MODEL) with the EAGLE-3 drafter $(DRAFTER)"
 	@echo "make test         lint, the interpreter tier under Python $(UNIT_PYTHONS), the whole test suite"
 	@echo "                  (creates the cached vLLM venvs when missing); a time per tier at the end"
 	@echo "make unit-pythons the tests that can differ between Pythons, under Python $(UNIT_PYTHONS)"
@@ -76,10 +78,15 @@ cluster-pre-deploy: $(VENV)/.vllm-$(VLLM_VERSION)
 # MODEL and DRAFTER: directories or Hugging Face repo ids already in the local cache. serve-args
 # runs doctor's checks itself and prints nothing on a problem; its exit code stops the recipe
 # before vllm serve (a failing $(...) inside the vllm serve line would not).
+# REHEARSE=1 (default): between doctor and vllm serve, the same vllm serve with dummy weights
+# (`vllm-patcher rehearse`: minutes, no checkpoint read); its failure stops the recipe with the
+# cause and fix. REHEARSE=0 skips it.
 serve: pre-deploy
 	$(VENV)/bin/vllm-patcher doctor --model $(MODEL) --drafter $(DRAFTER)
 	spec="$$($(VENV)/bin/vllm-patcher serve-args --model $(MODEL) --drafter $(DRAFTER) \
 	  --num-speculative-tokens $(NUM_SPEC))" && \
+	if [ "$(REHEARSE)" != 0 ]; then $(VENV)/bin/vllm-patcher rehearse -- $(MODEL) \
+	  --tensor-parallel-size $(TP) --speculative-config "$$spec" || exit $$?; fi && \
 	$(VENV)/bin/vllm serve $(MODEL) --port $(PORT) --tensor-parallel-size $(TP) \
 	  --speculative-config "$$spec"
 

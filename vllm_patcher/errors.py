@@ -177,3 +177,16 @@ class SweepInterrupted(PatcherError):
     stopped, its process group included."""
 
     exit_code = EXIT_INTERRUPTED
+
+
+# rehearse: the report is printed, then one of these (a refusal of vLLM's own argument parser
+# exits 2, EXIT_USAGE, as `vllm serve` does)
+EXIT_REHEARSAL_FAILED = 22  # the server did not become ready, or failed a completion: cause named
+EXIT_REHEARSAL_NO_DRAFTS = 23  # ready and answering, but --speculative-config drafted nothing
+
+
+class RehearsalInterrupted(PatcherError):
+    """rehearse: Ctrl-C (or SIGTERM, SIGHUP) while the server started or answered; its process
+    group is stopped and the rehearsal's own files removed."""
+
+    exit_code = EXIT_INTERRUPTED

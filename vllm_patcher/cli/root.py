@@ -29,6 +29,7 @@ COMMANDS = MappingProxyType(
         "serve-args": ".models:serve_args",
         "cluster": ".cluster:cluster",
         "payoff": ".payoff:payoff",
+        "rehearse": ".rehearse:rehearse",
     }
 )
 

@@ -236,9 +236,11 @@ def running(
     env: dict[str, str] | None = None,
     extra: Sequence[str] = (),
     on_start: Callable[[int], None] | None = None,
+    on_poll: Callable[[], None] | None = None,
 ) -> Iterator[Server]:
     """A started and healthy server; ``ServerDidNotStart`` when it exits or is not ready within
-    ``ready_timeout_s``. The group is stopped on every way out."""
+    ``ready_timeout_s``. The group is stopped on every way out. ``on_poll`` runs at each look
+    while waiting (the rehearsal reads the log's new lines there)."""
     port = free_port()
     cmd = command(python, args, port) + list(extra)
     with _signals_interrupt():
@@ -258,6 +260,8 @@ def running(
             started = time.monotonic()
             # healthy, and still ours: another process answering on the port is not our server
             while not (_healthy(url) and proc.poll() is None):
+                if on_poll is not None:
+                    on_poll()
                 if proc.poll() is not None:
                     how = _how(proc.returncode)
                     raise ServerDidNotStart(

@@ -1,0 +1,74 @@
+"""What the rehearsal starts the server with, and what it refuses before starting one."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from vllm_patcher.errors import BadSetting
+from vllm_patcher.rehearse import run
+from vllm_patcher.serving.args import parse
+from vllm_patcher.wheels import sources
+
+from ..conftest import assert_refused, make_venv, run_cli
+
+SPEC = '{"method": "eagle3", "model": "/d", "num_speculative_tokens": 3}'
+
+
+@pytest.mark.parametrize(
+    "given",
+    [
+        ["--load-format", "safetensors"],
+        ["--load-format=safetensors"],
+        ["--load_format", "safetensors"],
+        ["--load-f", "safetensors"],  # vLLM's parser takes an unambiguous prefix
+    ],
+)
+def test_the_users_load_format_is_replaced_by_dummy_and_named(given: list[str]) -> None:
+    p = run.plan(parse(["/m", "--port", "9", *given, "--dtype", "bfloat16"]), False, False, 60)
+    assert p.args.rest == ("--dtype", "bfloat16", "--load-format", "dummy")
+    assert p.ignored == (
+        "--port (the server listens on 127.0.0.1 and a free port)",
+        "--load-format safetensors (rehearse reads no checkpoint: dummy)",
+    )
+
+
+def test_the_speculative_config_is_passed_on_and_real_drafter_gives_it_its_own_load() -> None:
+    plain = run.plan(parse(["/m", "--speculative-config", SPEC]), False, True, 60)
+    assert plain.args.rest[-2] == "--speculative-config"
+    assert json.loads(plain.args.rest[-1]) == json.loads(SPEC)
+    real = run.plan(parse(["/m", "--speculative-config", SPEC]), True, True, 60)
+    spec = json.loads(real.args.rest[-1])
+    assert spec["draft_load_config"] == {"load_format": "auto"} and spec["model"] == "/d"
+    assert real.args.rest[:2] == ("--load-format", "dummy")  # the target stays random
+
+
+def test_real_drafter_is_refused_without_a_drafter_or_on_a_release_without_draft_load_config() -> (
+    None
+):
+    with pytest.raises(BadSetting, match="needs a drafter"):
+        run.plan(parse(["/m"]), True, True, 60)
+    with pytest.raises(BadSetting, match="doctor"):
+        run.plan(parse(["/m", "--speculative-config", SPEC]), True, False, 60)
+    with pytest.raises(BadSetting, match="finite"):
+        run.plan(parse(["/m"]), False, False, float("inf"))
+
+
+def test_draft_load_config_is_read_from_the_releases_own_source() -> None:
+    assert not run.has_draft_load_config(sources.fetch_release("0.15.1"))
+    assert run.has_draft_load_config(sources.fetch_release("0.17.1"))
+    assert not run.has_draft_load_config(Path("/nonexistent"))
+
+
+def test_the_command_refuses_before_starting_anything(tmp_path: Path) -> None:
+    assert_refused(run_cli("rehearse"), 2, "give the arguments of vllm serve after --")
+    venv = make_venv(tmp_path / "v", vllm=True)  # vLLM 0.15.1's files: no draft_load_config
+    proc = run_cli(
+        "--python", str(venv / "bin" / "python"), "rehearse", "--real-drafter", "--",
+        "/m", "--speculative-config", SPEC,
+    )  # fmt: skip
+    assert_refused(proc, 2, "--real-drafter", "vllm-patcher doctor")
+    proc = run_cli("--json", "rehearse", "--")
+    assert proc.returncode == 2 and json.loads(proc.stdout)["command"] == "rehearse"

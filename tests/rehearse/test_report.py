@@ -1,0 +1,68 @@
+"""The outcome, its exit code and its words: exit 0 only when the server answered and drafts were
+counted (or no speculation was asked for, which is said), never acceptance."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from vllm_patcher.payoff import scrape
+from vllm_patcher.rehearse import failures, report, run
+from vllm_patcher.serving import server
+from vllm_patcher.serving.args import parse
+
+from ..payoff.scrapes import metrics
+
+SPEC = '{"method": "eagle3", "model": "/d", "num_speculative_tokens": 3}'
+LOGS = Path(__file__).parent / "logs"
+
+
+def _rehearsal(speculative: bool, text: str | None, answered: int = 3) -> run.Rehearsal:
+    args = ["/m", "--speculative-config", SPEC] if speculative else ["/m"]
+    r = run.Rehearsal(run.plan(parse(args), False, False, 60), Path("/tmp/x.log"))
+    r.ready_s, r.total_s, r.answered = 30.0, 34.0, answered
+    if text is not None:
+        r.reading = scrape.parse(text, "test", 0.0)
+    return r
+
+
+def test_drafts_counted_is_the_only_speculative_success_and_acceptance_is_not_judged() -> None:
+    ready = _rehearsal(True, metrics(drafts=5, per_pos=(0, 0, 0), generation=20))
+    assert (ready.outcome, report.exit_code(ready)) == ("ready", 0)
+    said = "\n".join(report.lines(ready))
+    assert "5 drafts, 15 draft tokens" in said and "random weights it means nothing" in said
+    none = _rehearsal(True, metrics(drafts=0, per_pos=(0, 0, 0), generation=20))
+    assert (none.outcome, report.exit_code(none)) == ("no-drafts", 23)
+    hidden = _rehearsal(True, metrics(spec=False, generation=20))  # --disable-log-stats
+    assert (hidden.outcome, report.exit_code(hidden)) == ("no-drafts", 23)
+    assert "no speculative-decoding counters" in "\n".join(report.lines(hidden))
+
+
+def test_no_speculative_config_succeeds_and_says_speculation_was_not_rehearsed() -> None:
+    plain = _rehearsal(False, metrics(spec=False, generation=20))
+    assert (plain.outcome, report.exit_code(plain)) == ("no-speculation", 0)
+    assert "speculation was not rehearsed" in "\n".join(report.lines(plain))
+    # drafted through a spelling the rehearsal did not read (-sc): counted, so it ran
+    other = _rehearsal(False, metrics(drafts=4, per_pos=(1,), generation=20))
+    assert other.outcome == "ready"
+
+
+def test_failures_exit_22_or_vllms_usage_2_and_an_unknown_one_shows_the_log() -> None:
+    log = LOGS / "granite-refusal-0.31.0.log"
+    lines = log.read_text().splitlines()
+    r = _rehearsal(True, None, answered=0)
+    r.ready_s = None
+    r.failure = server.StartFailure("the server exited with code 1 before it was ready", 1, log, ())
+    r.cause = failures.classify(lines, "GraniteForCausalLM")
+    assert (r.outcome, report.exit_code(r)) == ("failed", 22)
+    said = report.lines(r)
+    assert any(
+        line.startswith("fix: vllm-patcher apply (the patch eagle3-granite") for line in said
+    )
+    r.cause = failures.classify((LOGS / "usage-0.31.0.log").read_text().splitlines())
+    assert report.exit_code(r) == 2
+    r.cause = None
+    r.failure = server.StartFailure("the server was not ready within 60 s", None, log, ("a", "b"))
+    assert (r.outcome, report.exit_code(r)) == ("not-ready", 22)
+    said = report.lines(r)
+    assert "cause not recognised: the server was not ready within 60 s" in said
+    assert "    b" in said and f"log: {r.log}" in said

@@ -1,0 +1,72 @@
+"""``rehearse``: your own ``vllm serve`` with dummy weights, before the real load."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from ..errors import RehearsalInterrupted
+from .app import Command, pass_app
+from .base import Application, vllm_python
+from .render import rehearse as render
+
+
+@click.command("rehearse", cls=Command)
+@click.option(
+    "--ready-timeout",
+    default=1800.0,
+    show_default=True,
+    type=float,
+    help="Seconds the server may take to become ready (no checkpoint is read; torch.compile, "
+    "graph capture and the KV cache are).",
+)
+@click.option(
+    "--real-drafter",
+    is_flag=True,
+    help="Load the drafter's own weights (small next to the target), so its checkpoint's names "
+    "and shapes are proven too (vLLM 0.17.1 and newer: SpeculativeConfig.draft_load_config).",
+)
+@click.option(
+    "--log",
+    "log",
+    type=click.Path(path_type=Path),
+    metavar="FILE",
+    help="Keep the server's log here (default: a temp file, kept only when the rehearsal fails).",
+)
+@click.argument("serve_args", nargs=-1, type=click.UNPROCESSED, metavar="-- SERVE_ARGS...")
+@pass_app
+def rehearse(
+    app: Application,
+    ready_timeout: float,
+    real_drafter: bool,
+    log: Path | None,
+    serve_args: tuple[str, ...],
+) -> None:
+    """Start your own `vllm serve` (the arguments after `--`, model first) with `--load-format
+    dummy`: the real model classes with random weights, no checkpoint read. Waits until it is
+    ready, asks a few completions, reads /metrics for drafts, stops it and every process it
+    started. Reports each step reached and its time, the classes vLLM resolved, and on a failure
+    its cause and fix."""
+    from ..rehearse import run as rehearsal
+    from ..serving.args import parse
+
+    opts = app.options
+    args = parse(serve_args)
+    python = vllm_python(opts, "rehearse starts vLLM")
+    loadable = real_drafter and rehearsal.has_draft_load_config(opts.target().site_packages)
+    plan = rehearsal.plan(args, real_drafter, loadable, ready_timeout, log)
+    say = None if opts.as_json else (lambda line: app.echo(f"rehearse: {line}", err=True))
+    if say is not None:
+        say(
+            f"vllm serve {args.model} with --load-format dummy: random weights, no checkpoint "
+            f"read{'; the drafter with its own weights' if real_drafter else ''}"
+        )
+    try:
+        result = rehearsal.rehearse(python, plan, say)
+    except KeyboardInterrupt:
+        raise RehearsalInterrupted(
+            "interrupted; the server and every process it started are stopped, and the "
+            "rehearsal's files removed"
+        ) from None
+    app.show(render.rehearsal(result))
