@@ -24,8 +24,8 @@ import pytest
 from vllm_patcher.install.record import file_hash
 from vllm_patcher.wheels import sources
 
-from ..conftest import record_of, run_cli, touched_files, venv_site, version_of
 from ..cli.test_json_envelope import VALIDATOR
+from ..conftest import record_of, run_cli, touched_files, venv_site, version_of
 from . import amx
 from .engine import build_models, cpu_python
 from .test_sweep_engine import _left
