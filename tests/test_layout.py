@@ -293,3 +293,36 @@ def test_the_mutable_state_guard_finds_each_kind() -> None:
     )
     found = _mutable_state(ast.parse(source), {"Run"})
     assert [line.split(":")[0] for line in found] == [f"line {n}" for n in (1, 2, 3, 4, 5, 12, 10)]
+
+
+LEAVES = {"errors", "fileops", "findings", "progress", "releases", "runtime"}
+MAX_LEAF_LINES = 250
+
+
+def test_a_capability_is_a_folder_and_only_small_leaves_lie_at_the_top() -> None:
+    """A newcomer finds a capability from the folder names: the top of the package holds the
+    entry points and a few small leaves every folder uses, nothing else."""
+    top = {p.stem for p in PACKAGE.glob("*.py")} - {"__init__", "__main__"}
+    assert top == LEAVES
+    big = {
+        name: n
+        for name in LEAVES
+        if (n := len((PACKAGE / f"{name}.py").read_text(encoding="utf-8").splitlines()))
+        > MAX_LEAF_LINES
+    }
+    assert big == {}
+    folders = {p.parent.name for p in PACKAGE.glob("*/__init__.py")}
+    assert {"patching", "authoring", "diffs", "wheels", "cluster", "catalogue", "cli"} <= folders
+
+
+def test_every_folder_says_what_it_holds_in_its_docstring() -> None:
+    """Each folder's ``__init__`` docstring names its modules, so the folder reads top-down."""
+    unnamed = []
+    for init in sorted(PACKAGE.rglob("__init__.py")):
+        if "patches" in init.parts or init.parent == PACKAGE:
+            continue
+        doc = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8"))) or ""
+        for module in sorted(init.parent.glob("*.py")):
+            if module.stem != "__init__" and module.stem not in doc:
+                unnamed.append(f"{_module_name(init)}: {module.stem}")
+    assert unnamed == []

@@ -201,3 +201,11 @@ def remove_tree(path: Path) -> None:
     except OSError as exc:
         raise NotWritable(os_error_message(path, exc)) from None
     fsync_dir(path.parent)
+
+
+def discard_tree(path: Path) -> None:
+    """Delete the tool's own scratch folder ``path`` (a staging copy, a spent recovery folder, a
+    rehearsal's temp folder), best effort: what cannot go now is left to the next sweep."""
+    import shutil
+
+    shutil.rmtree(path, ignore_errors=True)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import fcntl
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -14,18 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from vllm_patcher.wheels import sources
+from ..conftest import scratch_tree
 
 CLI = (sys.executable, "-m", "vllm_patcher")
 
 
 def _site(tmp_path: Path) -> Path:
     """A pristine vLLM 0.15.1 tree to work on."""
-    site = tmp_path / "site"
-    shutil.copytree(
-        sources.fetch_release("0.15.1"), site, ignore=shutil.ignore_patterns(".complete")
-    )
-    return site
+    return scratch_tree("0.15.1", tmp_path / "site")
 
 
 def test_shell_completion_answers(tmp_path: Path) -> None:

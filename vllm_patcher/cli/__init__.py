@@ -1,7 +1,11 @@
 """Command line: parse options (click), call one function, render its result as text or JSON.
 
-``main`` is the program: click's root group (``root``); each command group is a module of this
-package, imported when its command runs."""
+``main`` is the program: click's root group (``root``) lists every command; ``app`` holds click's
+machinery and the application object commands receive, ``base`` what needs no click (options,
+display, the one mapping of failures to exit codes), ``streams`` the printing guards. One module per
+command group, imported when its command runs: ``patching`` (status, apply, verify, revert, list),
+``authoring`` (capture, import, port, pin), ``models`` (doctor, serve-args), ``cluster``,
+``payoff`` and ``sweep`` (payoff sweep), ``rehearse``; each renders through ``render/``."""
 
 from __future__ import annotations
 

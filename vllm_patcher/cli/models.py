@@ -55,6 +55,7 @@ def doctor(
         release,
         fix=fix,
         python=lambda: locate_mod.hub_python(opts.python, opts.directory),
+        catalogue=opts.catalogue(),
     )
     app.show(render.doctor(report, fix))
 
@@ -98,6 +99,7 @@ def serve_args(
         drafter_dir,
         release,
         python=lambda: locate_mod.hub_python(opts.python, opts.directory),
+        catalogue=opts.catalogue(),
     )
     if not report.ok:
         app.display(render.serve_args_problems(report))

@@ -2,7 +2,7 @@
 
 A model served across nodes loads each node's own vLLM, so one unpatched or differently patched
 node is enough to fail at load or to compute differently. Ray reaches the nodes: vLLM's multi-node
-backend already needs it. The tool's own process never imports Ray. ``cluster_driver.py`` runs in
+backend already needs it. The tool's own process never imports Ray. ``driver.py`` runs in
 the target interpreter (``--python``, else this one), connects with ``ray.init(address=...)``,
 pins one task to each alive node (hard node affinity) and prints every node's answer as one JSON
 line. Each task calls ``run_on_node`` from this module, shipped to the cluster with Ray's

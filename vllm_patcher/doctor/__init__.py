@@ -6,7 +6,7 @@ Everything is read from the two ``config.json`` files and the drafter's safetens
 (``vllm_patcher.models``). The aux-layer rules (``rules``) follow what each vLLM release really
 reads from the drafter's config, because a one-layer shift there does not crash: it silently costs
 acceptance. ``checks`` judges (``aux_layers`` and ``drafter`` hold the two big checks), ``fix`` writes the key ``--fix`` can, ``serve_args`` prints the
-speculative config.
+speculative config; ``report`` holds what doctor found, for the renderers.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import TargetNotFound
-from .record import RecordRow, file_hash
+from .record import HASH_MODE, RecordRow, file_hash
 from .target import RECORD_REFERENCE, Target
 
 if TYPE_CHECKING:
@@ -30,7 +30,7 @@ def by_record(
     record = {}
     for entry in files:
         rel = entry.as_posix()
-        if rel.startswith("vllm/") and entry.hash is not None and entry.hash.mode == "sha256":
+        if rel.startswith("vllm/") and entry.hash is not None and entry.hash.mode == HASH_MODE:
             record[rel] = entry.hash.value
     from ..catalogue.folders import load_catalogue
     from ..catalogue.layout import builtin_paths  # the built-ins name the files we rely on

@@ -1,2 +1,3 @@
-"""The models a server loads, read from disk without torch: target and drafter configs, the
-drafter's safetensors headers, the Hugging Face cache lookup, and the model families."""
+"""The models a server loads, read from disk without torch: target and drafter configs and the
+drafter's safetensors headers (``configs``), the Hugging Face cache lookup (``hub``), and the model
+families (``families``)."""

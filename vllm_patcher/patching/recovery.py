@@ -99,9 +99,7 @@ def drop_copies_if_in_place(
     folder = Path(where).parents[len(Path(rel).parts) - 1]
     try:
         if all(fileops.read_or_none(target.path(r)) == contents[r] for r in saved):
-            import shutil  # only on this path
-
-            shutil.rmtree(folder, ignore_errors=True)
+            fileops.discard_tree(folder)
     except OSError:
         pass
 
@@ -144,8 +142,6 @@ def save_edits(
             fileops.atomic_write(dest, contents[rel] or b"")
             saved[rel] = str(dest)
     except BaseException:  # nothing restored yet: the edits are still in place, drop the part
-        import shutil  # only on this path
-
-        shutil.rmtree(folder, ignore_errors=True)
+        fileops.discard_tree(folder)
         raise
     return saved

@@ -15,7 +15,6 @@ import json
 import math
 import os
 import re
-import shutil
 import tempfile
 import time
 import urllib.error
@@ -25,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .. import fileops
 from ..errors import BadSetting, ServerUnreachable
 from ..payoff import scrape
 from ..serving import server
@@ -254,12 +254,12 @@ def _environment(folder: Path) -> dict[str, str]:
 def _clean(folder: Path, keep: Path | None) -> None:
     """Remove the rehearsal's folder, but for ``keep`` (a failure's log)."""
     if keep is None or keep.parent != folder:
-        shutil.rmtree(folder, ignore_errors=True)
+        fileops.discard_tree(folder)
         return
     for entry in folder.iterdir():
         if entry != keep:
             if entry.is_dir() and not entry.is_symlink():
-                shutil.rmtree(entry, ignore_errors=True)
+                fileops.discard_tree(entry)
             else:
                 with contextlib.suppress(OSError):
                     entry.unlink()

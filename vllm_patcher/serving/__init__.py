@@ -1,2 +1,3 @@
-"""Start and stop the user's own vLLM servers (``payoff sweep``): each in its own process group,
-on 127.0.0.1, stopped on every way out."""
+"""Start and stop the user's own vLLM servers (``payoff sweep``, ``rehearse``): ``args`` reads
+the ``vllm serve`` arguments the user gives, ``server`` starts each in its own process group on
+127.0.0.1 and a free port and stops it on every way out."""

@@ -1,4 +1,5 @@
-"""One libcst codemod per patch: source text in, source text out, no I/O.
+"""One libcst codemod per patch (``whitelist``, ``image_token``, ``supports_eagle3``; shared
+matchers in ``_cst``): source text in, source text out, no I/O.
 
 Each transform is idempotent: on source that already carries its change it returns the text
 unchanged with ``changed=False``. When the code it expects is not there it raises

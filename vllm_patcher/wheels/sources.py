@@ -10,13 +10,13 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-import shutil
 import tempfile
 import zipfile
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .. import fileops
 from ..errors import BadSetting, FetchError
 from ..releases import public_version
 
@@ -111,7 +111,7 @@ def fetch_release(
             # first line the version, then every member asked for (present in the wheel or not)
             (staging / ".complete").write_text("\n".join([version, *wanted]) + "\n")
             if tree.exists():
-                shutil.rmtree(tree)
+                fileops.remove_tree(tree)
             staging.rename(tree)
         return tree
 
@@ -138,7 +138,7 @@ def _staging(tree: Path) -> Iterator[Path]:
         yield staging
     finally:
         if staging.exists():
-            shutil.rmtree(staging, ignore_errors=True)
+            fileops.discard_tree(staging)
 
 
 def available_versions() -> list[str]:
