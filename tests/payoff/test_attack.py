@@ -137,7 +137,7 @@ def test_watch_pauses_between_failed_reads_and_carries_on_through_every_window_e
     shown: list[Any] = []
     code = run.report(
         "http://x", (), None, 1.0, (), watch=True, plot=None,
-        show=lambda s, refresh=False: shown.append(s) or True, as_json=False,
+        show=lambda s, refresh=False: shown.append(s) or True,
         once=fake_once, sleep=lambda s: calls.append(f"sleep {s}"),
     )  # fmt: skip
     assert code == 0 and len(shown) == 5, shown  # four "reading again" lines and one report
@@ -147,7 +147,7 @@ def test_watch_pauses_between_failed_reads_and_carries_on_through_every_window_e
     with pytest.raises(BadSetting):  # a bad option is still refused at once
         run.report(
             None, (), None, 1.0, ("a", "b", "c"), watch=True, plot=None,
-            show=lambda s, refresh=False: True, as_json=False,
+            show=lambda s, refresh=False: True,
         )  # fmt: skip
 
 

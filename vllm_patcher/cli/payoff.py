@@ -136,6 +136,8 @@ def payoff_report(
     gone = _stdout_gone_check()
 
     def show(shown: Any, refresh: bool) -> bool:
+        if isinstance(shown, str) and opts.as_json:
+            return not gone()  # under --json: full reports only
         clear = refresh and sys.stdout is not None and sys.stdout.isatty()
         app.display(render.report(shown, clear))
         return not gone()
@@ -149,7 +151,6 @@ def payoff_report(
         watch=watch,
         plot=plot,
         show=show,
-        as_json=opts.as_json,
     )
     sys.exit(exit_code)
 

@@ -20,8 +20,9 @@ from .window import NotOneWindow
 PAUSE = 5.0  # seconds between reads that gave no report, and between --window 0 reports
 CARRY_ON = (NoDrafts, NoSpeculation, ServerUnreachable, NotOneWindow)
 
-# show(lines or JSON data, refresh) -> whether anyone still reads the output
-Show = Callable[[Any, bool], bool]
+# show(a report, or a one-line note on a window it could not judge; refresh) -> whether anyone
+# still reads the output. The command line renders both (text or JSON) in one place.
+Show = Callable[["Analysis | str", bool], bool]
 
 
 def exit_code(data: dict[str, Any]) -> int:
@@ -49,7 +50,6 @@ def report(
     watch: bool,
     plot: Path | None,
     show: Show,
-    as_json: bool,
     once: Callable[..., Analysis] = measure_once,
     sleep: Callable[[float], None] = time.sleep,
 ) -> int:
@@ -60,7 +60,7 @@ def report(
         check_available(plot)
     if not watch or url is None:
         a = once(url, metrics, log, window_s, baseline)
-        _publish(a, plot, show, as_json, refresh=False)
+        _publish(a, plot, show, refresh=False)
         return exit_code(a.to_dict())
     last: Analysis | None = None
     failed: Exception | None = None
@@ -71,11 +71,11 @@ def report(
             except CARRY_ON as exc:  # a window that cannot be judged: say so, pause, read again
                 failed = exc
                 said = f"payoff: {exc.message}; reading again in {PAUSE:.0f} s"
-                if not as_json and not show([said], False):  # under --json: full reports only
+                if not show(said, False):
                     break
                 sleep(PAUSE)
                 continue
-            read, last = _publish(a, plot, show, as_json, refresh=last is not None), a
+            read, last = _publish(a, plot, show, refresh=last is not None), a
             if not read:
                 break
             if window_s <= 0:
@@ -89,12 +89,10 @@ def report(
     return exit_code(last.to_dict())
 
 
-def _publish(a: Analysis, plot: Path | None, show: Show, as_json: bool, refresh: bool) -> bool:
+def _publish(a: Analysis, plot: Path | None, show: Show, refresh: bool) -> bool:
     """Draw first: a plot that fails leaves one answer (its error), not a report then an error."""
     if plot is not None:
         from .plot import draw
 
         draw(a, plot)
-    from .report import lines
-
-    return show(a.to_dict() if as_json else lines(a), refresh)
+    return show(a, refresh)

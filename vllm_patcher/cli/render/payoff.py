@@ -2,28 +2,33 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ...errors import EXIT_OK, NotWritable
 from ...payoff import run as payoff_run
 from ..base import Shown
 
 if TYPE_CHECKING:  # typing only: payoff bench loads its machinery when it runs
+    from ...payoff.analysis import Analysis
     from ...payoff.bench import BenchResult
     from ...payoff.sweep_result import SweepResult
 
 CLEAR_SCREEN = "\x1b[H\x1b[2J"
 
 
-def report(shown: dict[str, Any] | list[str], clear: bool) -> Shown:
-    """One report of payoff (``--watch``: one per window): payoff's JSON data under --json, its
-    lines without; ``clear``: the screen is cleared first (a refresh on a terminal)."""
-    if isinstance(shown, dict):
-        return Shown(payoff_run.exit_code(shown), shown)
-    lines = list(shown)
+def report(shown: Analysis | str, clear: bool) -> Shown:
+    """One report of payoff (``--watch``: one per window), or a note on a window it could not
+    judge (text only: under --json only full reports are printed); ``clear``: the screen is
+    cleared first (a refresh on a terminal)."""
+    if isinstance(shown, str):
+        return Shown(EXIT_OK, None, [shown])
+    from ...payoff.report import lines as report_lines
+
+    data = shown.to_dict()
+    lines = report_lines(shown)
     if clear:
         lines[:1] = [CLEAR_SCREEN + (lines[0] if lines else "")]
-    return Shown(EXIT_OK, None, lines)
+    return Shown(payoff_run.exit_code(data), data, lines)
 
 
 def bench(result: BenchResult) -> Shown:
