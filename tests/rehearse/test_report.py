@@ -66,3 +66,36 @@ def test_failures_exit_22_or_vllms_usage_2_and_an_unknown_one_shows_the_log() ->
     said = report.lines(r)
     assert "cause not recognised: the server was not ready within 60 s" in said
     assert "    b" in said and f"log: {r.log}" in said
+
+
+def test_a_timeout_is_named_with_its_fix_and_the_fix_of_a_refusal_names_the_users_venv() -> None:
+    r = _rehearsal(True, None, answered=0)
+    r.ready_s = None
+    log = LOGS / "granite-refusal-0.31.0.log"
+    r.failure = server.StartFailure("the server was not ready within 5 s", None, log, ())
+    r.cause = failures.not_ready(5, ["arguments parsed", "model built"])
+    said = report.lines(r)
+    assert (r.outcome, report.exit_code(r)) == ("not-ready", 22)
+    assert "cause: the server was not ready within 5 s (the last step reached: model built)" in said
+    assert any(line.startswith("fix: give it longer: raise --ready-timeout") for line in said)
+    assert not any(line.startswith(("cause not recognised", "vLLM said")) for line in said)
+    venv = "vllm-patcher --python /srv/venv/bin/python apply"
+    cause = failures.classify(log.read_text().splitlines(), "GraniteForCausalLM", venv)
+    assert cause is not None and cause.fix.startswith(f"{venv} (the patch eagle3-granite")
+
+
+def test_the_json_counts_are_integers_and_the_opening_names_what_was_replaced() -> None:
+    from vllm_patcher.cli.render import rehearse as render
+
+    r = _rehearsal(True, metrics(drafts=5, per_pos=(0, 0, 0), generation=20))
+    r.progress.kv_cache_tokens = "232,960"
+    data = run.to_dict(r)
+    assert (data["kv_cache_tokens"], data["drafts"], data["draft_tokens"]) == (232960, 5, 15)
+    assert all(isinstance(data[k], int) for k in ("kv_cache_tokens", "drafts", "draft_tokens"))
+    plan = run.plan(parse(["/m", "--port", "9", "--load-format", "auto"]), False, False, 60)
+    opening = render.opening(plan)
+    assert opening[0].startswith("vllm serve /m with --load-format dummy")
+    assert [line.split(" (")[0] for line in opening[1:]] == [
+        "ignored: --port",
+        "ignored: --load-format auto",
+    ]

@@ -114,6 +114,25 @@ class Command(click.Command):
         return super().invoke(ctx)
 
 
+class ServeCommand(Command):
+    """A command that takes the user's ``vllm serve`` arguments after ``--`` (payoff sweep,
+    rehearse): an option it does not know is most likely one of those, given without ``--``."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        try:
+            return super().parse_args(ctx, args)
+        except click.NoSuchOption as exc:
+            if exc.possibilities:  # close to one of ours: click's "Did you mean" says it
+                raise
+            raise click.NoSuchOption(
+                exc.option_name,
+                f"No such option: {exc.option_name}; vllm serve's arguments go after --: "
+                f"vllm-patcher {ctx.info_name} [OPTIONS] -- MODEL [SERVE_ARGS...]",
+                exc.possibilities,
+                ctx,
+            ) from None
+
+
 class SubGroup(Command, click.Group):
     """A group of subcommands (``cluster``): takes the global options too, and so do its commands."""
 

@@ -7,12 +7,12 @@ from pathlib import Path
 import click
 
 from ..errors import RehearsalInterrupted
-from .app import Command, pass_app
+from .app import ServeCommand, pass_app
 from .base import Application, vllm_python
 from .render import rehearse as render
 
 
-@click.command("rehearse", cls=Command)
+@click.command("rehearse", cls=ServeCommand)
 @click.option(
     "--ready-timeout",
     default=1800.0,
@@ -55,13 +55,12 @@ def rehearse(
     args = parse(serve_args)
     python = vllm_python(opts, "rehearse starts vLLM")
     loadable = real_drafter and rehearsal.has_draft_load_config(opts.target().site_packages)
-    plan = rehearsal.plan(args, real_drafter, loadable, ready_timeout, log)
+    apply = opts.target().command("apply")
+    plan = rehearsal.plan(args, real_drafter, loadable, ready_timeout, log, apply)
     say = None if opts.as_json else (lambda line: app.echo(f"rehearse: {line}", err=True))
     if say is not None:
-        say(
-            f"vllm serve {args.model} with --load-format dummy: random weights, no checkpoint "
-            f"read{'; the drafter with its own weights' if real_drafter else ''}"
-        )
+        for line in render.opening(plan):
+            say(line)
     try:
         result = rehearsal.rehearse(python, plan, say)
     except KeyboardInterrupt:

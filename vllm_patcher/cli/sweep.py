@@ -18,7 +18,7 @@ from ..errors import (
     SweepInterrupted,
 )
 from ..payoff.scrape import is_url
-from .app import Command, pass_app
+from .app import ServeCommand, pass_app
 from .base import Application, vllm_python
 from .render import payoff as render
 
@@ -81,7 +81,7 @@ def _announce(say: Callable[[str], None], args: ServeArgs | None, plan: Plan) ->
         )
 
 
-@click.command("sweep", cls=Command)
+@click.command("sweep", cls=ServeCommand)
 @click.option("--k", "ks", default="0,1,2,3", show_default=True, help="Draft lengths (0: none).")
 @click.option(
     "--concurrency", default="1,4,16", show_default=True, help="Comma-separated concurrencies."

@@ -33,6 +33,9 @@ PATCH_FOR_MODEL_TYPE = (
 )
 
 
+APPLY = "vllm-patcher apply"  # the fix of a refusal the built-ins cure
+
+
 @dataclass(frozen=True)
 class Cause:
     key: str  # the table row
@@ -55,7 +58,7 @@ def _missing_interface(m: re.Match[str], target: str | None) -> tuple[str, str]:
     patch = PATCH_FOR_CLASS.get(target or "")
     what = target or "the target's model class"
     fix = (
-        f"vllm-patcher apply (the patch {patch} adds it to {what}), then rehearse again"
+        f"{APPLY} (the patch {patch} adds it to {what}), then rehearse again"
         if patch
         else f"no built-in patch adds SupportsEagle3 to {what}: write one (vllm-patcher capture), "
         "or serve a release whose model file has it"
@@ -67,7 +70,7 @@ def _allow_list(m: re.Match[str], target: str | None) -> tuple[str, str]:
     model_type = m.group("model_type")
     patch = next((p for sub, p in PATCH_FOR_MODEL_TYPE if sub in model_type), None)
     fix = (
-        f"vllm-patcher apply (the patch {patch} widens the list), then rehearse again"
+        f"{APPLY} (the patch {patch} widens the list), then rehearse again"
         if patch
         else f"no built-in patch adds {model_type!r} to the list: write one (vllm-patcher capture)"
     )
@@ -210,12 +213,27 @@ TABLE = (
 )
 
 
-def classify(lines: Sequence[str], target_class: str | None = None) -> Cause | None:
-    """The first row (in table order) that a line of the log matches; None: no row does."""
+def classify(
+    lines: Sequence[str], target_class: str | None = None, apply_command: str = APPLY
+) -> Cause | None:
+    """The first row (in table order) that a line of the log matches; None: no row does.
+    ``apply_command``: ``vllm-patcher apply`` as the user pastes it for the rehearsed venv."""
     for row in TABLE:
         for line in lines:
             found = row.pattern.search(line)
             if found is not None:
                 cause, fix = row.explain(found, target_class)
+                fix = fix.replace(APPLY, apply_command)
                 return Cause(row.key, cause, fix, line.strip()[:400])
     return None
+
+
+def not_ready(timeout_s: float, reached: Sequence[str]) -> Cause:
+    """The server was still starting when ``--ready-timeout`` ran out (no failure in its log)."""
+    last = f"the last step reached: {reached[-1]}" if reached else "no step reached yet"
+    return Cause(
+        "not-ready",
+        f"the server was not ready within {timeout_s:.0f} s ({last})",
+        "give it longer: raise --ready-timeout (vLLM was still starting; the log shows where)",
+        "",
+    )

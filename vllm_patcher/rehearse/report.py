@@ -64,12 +64,16 @@ def lines(r: Rehearsal) -> list[str]:
     if r.cause is not None:
         out.append(f"cause: {r.cause.cause}")
         out.append(f"fix: {r.cause.fix}")
-        out.append(f"vLLM said: {r.cause.evidence}")
+        if r.cause.evidence:
+            out.append(f"vLLM said: {r.cause.evidence}")
     else:
         sig = r.failure.signal_name
         out.append(f"cause not recognised: {r.failure.reason}" + (f" ({sig})" if sig else ""))
-        out.append("the log's last lines:")
-        out += [f"    {line}" for line in r.failure.tail[-15:]]
+        if r.failure.tail:
+            out.append("the log's last lines:")
+            out += [f"    {line}" for line in r.failure.tail[-15:]]
+        else:
+            out.append("the log is empty")
     out.append(f"log: {r.log}")
     return out
 

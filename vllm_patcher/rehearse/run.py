@@ -49,6 +49,7 @@ class Plan:
     completions: int = 3
     max_tokens: int = 16
     log_given: Path | None = None
+    apply_command: str = "vllm-patcher apply"  # as the user pastes it for this environment
 
     @property
     def speculative(self) -> bool:
@@ -67,6 +68,7 @@ def plan(
     draft_load_config: bool,
     ready_timeout_s: float,
     log: Path | None = None,
+    apply_command: str = "vllm-patcher apply",
 ) -> Plan:
     """The server's arguments: the user's, their ``--load-format`` replaced by ``dummy``; with
     ``real_drafter`` the drafter's own load config reads its checkpoint (``draft_load_config``:
@@ -103,7 +105,14 @@ def plan(
     if spec is not None:
         rest += [SPEC, json.dumps(spec)]
     served = ServeArgs(args.model, tuple(rest), spec, args.served_name, args.tokenizer)
-    return Plan(served, tuple(ignored), real_drafter, ready_timeout_s, log_given=log)
+    return Plan(
+        served,
+        tuple(ignored),
+        real_drafter,
+        ready_timeout_s,
+        log_given=log,
+        apply_command=apply_command,
+    )
 
 
 def has_draft_load_config(site_packages: Path) -> bool:
@@ -309,7 +318,13 @@ def rehearse(python: str, p: Plan, say: Callable[[str], None] | None = None) -> 
     if failed_at_start is not None:
         r.failure = failed_at_start.failure
     if r.failure is not None:
-        r.cause = failures.classify(server.log_tail(log, 100_000), r.progress.target_class)
+        r.cause = failures.classify(
+            server.log_tail(log, 100_000), r.progress.target_class, p.apply_command
+        )
+        if r.cause is None and r.failure.returncode is None and not r.ready_s:
+            r.cause = failures.not_ready(
+                p.ready_timeout_s, [LABEL[k] for k in r.progress.reached()]
+            )
     r.log_kept = r.failure is not None or p.log_given is not None
     return r
 
@@ -332,10 +347,12 @@ def to_dict(r: Rehearsal) -> dict[str, Any]:
         "stopped_before": r.progress.stopped_before(),
         "target_class": r.progress.target_class,
         "drafter_class": r.progress.drafter_class,
-        "kv_cache_tokens": r.progress.kv_cache_tokens,
+        "kv_cache_tokens": _tokens(r.progress.kv_cache_tokens),
         "completions": r.answered,
-        "drafts": None if reading is None or not reading.spec else reading.drafts,
-        "draft_tokens": None if reading is None or not reading.spec else reading.draft_tokens,
+        "drafts": None if reading is None or not reading.spec else round(reading.drafts),
+        "draft_tokens": None
+        if reading is None or not reading.spec
+        else round(reading.draft_tokens),
         "acceptance_judged": False,
         "cause": None if r.cause is None else r.cause.to_dict(),
         "failure": None
@@ -349,6 +366,12 @@ def to_dict(r: Rehearsal) -> dict[str, Any]:
         "log": str(r.log) if r.log_kept else None,
         "pid": r.pid,
     }
+
+
+def _tokens(text: str | None) -> int | None:
+    """vLLM prints the KV cache's size as ``232,960`` tokens; the report's is a number."""
+    digits = (text or "").replace(",", "").replace("_", "")
+    return int(digits) if digits.isdigit() else None
 
 
 def _at(value: float | None) -> float | None:
