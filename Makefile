@@ -33,6 +33,7 @@ TP            ?= 8
 NUM_SPEC      ?= 3
 PORT          ?= 8000
 REHEARSE      ?= 1
+SERVE_FLAGS   ?=# any other vllm serve flags (e.g. --max-model-len 32768), rehearsed and served alike
 
 # make cluster-pre-deploy: the Ray cluster a multi-node server runs on (auto = the local head).
 RAY_ADDRESS   ?= auto
@@ -86,8 +87,8 @@ serve: pre-deploy
 	spec="$$($(VENV)/bin/vllm-patcher serve-args --model $(MODEL) --drafter $(DRAFTER) \
 	  --num-speculative-tokens $(NUM_SPEC))" && \
 	if [ "$(REHEARSE)" != 0 ]; then $(VENV)/bin/vllm-patcher rehearse -- $(MODEL) \
-	  --tensor-parallel-size $(TP) --speculative-config "$$spec" || exit $$?; fi && \
-	$(VENV)/bin/vllm serve $(MODEL) --port $(PORT) --tensor-parallel-size $(TP) \
+	  --tensor-parallel-size $(TP) $(SERVE_FLAGS) --speculative-config "$$spec" || exit $$?; fi && \
+	$(VENV)/bin/vllm serve $(MODEL) --port $(PORT) --tensor-parallel-size $(TP) $(SERVE_FLAGS) \
 	  --speculative-config "$$spec"
 
 # --- development ---------------------------------------------------------------------------------
