@@ -459,7 +459,7 @@ def parse_args() -> argparse.Namespace:
 
 def main() -> None:
     args = parse_args()
-    imported = Path(sources.__file__).resolve().parent.parent
+    imported = Path(sources.__file__).resolve().parents[2]
     if imported != REPO:
         raise SystemExit(
             f"bench/run.py imports vllm_patcher from {imported}, not from {REPO}: "
@@ -474,7 +474,7 @@ def run(
     args: argparse.Namespace, tool_dir: Path, tool_how: str, growth_src: tuple[Path, list[str]]
 ) -> None:
     repeat = args.repeat
-    pristine = sources.fetch_release(VERSION)
+    pristine = sources.fetch_release(VERSION, [*load_catalogue().all_paths(), USER_OWN])
     venv_dir = Path(
         os.environ.get("VLLM_PATCHER_TEST_VENV", sources.cache_root() / f"venv-{VERSION}")
     )
