@@ -154,6 +154,11 @@ class ServerUnreachable(PatcherError):
     exit_code = 18
 
 
+class NoVllmMetrics(ServerUnreachable):
+    """What answered has no ``vllm:`` metrics: not a vLLM server, or one started with
+    ``--disable-log-stats`` (which a rehearsal reports as speculation it could not count)."""
+
+
 class NoSpeculation(PatcherError):
     """payoff: the server exports no speculative-decoding counters (no --speculative-config, or
     --disable-log-stats)."""

@@ -133,3 +133,18 @@ def test_the_steps_and_classes_of_real_logs() -> None:
     mla = _progress("mla-block-size-0.32.0.log")
     assert mla.target_class == "DeepseekV3ForCausalLM"
     assert mla.stopped_before() == "warm_up"  # sized, then the block sizes met
+
+
+def test_a_build_tools_error_line_is_not_vllms_usage_error() -> None:
+    """Only vLLM's own parser says ``<prog>: error:``; a compiler's or a JIT build's line (Triton's
+    ``ld``, FlashInfer's ``ninja``) is an unknown failure shown by the log, not exit 2."""
+    for line in (
+        "/usr/bin/ld: error: cannot find -lcuda",
+        "ld: error: ld returned 1 exit status",
+        "ninja: error: build stopped: subcommand failed.",
+        "gcc: error: unrecognized command-line option '-mamx'",
+        "torch.distributed.run: error: the following arguments are required",
+    ):
+        assert failures.classify([line]) is None, line
+    usage = failures.classify(["api_server.py: error: unrecognized arguments: --x"])
+    assert usage is not None and usage.key == "usage"

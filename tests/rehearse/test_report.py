@@ -99,3 +99,13 @@ def test_the_json_counts_are_integers_and_the_opening_names_what_was_replaced() 
         "ignored: --port",
         "ignored: --load-format auto",
     ]
+
+
+def test_a_server_that_hides_its_counters_is_speculation_not_counted_not_a_failure() -> None:
+    """--disable-log-stats: /metrics has no vllm: lines at all; the drafter was asked for, so
+    exit 23 (speculation not shown to run), and without one exit 0."""
+    hidden = _rehearsal(True, None)
+    assert (hidden.outcome, report.exit_code(hidden)) == ("no-drafts", 23)
+    assert "no speculative-decoding counters" in "\n".join(report.lines(hidden))
+    plain = _rehearsal(False, None)
+    assert (plain.outcome, report.exit_code(plain)) == ("no-speculation", 0)

@@ -69,3 +69,34 @@ def test_arguments_the_sweep_cannot_use_are_refused_in_one_line(argv: list[str],
 def test_a_draft_length_above_0_without_the_users_speculative_config_is_refused() -> None:
     with pytest.raises(BadSetting, match="needs the drafter"):
         parse(["/m/t"]).with_k(1)
+
+
+def test_vllms_other_spellings_of_the_speculative_config_are_read_and_k0_drops_them() -> None:
+    """vLLM reads ``_`` as ``-`` and has ``-sc`` (0.31): a k=0 baseline that kept them would
+    still speculate."""
+    spec = '{"method": "eagle3", "model": "/d", "num_speculative_tokens": 3}'
+    for flag in ("-sc", "--speculative_config", "--speculative-config"):
+        args = parse(["/m", "--dtype", "bfloat16", flag, spec, "--served_model_name", "x"])
+        assert args.speculative is not None and args.speculative["model"] == "/d", flag
+        assert args.with_k(0) == ["--dtype", "bfloat16", "--served-model-name", "x"], flag
+        assert args.served_name == "x"
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["/m", "--uds", "/tmp/s.sock"], "--uds: the servers started here answer plain HTTP"),
+        (["/m", "--ssl-keyfile=k.pem"], "--ssl-keyfile: the servers started here"),
+        (["serve", "/m"], "without the words `vllm serve`"),
+        (["vllm", "serve", "/m"], "without the words `vllm serve`"),
+    ],
+)
+def test_what_a_server_started_here_could_not_answer_is_refused(argv: list[str], said: str) -> None:
+    with pytest.raises(BadSetting) as refused:
+        parse(argv)
+    assert said in refused.value.message
+
+
+def test_the_api_key_stays_with_the_server_and_is_known_to_the_requests() -> None:
+    args = parse(["/m", "--api-key", "sekrit"])
+    assert args.api_key == "sekrit" and args.with_k(0) == ["--api-key", "sekrit"]

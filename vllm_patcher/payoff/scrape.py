@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import ServerUnreachable
+from ..errors import NoVllmMetrics, ServerUnreachable
 
 TIMEOUT = 10.0  # seconds for one GET of /metrics, the whole answer
 MAX_BYTES = 64 * 2**20  # a vLLM server's /metrics is a few hundred kB
@@ -97,7 +97,7 @@ def parse(text: str, source: str, at: float) -> Reading:
     except (ValueError, TypeError, KeyError, IndexError):
         raise ServerUnreachable(not_metrics(source, text)) from None
     if not seen_vllm:
-        raise ServerUnreachable(f"{source} has no vllm: metrics; is it a vLLM server's /metrics?")
+        raise NoVllmMetrics(f"{source} has no vllm: metrics; is it a vLLM server's /metrics?")
     if len(models) > 1:
         raise ServerUnreachable(
             f"{source} holds the counters of more than one model ({', '.join(sorted(models))}); "

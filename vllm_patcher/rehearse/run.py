@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import fileops
-from ..errors import BadSetting, ServerUnreachable
+from ..errors import BadSetting, NoVllmMetrics, ServerUnreachable
 from ..payoff import scrape
 from ..serving import server
 from ..serving.args import SPEC, ServeArgs
@@ -37,6 +37,7 @@ PROMPT = "The capital of France is"
 # the server's environment: a signal that kills a vLLM process names itself and its frames in
 # the log (faulthandler), which is how the failure table tells SIGILL from other deaths
 ENV = {"PYTHONFAULTHANDLER": "1"}
+COMPLETION_TIMEOUT_S = 120.0  # a short completion on a ready server; a hang is a failure
 AFTER_FAILURE_S = 20.0  # a request failed: how long the log may take to name why
 
 
@@ -104,7 +105,9 @@ def plan(
         spec = {**spec, "draft_load_config": {"load_format": "auto"}}
     if spec is not None:
         rest += [SPEC, json.dumps(spec)]
-    served = ServeArgs(args.model, tuple(rest), spec, args.served_name, args.tokenizer)
+    served = ServeArgs(
+        args.model, tuple(rest), spec, args.served_name, args.tokenizer, api_key=args.api_key
+    )
     return Plan(
         served,
         tuple(ignored),
@@ -177,7 +180,7 @@ class _LogReader:
             )
 
 
-def _complete(url: str, model: str, max_tokens: int) -> None:
+def _complete(url: str, model: str, max_tokens: int, api_key: str | None) -> None:
     body = json.dumps(
         {
             "model": model,
@@ -187,10 +190,12 @@ def _complete(url: str, model: str, max_tokens: int) -> None:
             "ignore_eos": True,  # random weights may say end-of-text at once: then nothing drafts
         }
     ).encode()
-    request = urllib.request.Request(
-        f"{url}/v1/completions", body, {"Content-Type": "application/json"}
-    )
-    with urllib.request.urlopen(request, timeout=300) as answer:
+    headers = {"Content-Type": "application/json"}
+    key = api_key or os.environ.get("VLLM_API_KEY")  # the server's own, given either way
+    if key:
+        headers["Authorization"] = f"Bearer {key}"
+    request = urllib.request.Request(f"{url}/v1/completions", body, headers)
+    with urllib.request.urlopen(request, timeout=COMPLETION_TIMEOUT_S) as answer:
         data = json.loads(answer.read())
     if not data.get("choices"):
         raise ServerUnreachable(f"the completion's answer has no choices: {str(data)[:200]}")
@@ -212,10 +217,13 @@ def _exercise(srv: server.Server, r: Rehearsal, reader: _LogReader, started: flo
     model = p.args.served_name or p.args.model
     try:
         for _ in range(p.completions):
-            _complete(srv.url, model, p.max_tokens)
+            _complete(srv.url, model, p.max_tokens, p.args.api_key)
             r.answered += 1
             r.progress.reach("answer", time.monotonic() - started)
-        r.reading = scrape.fetch(srv.url)
+        try:
+            r.reading = scrape.fetch(srv.url)
+        except NoVllmMetrics:  # --disable-log-stats: nothing counted, which the report says
+            r.reading = None
     except (OSError, ValueError, ServerUnreachable) as exc:
         _await_cause(srv, reader, r.log)
         how, code = srv.exit_note()
@@ -234,7 +242,7 @@ def _exercise(srv: server.Server, r: Rehearsal, reader: _LogReader, started: flo
             f"the server {how} during the rehearsal", code, r.log, server.log_tail(r.log)
         )
         return
-    if r.reading.spec and r.reading.drafts > 0:
+    if r.reading is not None and r.reading.spec and r.reading.drafts > 0:
         r.progress.reach("drafts", time.monotonic() - started)
 
 
@@ -303,6 +311,10 @@ def rehearse(python: str, p: Plan, say: Callable[[str], None] | None = None) -> 
         ) as srv:
             reader()
             r.ready_s = srv.ready_s
+            if (
+                "serving" not in r.progress.seen_at
+            ):  # it answered /health: up, whatever its log says
+                r.progress.reach("serving", time.monotonic() - started)
             tell(f"ready after {srv.ready_s:.0f} s; asking {p.completions} completions")
             _exercise(srv, r, reader, started)
         finished = True

@@ -13,7 +13,11 @@ from ..errors import BadSetting
 
 SPEC = "--speculative-config"
 REPLACED = ("--host", "--port")  # ours: 127.0.0.1 and a free port
-VALUED = ("--model", SPEC, *REPLACED, "--served-model-name", "--tokenizer")
+KEPT = ("--served-model-name", "--tokenizer", "--api-key")  # read, and given to the server too
+VALUED = ("--model", SPEC, *REPLACED, *KEPT)
+ALIASES = {"-sc": SPEC}  # vLLM's short spellings (0.31: engine/arg_utils.py)
+# the server would not answer plain HTTP on 127.0.0.1 and the port we give it
+REFUSED = ("--uds", "--ssl-keyfile", "--ssl-certfile")
 
 
 @dataclass(frozen=True)
@@ -24,6 +28,7 @@ class ServeArgs:
     served_name: str | None = None
     tokenizer: str | None = None
     replaced: tuple[str, ...] = field(default=())  # the user's --host/--port, not used
+    api_key: str | None = None  # --api-key: the requests we send carry it
 
     def with_k(self, k: int) -> list[str]:
         """The arguments after the model for ``k`` draft tokens (0: without speculation)."""
@@ -39,8 +44,14 @@ class ServeArgs:
 
 
 def _split(arg: str) -> tuple[str, str | None]:
-    name, eq, value = arg.partition("=")
-    return (name, value) if eq else (arg, None)
+    """An option's name as vLLM reads it (``_`` for ``-``, its aliases) and its ``=`` value."""
+    name, eq, given = arg.partition("=")
+    value: str | None = given
+    if not eq:
+        name, value = arg, None
+    if name.startswith("--"):
+        name = "--" + name[2:].replace("_", "-")
+    return ALIASES.get(name, name), value
 
 
 def parse(argv: Sequence[str]) -> ServeArgs:
@@ -51,6 +62,11 @@ def parse(argv: Sequence[str]) -> ServeArgs:
     found: dict[str, str] = {}
     rest: list[str] = []
     model = None
+    if args[0] == "serve" or args[:2] == ["vllm", "serve"]:
+        raise BadSetting(
+            "give the arguments after `vllm serve` (the model first), without the words "
+            "`vllm serve` themselves"
+        )
     if not args[0].startswith("-"):
         model = args.pop(0)
     i = 0
@@ -60,13 +76,18 @@ def parse(argv: Sequence[str]) -> ServeArgs:
             raise BadSetting(
                 f"{name}: give {SPEC} as one JSON object, so each k can be written into it"
             )
+        if name in REFUSED:
+            raise BadSetting(
+                f"{name}: the servers started here answer plain HTTP on 127.0.0.1 and a port of "
+                "their own; drop it for the rehearsal or the sweep"
+            )
         if name in VALUED:
             if value is None:
                 if i + 1 >= len(args):
                     raise BadSetting(f"{name} needs a value")
                 value = args[i + 1]
                 i += 1
-            if name in ("--served-model-name", "--tokenizer"):
+            if name in KEPT:
                 rest += [name, value]
             found[name] = value
         else:
@@ -89,5 +110,6 @@ def parse(argv: Sequence[str]) -> ServeArgs:
         speculative=speculative,
         served_name=found.get("--served-model-name"),
         tokenizer=found.get("--tokenizer"),
+        api_key=found.get("--api-key"),
         replaced=tuple(n for n in REPLACED if n in found),
     )
