@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import shlex
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -23,8 +22,7 @@ from .base import Application, vllm_python
 from .render import payoff as render
 
 if TYPE_CHECKING:  # the sweep's machinery is imported when it runs
-    from ..payoff.sweep import Plan
-    from ..serving.args import ServeArgs
+    pass
 
 
 def _running(urls: tuple[str, ...]) -> dict[int, str]:
@@ -63,22 +61,6 @@ def _check_running(running: dict[int, str], serve_args: tuple[str, ...]) -> None
         raise BadSetting("--url needs 0=URL too: the server without speculation is the baseline")
     if len(running) < 2:
         raise BadSetting("--url needs 0=URL and at least one K=URL with K above 0")
-
-
-def _announce(say: Callable[[str], None], args: ServeArgs | None, plan: Plan) -> None:
-    """What the sweep is about to do, on stderr."""
-    if args is not None and args.replaced:
-        say(
-            f"{' and '.join(args.replaced)} ignored: its servers listen on 127.0.0.1 and a free port"
-        )
-    if args is None:
-        say(f"{len(plan.ks)} running servers to measure (k = {', '.join(map(str, plan.ks))})")
-    else:
-        say(
-            f"{len(plan.ks)} servers to start, one model load each (k = "
-            f"{', '.join(map(str, plan.ks))}); on each, {plan.repeat} x {plan.prompts} prompts at "
-            f"concurrency {', '.join(map(str, plan.concurrencies))}; logs in {plan.log_dir}"
-        )
 
 
 @click.command("sweep", cls=ServeCommand)
@@ -174,7 +156,8 @@ def payoff_sweep(
     plan = plan.prepare()
     say = None if opts.as_json else (lambda line: app.echo(f"payoff sweep: {line}", err=True))
     if say is not None:
-        _announce(say, args, plan)
+        for line in render.sweep_opening(args, plan):
+            say(line)
     try:
         result = sweep.run(python, args, plan, say)
     except KeyboardInterrupt:

@@ -11,7 +11,9 @@ from ..base import Shown
 if TYPE_CHECKING:  # typing only: payoff bench loads its machinery when it runs
     from ...payoff.analysis import Analysis
     from ...payoff.bench import BenchResult
+    from ...payoff.sweep import Plan
     from ...payoff.sweep_result import SweepResult
+    from ...serving.args import ServeArgs
 
 CLEAR_SCREEN = "\x1b[H\x1b[2J"
 
@@ -52,3 +54,22 @@ def sweep(
         errors.append(f"vllm-patcher: error: {plot_error.message}")
         code = plot_error.exit_code
     return Shown(code, data, sweep_mod.lines(result), stderr=errors)
+
+
+def sweep_opening(args: ServeArgs | None, plan: Plan) -> list[str]:
+    """What the sweep is about to do, for stderr as it starts."""
+    ks = ", ".join(map(str, plan.ks))
+    out = []
+    if args is not None and args.replaced:
+        out.append(
+            f"{' and '.join(args.replaced)} ignored: its servers listen on 127.0.0.1 and a free port"
+        )
+    if args is None:
+        out.append(f"{len(plan.ks)} running servers to measure (k = {ks})")
+    else:
+        out.append(
+            f"{len(plan.ks)} servers to start, one model load each (k = {ks}); on each, "
+            f"{plan.repeat} x {plan.prompts} prompts at concurrency "
+            f"{', '.join(map(str, plan.concurrencies))}; logs in {plan.log_dir}"
+        )
+    return out
