@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import shlex
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import click
 
@@ -20,9 +19,6 @@ from ..payoff.scrape import is_url
 from .app import ServeCommand, pass_app
 from .base import Application, vllm_python
 from .render import payoff as render
-
-if TYPE_CHECKING:  # the sweep's machinery is imported when it runs
-    pass
 
 
 def _running(urls: tuple[str, ...]) -> dict[int, str]:
