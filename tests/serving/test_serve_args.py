@@ -100,3 +100,15 @@ def test_what_a_server_started_here_could_not_answer_is_refused(argv: list[str],
 def test_the_api_key_stays_with_the_server_and_is_known_to_the_requests() -> None:
     args = parse(["/m", "--api-key", "sekrit"])
     assert args.api_key == "sekrit" and args.with_k(0) == ["--api-key", "sekrit"]
+
+
+def test_an_unambiguous_prefix_of_an_option_is_read_as_vllm_reads_it() -> None:
+    """vLLM's parser takes ``--speculative`` for ``--speculative-config`` and ``--api-k`` for
+    ``--api-key`` (argparse's abbreviations); so does the reader, from three letters on."""
+    spec = '{"method": "eagle3", "model": "/d", "num_speculative_tokens": 3}'
+    args = parse(["/m", "--speculative", spec, "--api-k", "k", "--served-model", "x"])
+    assert args.speculative is not None and args.api_key == "k" and args.served_name == "x"
+    assert args.with_k(0) == ["--api-key", "k", "--served-model-name", "x"]
+    with pytest.raises(BadSetting):
+        parse(["/m", "--ssl-key", "k.pem"])
+    assert parse(["/m", "--ssl", "x"]).rest == ("--ssl", "x")  # two of ours begin so: vLLM's call

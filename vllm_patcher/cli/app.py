@@ -127,7 +127,8 @@ class ServeCommand(Command):
             raise click.NoSuchOption(
                 exc.option_name,
                 f"No such option: {exc.option_name}; vllm serve's arguments go after --: "
-                f"vllm-patcher {ctx.info_name} [OPTIONS] -- MODEL [SERVE_ARGS...]",
+                f"vllm-patcher {command_name(ctx) or ctx.info_name} [OPTIONS] -- MODEL "
+                "[SERVE_ARGS...]",
                 exc.possibilities,
                 ctx,
             ) from None

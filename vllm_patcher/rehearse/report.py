@@ -84,8 +84,8 @@ def _speculation(r: Rehearsal) -> list[str]:
         return ["no --speculative-config: speculation was not rehearsed"]
     if reading is None or not reading.spec:
         return [
-            "speculation did not run: /metrics has no speculative-decoding counters (is "
-            "--disable-log-stats given?)"
+            "speculation not counted: /metrics has no speculative-decoding counters (is "
+            "--disable-log-stats given?), so the rehearsal cannot show the drafter ran"
         ]
     if reading.drafts <= 0:
         return ["speculation did not run: no drafts were counted"]

@@ -51,6 +51,10 @@ def _split(arg: str) -> tuple[str, str | None]:
         name, value = arg, None
     if name.startswith("--"):
         name = "--" + name[2:].replace("_", "-")
+        # vLLM's parser takes an unambiguous prefix of an option's name (argparse's allow_abbrev)
+        known = [k for k in (*VALUED, *REFUSED) if k.startswith(name)]
+        if name not in known and len(known) == 1 and len(name) >= len("--abc"):
+            name = known[0]
     return ALIASES.get(name, name), value
 
 
