@@ -43,14 +43,7 @@ class Started:
             "pid": self.pid,
             "under_load_s": round(self.under_load_s, 1),
             "ready_s": None if self.ready_s is None else round(self.ready_s, 1),
-            "failure": None
-            if f is None
-            else {
-                "reason": f.reason,
-                "returncode": f.returncode,
-                "signal": f.signal_name,
-                "log_tail": list(f.tail),
-            },
+            "failure": None if f is None else f.to_dict(),
         }
 
 

@@ -28,7 +28,7 @@ from .. import fileops
 from ..errors import BadSetting, NoVllmMetrics, ServerUnreachable
 from ..payoff import scrape
 from ..serving import server
-from ..serving.args import SPEC, ServeArgs
+from ..serving.args import SPEC, ServeArgs, option_name
 from . import failures
 from .phases import LABEL, Progress, new_progress
 
@@ -59,8 +59,7 @@ class Plan:
 
 def _is_load_format(arg: str) -> bool:
     """``--load-format`` in any spelling vLLM's parser takes (``_`` for ``-``, a prefix)."""
-    name = arg.split("=", 1)[0].replace("_", "-")
-    return len(name) >= len("--load-f") and LOAD_FORMAT.startswith(name)
+    return option_name(arg, (LOAD_FORMAT,), shortest=len("--load-f"))[0] == LOAD_FORMAT
 
 
 def plan(
@@ -367,14 +366,7 @@ def to_dict(r: Rehearsal) -> dict[str, Any]:
         else round(reading.draft_tokens),
         "acceptance_judged": False,
         "cause": None if r.cause is None else r.cause.to_dict(),
-        "failure": None
-        if failure is None
-        else {
-            "reason": failure.reason,
-            "returncode": failure.returncode,
-            "signal": failure.signal_name,
-            "log_tail": list(failure.tail),
-        },
+        "failure": None if failure is None else failure.to_dict(),
         "log": str(r.log) if r.log_kept else None,
         "pid": r.pid,
     }

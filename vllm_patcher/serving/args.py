@@ -43,18 +43,20 @@ class ServeArgs:
         return [*self.rest, SPEC, json.dumps(spec)]
 
 
-def _split(arg: str) -> tuple[str, str | None]:
-    """An option's name as vLLM reads it (``_`` for ``-``, its aliases) and its ``=`` value."""
+def option_name(
+    arg: str, known: Sequence[str] = (*VALUED, *REFUSED), shortest: int = len("--abc")
+) -> tuple[str, str | None]:
+    """An option's name as vLLM reads it (``_`` for ``-``, its aliases, an unambiguous prefix of
+    one of ``known`` from ``shortest`` characters: argparse's allow_abbrev) and its ``=`` value."""
     name, eq, given = arg.partition("=")
     value: str | None = given
     if not eq:
         name, value = arg, None
     if name.startswith("--"):
         name = "--" + name[2:].replace("_", "-")
-        # vLLM's parser takes an unambiguous prefix of an option's name (argparse's allow_abbrev)
-        known = [k for k in (*VALUED, *REFUSED) if k.startswith(name)]
-        if name not in known and len(known) == 1 and len(name) >= len("--abc"):
-            name = known[0]
+        matches = [k for k in known if k.startswith(name)]
+        if name not in matches and len(matches) == 1 and len(name) >= shortest:
+            name = matches[0]
     return ALIASES.get(name, name), value
 
 
@@ -75,7 +77,7 @@ def parse(argv: Sequence[str]) -> ServeArgs:
         model = args.pop(0)
     i = 0
     while i < len(args):
-        name, value = _split(args[i])
+        name, value = option_name(args[i])
         if name.startswith(SPEC + "."):
             raise BadSetting(
                 f"{name}: give {SPEC} as one JSON object, so each k can be written into it"

@@ -55,6 +55,15 @@ class StartFailure:
         except ValueError:
             return f"signal {-self.returncode}"
 
+    def to_dict(self) -> dict[str, object]:
+        """The JSON reports' ``failure`` (payoff sweep's servers, rehearse)."""
+        return {
+            "reason": self.reason,
+            "returncode": self.returncode,
+            "signal": self.signal_name,
+            "log_tail": list(self.tail),
+        }
+
 
 class ServerDidNotStart(Exception):
     def __init__(self, failure: StartFailure) -> None:
