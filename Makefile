@@ -41,7 +41,7 @@ RAY_ADDRESS   ?= auto
 # The releases the built-ins' codemods are pinned for, read from the patch folders (no list to keep).
 PINNED = $(shell ls -d patches/*/vllm-* 2>/dev/null | sed 's|.*/vllm-||' | sort -u -V)
 
-.PHONY: help pre-deploy cluster-pre-deploy serve test lint unit bench pin dev test-venv clean \
+.PHONY: help pre-deploy cluster-pre-deploy serve test lint unit bench pin dev test-venv clean gpu-proof \
         test-venv-0171 test-releases unit-pythons engine-venvs
 
 help:
@@ -54,6 +54,7 @@ help:
 	@echo "make unit-pythons the tests that can differ between Pythons, under Python $(UNIT_PYTHONS)"
 	@echo "make test-releases  apply, verify, status, revert on real venvs of $(RELEASES)"
 	@echo "make bench        apply/status/verify/revert timings; status must stay under 250 ms wall"
+	@echo "make gpu-proof    on a GPU machine: the backports under CUDA graphs (GPU_VENV=/tmp/venv)"
 	@echo "make pin          maintainer: regenerate patches/ from the release wheels"
 
 # --- pre-deploy hook ---------------------------------------------------------------------------
@@ -273,6 +274,14 @@ BENCH_SKIP_ENGINE ?=
 bench: dev $(BENCH_REAL_VENV) $(if $(filter-out 0,$(BENCH_SKIP_ENGINE)),,engine-venvs)
 	$(DEV_VENV)/bin/python bench/run.py $(if $(BENCH_REAL_VENV),,--skip-real-venv)
 	$(if $(filter-out 0,$(BENCH_SKIP_ENGINE)),,$(DEV_VENV)/bin/python bench/engine.py --plot)
+
+# The GPU proof (tests/gpu/proof.py): run ON a GPU machine whose GPU_VENV holds vLLM and this
+# tool (../shared/gpu/README.md makes one on the lent H200); CI has no GPU. One table, dated.
+GPU_VENV ?= /tmp/venv
+GPU_OUT  ?= /tmp/gpu-proof
+gpu-proof:
+	VLLM_USE_FLASHINFER_SAMPLER=0 PYTHONUNBUFFERED=1 python3 -m tests.gpu.proof \
+	  --python $(GPU_VENV) --out $(GPU_OUT)
 
 pin: dev
 	$(DEV_VENV)/bin/vllm-patcher pin $(PINNED)

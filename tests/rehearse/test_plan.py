@@ -72,3 +72,39 @@ def test_the_command_refuses_before_starting_anything(tmp_path: Path) -> None:
     assert_refused(proc, 2, "--real-drafter", "vllm-patcher doctor")
     proc = run_cli("--json", "rehearse", "--")
     assert proc.returncode == 2 and json.loads(proc.stdout)["command"] == "rehearse"
+
+
+def _granite(tmp_path: Path, arch: str = "GraniteForCausalLM") -> str:
+    (tmp_path / "config.json").write_text(json.dumps({"architectures": [arch]}))
+    return str(tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("extra", "version", "arch", "warned"),
+    [
+        ((), "0.25.0", "GraniteForCausalLM", True),
+        (("--enforce-eager",), "0.25.0", "GraniteForCausalLM", False),
+        (("-cc.cudagraph_mode=PIECEWISE",), "0.25.0", "GraniteForCausalLM", False),
+        ((), "0.21.0", "GraniteForCausalLM", False),
+        ((), "0.25.0", "LlamaForCausalLM", False),
+        ((), "not-a-version", "GraniteForCausalLM", False),
+    ],
+)
+def test_rehearse_says_up_front_when_it_walks_into_a_known_vllm_fault(
+    tmp_path: Path, extra: tuple[str, ...], version: str, arch: str, warned: bool
+) -> None:
+    from vllm_patcher.cli.render.rehearse import opening
+
+    model = _granite(tmp_path, arch)
+    p = run.plan(parse([model, *extra]), False, False, 60.0, None, "vllm-patcher apply")
+    known = run.known_faults(p, version)
+    assert bool(known) is warned
+    said = opening(p, known)
+    assert any(line.startswith("known fault (granite-drafter-graphs)") for line in said) is warned
+    if warned:
+        assert '--compilation-config \'{"cudagraph_mode": "PIECEWISE"}\'' in said[-1]
+
+
+def test_no_config_no_warning(tmp_path: Path) -> None:
+    p = run.plan(parse([str(tmp_path / "absent")]), False, False, 60.0, None, "x")
+    assert run.known_faults(p, "0.25.0") == []

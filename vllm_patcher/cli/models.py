@@ -111,6 +111,7 @@ def serve_args(
             "whole report)"
         )
     assert report.drafter_source is not None
+    app.display(render.serve_args_faults(report))
     app.show(
         render.serve_args(
             doctor_mod.speculative_config(report.drafter_source, num_speculative_tokens)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import click
@@ -57,9 +58,11 @@ def rehearse(
     loadable = real_drafter and rehearsal.has_draft_load_config(opts.target().site_packages)
     apply = opts.target().command("apply")
     plan = rehearsal.plan(args, real_drafter, loadable, ready_timeout, log, apply)
+    known = rehearsal.known_faults(plan, opts.target().version)
+    plan = dataclasses.replace(plan, known_faults=tuple(f.key for f in known))
     say = None if opts.as_json else (lambda line: app.echo(f"rehearse: {line}", err=True))
     if say is not None:
-        for line in render.opening(plan):
+        for line in render.opening(plan, known):
             say(line)
     try:
         result = rehearsal.rehearse(python, plan, say)

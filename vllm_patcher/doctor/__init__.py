@@ -1,11 +1,12 @@
 """doctor: check an EAGLE-3 drafter against its target before a long model load.
 
-Targets: the DeepSeek-V3 family (DeepSeek-V3/V3.1/V3.2, Kimi-K2/K2.5) and MiniMax-M2.
+Targets: the DeepSeek-V3 family (DeepSeek-V3/V3.1/V3.2, Kimi-K2/K2.5), MiniMax-M2 and Granite.
 
 Everything is read from the two ``config.json`` files and the drafter's safetensors headers
 (``vllm_patcher.models``). The aux-layer rules (``rules``) follow what each vLLM release really
 reads from the drafter's config, because a one-layer shift there does not crash: it silently costs
-acceptance. ``checks`` judges (``aux_layers`` and ``drafter`` hold the two big checks), ``fix`` writes the key ``--fix`` can, ``serve_args`` prints the
+acceptance. ``checks`` judges (``aux_layers`` and ``drafter`` hold the two big checks), ``faults`` holds vLLM's own faults measured on a
+GPU with their workarounds, ``fix`` writes the key ``--fix`` can, ``serve_args`` prints the
 speculative config; ``report`` holds what doctor found, for the renderers.
 """
 

@@ -25,6 +25,7 @@ from ..models.families import (
 from ..models.hub import ModelSource, locate_model
 from .aux_layers import check_aux_layers
 from .drafter import check_drafter
+from .faults import findings as fault_findings
 from .report import DoctorReport
 from .rules import release_version
 
@@ -199,6 +200,7 @@ def check(
     drafter = read_drafter(drafter_source.path, drafter_config)
     plan, aux_findings = check_aux_layers(drafter, target, vllm_version)
     findings = check_drafter(drafter, target) + aux_findings
+    findings += fault_findings(target.model_type, vllm_version)
     missing_model = check_model_file(vllm_version, target, catalogue)
     if missing_model is not None:
         findings.insert(0, missing_model)

@@ -231,8 +231,14 @@ def check_client_args(python: str, argv: list[str]) -> None:
         raise ServerUnreachable(f"vllm bench serve could not be asked: {said.splitlines()[-1]}")
 
 
-def client(python: str, argv: list[str]) -> dict[str, Any]:
+def client(python: str, argv: list[str], api_key: str | None = None) -> dict[str, Any]:
+    """One run of vLLM's benchmark client; ``api_key``: the served ``--api-key``, which the client
+    sends as its Bearer token (it reads ``OPENAI_API_KEY``, as ``vllm bench serve`` does)."""
+    import os
+
     from ..runtime import ScriptNotRun, run_script
+
+    env = {**os.environ, "OPENAI_API_KEY": api_key} if api_key else None
 
     try:
         # not isolated: the client reads HF_* and VLLM_* settings as vllm bench serve would;
@@ -243,6 +249,7 @@ def client(python: str, argv: list[str]) -> dict[str, Any]:
             timeout=TIMEOUT,
             isolated=False,
             own_group=True,
+            env=env,
         )
     except ScriptNotRun as exc:
         raise ServerUnreachable(f"vllm bench serve did not finish: {exc}") from None

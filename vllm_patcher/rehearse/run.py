@@ -24,7 +24,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from packaging.version import InvalidVersion
+
 from .. import fileops
+from ..doctor import faults
 from ..errors import BadSetting, NoVllmMetrics, ServerUnreachable
 from ..payoff import scrape
 from ..serving import server
@@ -51,6 +54,7 @@ class Plan:
     max_tokens: int = 16
     log_given: Path | None = None
     apply_command: str = "vllm-patcher apply"  # as the user pastes it for this environment
+    known_faults: tuple[str, ...] = ()  # keys of vLLM's own faults it walks into (known_faults())
 
     @property
     def speculative(self) -> bool:
@@ -117,6 +121,23 @@ def plan(
     )
 
 
+def known_faults(p: Plan, vllm_version: str) -> list[faults.EngineFault]:
+    """vLLM's own faults (``doctor.faults``) this rehearsal walks into: the target's class as its
+    config.json names it (a local folder; a hub id is not looked up), on this release, with no
+    serve flag or environment that avoids them."""
+    try:
+        config = json.loads((Path(p.args.model) / "config.json").read_text())
+        archs = [a for a in config.get("architectures") or [] if isinstance(a, str)]
+    except (OSError, ValueError, AttributeError):
+        return []
+    if faults.avoided(p.args.rest, os.environ):
+        return []
+    try:
+        return [f for arch in archs for f in faults.known(arch, vllm_version)]
+    except InvalidVersion:
+        return []
+
+
 def has_draft_load_config(site_packages: Path) -> bool:
     """Whether the release's SpeculativeConfig has ``draft_load_config`` (read, not imported)."""
     try:
@@ -138,6 +159,8 @@ class Rehearsal:
     reading: scrape.Reading | None = None
     failure: server.StartFailure | None = None
     cause: failures.Cause | None = None
+    engine_said: str | None = None  # the engine core's own exception line, on a failure
+    died_in: str | None = None  # what the engine was doing when it failed
     log_kept: bool = True
 
     @property
@@ -329,9 +352,10 @@ def rehearse(python: str, p: Plan, say: Callable[[str], None] | None = None) -> 
     if failed_at_start is not None:
         r.failure = failed_at_start.failure
     if r.failure is not None:
-        r.cause = failures.classify(
-            server.log_tail(log, 100_000), r.progress.target_class, p.apply_command
-        )
+        logged = server.log_tail(log, 100_000)
+        r.engine_said = failures.engine_exception(logged)
+        r.died_in = failures.died_in(logged)
+        r.cause = failures.classify(logged, r.progress.target_class, p.apply_command)
         if r.cause is None and r.failure.returncode is None and not r.ready_s:
             r.cause = failures.not_ready(
                 p.ready_timeout_s, [LABEL[k] for k in r.progress.reached()]
@@ -366,6 +390,9 @@ def to_dict(r: Rehearsal) -> dict[str, Any]:
         else round(reading.draft_tokens),
         "acceptance_judged": False,
         "cause": None if r.cause is None else r.cause.to_dict(),
+        "known_faults": list(r.plan.known_faults),
+        "engine_said": r.engine_said,
+        "died_in": r.died_in,
         "failure": None if failure is None else failure.to_dict(),
         "log": str(r.log) if r.log_kept else None,
         "pid": r.pid,

@@ -25,6 +25,17 @@ def serve_args_problems(report: Any) -> Shown:
     return Shown(EXIT_CHECK_FAILED, None, stderr=lines)
 
 
+def serve_args_faults(report: Any) -> Shown:
+    """vLLM's own faults doctor knows for this target and release, on stderr: warnings, since
+    serve-args cannot see the serve flags that avoid them (rehearse can)."""
+    lines = []
+    for f in report.findings:
+        if f.check == "engine-fault":
+            lines.append(f"vllm-patcher: warning: {f.check}: {f.message}")
+            lines.append(f"vllm-patcher:   fix: {f.fix}")
+    return Shown(EXIT_OK, None, stderr=lines)
+
+
 def serve_args(config: dict[str, Any]) -> Shown:
     """The one line for vllm serve --speculative-config, with or without --json."""
     return Shown(EXIT_OK, None, [json.dumps(config)])

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ..base import Shown
 
 if TYPE_CHECKING:  # the rehearsal's machinery is imported when it runs
+    from ...doctor.faults import EngineFault
     from ...rehearse.run import Plan, Rehearsal
 
 
@@ -17,11 +19,16 @@ def rehearsal(result: Rehearsal) -> Shown:
     return Shown(report.exit_code(result), rehearsal_mod.to_dict(result), report.lines(result))
 
 
-def opening(plan: Plan) -> list[str]:
-    """The lines on stderr as the rehearsal starts: what runs, and what of the user's was replaced."""
+def opening(plan: Plan, known: Sequence[EngineFault] = ()) -> list[str]:
+    """The lines on stderr as the rehearsal starts: what runs, what of the user's was replaced,
+    and vLLM's own faults it is about to walk into (with the flag that avoids each)."""
     drafter = "; the drafter with its own weights" if plan.real_drafter else ""
     return [
         f"vllm serve {plan.args.model} with --load-format dummy: random weights, no checkpoint "
         f"read{drafter}",
         *(f"ignored: {note}" for note in plan.ignored),
+        *(
+            f"known fault ({f.key}): {f.what}; {f.measured}. Avoid it with {f.workaround}"
+            for f in known
+        ),
     ]

@@ -1,0 +1,217 @@
+"""The GPU proof of the backports, run by a maintainer on a lent GPU machine (CI has no GPU).
+
+    python3 -m tests.gpu.proof --python /tmp/venv --out DIR      (from the repository root)
+
+For every backport the venv's release needs, under each graph mode (``eager``: --enforce-eager;
+``graphs``: vLLM's default, torch.compile and CUDA graph capture; ``piecewise``: graphs with
+``cudagraph_mode=PIECEWISE``):
+
+1. ``refused``: before ``apply``, the tiny Granite target with an EAGLE-3 drafter is refused;
+2. ``accept``: after ``apply``, the controlled drafter's acceptance on the tiny models of
+   ``tests/e2e/engine_models.py`` (100% with the right aux layers, about 0% shifted by one);
+3. ``rehearse``: ``vllm-patcher rehearse`` of the granite-3.3-8b shape with dummy weights
+   (``tests/gpu/shapes.py``): ready with drafts, or the cause it names;
+4. ``revert``: ``vllm-patcher revert`` leaves the files RECORD-identical (``status``: pending),
+   and the tiny pair is refused again.
+
+Prints one table (``tests/gpu/table.py`` renders it; CI tests that part) and writes
+``DIR/proof.md`` (the table), ``DIR/proof.json`` (every row) and ``DIR/logs.tar.gz`` (the
+logs), also when a step fails or the run is cut short. A rehearsal that dies of a vLLM fault known
+for the release (``vllm_patcher/doctor/faults.py``) reads "known vLLM fault", not FAIL: the
+workaround's row beside it (``piecewise``) proves the patch there.
+
+Takes the venv as ``../shared/gpu/device_install.sh`` makes it (``/tmp/venv``). About 8 minutes
+on an H200 for the three modes (``make gpu-proof``). The driver runs under ``python3``, which needs
+torch, safetensors and tokenizers for the tiny models (the lent H200's image has them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+
+from tests.gpu import shapes, table
+
+ROOT = Path(__file__).resolve().parents[2]
+E2E = ROOT / "tests" / "e2e"
+PROMPTS = [[3 + 17 * i, 40 + i, 100 + 3 * i] for i in range(4)]
+MODES = {
+    "eager": {"enforce_eager": True},
+    "graphs": {"enforce_eager": False},
+    "piecewise": {"enforce_eager": False, "compilation_config": {"cudagraph_mode": "PIECEWISE"}},
+}
+SERVE_MODE = {
+    "eager": ["--enforce-eager"],
+    "graphs": [],
+    "piecewise": ["--compilation-config", '{"cudagraph_mode": "PIECEWISE"}'],
+}
+ENV = {"VLLM_USE_FLASHINFER_SAMPLER": "0", "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
+
+
+def engine(py: str, logs: Path, name: str, target: Path, drafter: Path, mode: str) -> dict:
+    args = {
+        "target": str(target),
+        "drafter": str(drafter),
+        "k": 3,
+        "prompts": PROMPTS,
+        "max_tokens": 48,
+        "gpu_memory_utilization": 0.12,
+        "max_model_len": 512,
+        **MODES[mode],
+    }
+    started = time.monotonic()
+    log = logs / f"{name}.log"
+    with log.open("w") as out:
+        proc = subprocess.run(
+            [py, str(E2E / "engine_run.py"), json.dumps(args)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, **ENV},
+            timeout=400,
+        )
+    answers = [x for x in log.read_text().splitlines() if x.startswith("{")]
+    answer = (
+        json.loads(answers[-1]) if answers else {"error": f"no answer (exit {proc.returncode})"}
+    )
+    answer["seconds"] = round(time.monotonic() - started, 1)
+    return answer
+
+
+def acceptance(answer: dict) -> str:
+    if "error" in answer:
+        return "error: " + table.cause_line(answer["error"])
+    c = answer["counters"]
+    drafted = float(c.get("spec_decode_num_draft_tokens") or 0)
+    if not drafted:
+        return "no drafts"
+    return f"{100 * float(c['spec_decode_num_accepted_tokens']) / drafted:.1f}% of {int(drafted)}"
+
+
+def tool(venv: Path, *args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(venv / "bin" / "vllm-patcher"), "--python", str(venv), *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **ENV},
+        timeout=timeout,
+    )
+
+
+def rehearse_row(venv: Path, logs: Path, big: dict[str, Path], mode: str, release: str) -> tuple:
+    """``vllm-patcher rehearse`` of the 8B shape: (result, ok, seconds). A failure that is a
+    fault of vLLM known for this release (``doctor.faults``, which doctor warns of) says so."""
+    from vllm_patcher.doctor import faults
+
+    spec = json.dumps(
+        {"method": "eagle3", "model": str(big["drafter-8b"]), "num_speculative_tokens": 3}
+    )
+    started = time.monotonic()
+    log = logs / f"rehearse-{mode}.log"
+    r = tool(venv, "--json", "rehearse", "--log", str(log), "--ready-timeout", "400", "--",
+             str(big["granite-8b"]), "--max-model-len", "2048", "--speculative-config", spec,
+             *SERVE_MODE[mode], timeout=480)  # fmt: skip
+    (logs / f"rehearse-{mode}.json").write_text(r.stdout + r.stderr)
+    result, ok = table.rehearsal(r.returncode, r.stdout), r.returncode == 0
+    if not ok and "[illegal-address]" in result and faults.known("GraniteForCausalLM", release):
+        result, ok = f"known vLLM fault ({faults.GRANITE_DRAFTER_GRAPHS.key}): {result}", True
+    return result, ok, round(time.monotonic() - started, 1)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--python", required=True, type=Path, help="the venv: vLLM and vllm-patcher")
+    ap.add_argument("--out", required=True, type=Path, help="proof.json, proof.md, logs.tar.gz")
+    ap.add_argument("--modes", default="eager,graphs,piecewise", help="for the tiny models")
+    ap.add_argument("--rehearse-modes", default="eager,graphs,piecewise", help="for the 8B shape")
+    a = ap.parse_args()
+    venv, out = a.python, a.out
+    py = str(venv / "bin" / "python")
+    out.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="gpu-proof-"))
+    logs = work / "logs"
+    logs.mkdir()
+    built = subprocess.run([sys.executable, str(E2E / "engine_models.py"), str(work / "tiny")],
+                           capture_output=True, text=True)  # fmt: skip
+    if built.returncode != 0:  # python3 without torch, safetensors or tokenizers, say
+        shutil.rmtree(work)
+        sys.exit(
+            f"gpu-proof: {sys.executable} could not build the tiny models "
+            f"(tests/e2e/engine_models.py): {(built.stderr.strip() or '?').splitlines()[-1]}"
+        )
+    big = shapes.build(work / "big")
+    tiny = work / "tiny"
+    version = subprocess.run([py, "-c", "import vllm; print(vllm.__version__)"],
+                             capture_output=True, text=True)  # fmt: skip
+    release = version.stdout.strip()
+    if version.returncode != 0 or not release:
+        shutil.rmtree(work)
+        sys.exit(
+            f"gpu-proof: {py} cannot import vllm: give --python a venv with vLLM and vllm-patcher"
+        )
+    rows: list[dict] = []
+
+    def row(step: str, mode: str, result: str, ok: bool, seconds: float | None = None) -> None:
+        rows.append({"release": release, "patch": "eagle3-granite", "step": step, "mode": mode,
+                     "result": result, "ok": ok, "seconds": seconds})  # fmt: skip
+        print(json.dumps(rows[-1]), flush=True)
+
+    try:
+        before = engine(py, logs, "refused-before", tiny / "target", tiny / "right", "eager")
+        row("refused before apply", "any", table.cause_line(before.get("error", "served")),
+            "error" in before, before["seconds"])  # fmt: skip
+        applied = tool(venv, "apply", "eagle3-granite")
+        (logs / "apply.log").write_text(applied.stdout + applied.stderr)
+        said = (applied.stdout.strip() or applied.stderr.strip() or "-").splitlines()[-1]
+        row("apply", "-", said.strip(), applied.returncode == 0)
+        jobs = [(m, d) for m in a.modes.split(",") for d in ("right", "shifted")]
+        with concurrent.futures.ThreadPoolExecutor(len(jobs)) as pool:
+            futures = {
+                job: pool.submit(
+                    engine,
+                    py,
+                    logs,
+                    f"accept-{job[0]}-{job[1]}",
+                    tiny / "target",
+                    tiny / job[1],
+                    job[0],
+                )  # fmt: skip
+                for job in jobs
+            }
+        for (mode, drafter), fut in futures.items():
+            ans = fut.result()
+            text = acceptance(ans)
+            share = float(text.split("%")[0]) if "%" in text and "error" not in text else None
+            ok = share is not None and (share == 100.0 if drafter == "right" else share < 5)
+            row(f"accept ({drafter} aux layers)", mode, text, ok, ans["seconds"])
+        for mode in a.rehearse_modes.split(","):
+            row("rehearse 8B shape", mode, *rehearse_row(venv, logs, big, mode, release))
+        reverted = tool(venv, "revert")
+        status = tool(venv, "--json", "status")
+        (logs / "revert.log").write_text(reverted.stdout + reverted.stderr + status.stdout)
+        state = table.patch_state(status.stdout, "eagle3-granite")
+        row("revert (RECORD-identical)", "-", f"exit {reverted.returncode}, status {state}",
+            reverted.returncode == 0 and state == "pending")  # fmt: skip
+        after = engine(py, logs, "refused-after", tiny / "target", tiny / "right", "eager")
+        row("refused after revert", "any", table.cause_line(after.get("error", "served")),
+            "error" in after, after["seconds"])  # fmt: skip
+    finally:  # whatever ran, its rows and logs come back (3 files: the device returns 8 at most)
+        (out / "proof.json").write_text(json.dumps(rows, indent=1))
+        with tarfile.open(out / "logs.tar.gz", "w:gz") as tar:
+            tar.add(logs, arcname="logs")
+        text = table.render(rows, time.strftime("%Y-%m-%d"))
+        (out / "proof.md").write_text(text)
+        print(text)
+    return 0 if rows and all(r["ok"] for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

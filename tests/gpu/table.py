@@ -1,0 +1,90 @@
+"""The GPU proof's reading and reporting (``tests/gpu/proof.py``), kept apart so CI tests them:
+the engine's own exception line out of a traceback, a rehearsal's outcome out of its JSON, a
+patch's state out of ``status --json``, and the table the README carries."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+# vLLM's own hint lines that follow a CUDA error; the first line of the message is the cause
+_HINT = re.compile(r"^(Search for|CUDA kernel errors|For debugging|Compile with)")
+
+
+def cause_line(error: str) -> str:
+    """The first line of an exception message that says what happened (not torch's hints)."""
+    for line in error.strip().splitlines():
+        line = line.strip()
+        if line and not _HINT.match(line):
+            return line[:160]
+    return error.strip()[:160]
+
+
+def rehearsal(returncode: int, stdout: str) -> str:
+    """``ready in N s, D drafts``, or ``exit C [row]: <the engine's own line> during <activity>``,
+    from ``rehearse --json``."""
+    try:
+        doc = json.loads(stdout)
+    except json.JSONDecodeError:
+        return f"exit {returncode}: no JSON report"
+    data = doc if isinstance(doc, dict) else {}
+    if returncode == 0:
+        return f"ready in {data.get('ready_s')} s, {data.get('drafts')} drafts"
+    cause = data.get("cause") or {}
+    failure = data.get("failure") or {}
+    said = (
+        data.get("engine_said")
+        or cause.get("cause")
+        or failure.get("reason")
+        or data.get("outcome")
+        or "?"
+    )
+    where = f" during {data['died_in']}" if data.get("died_in") else ""
+    key = f" [{cause['key']}]" if cause.get("key") else ""
+    return f"exit {returncode}{key}: {cause_line(str(said))}{where}"
+
+
+def _find(doc: Any, name: str) -> Mapping[str, Any] | None:
+    if isinstance(doc, Mapping):
+        if doc.get("name") == name and "state" in doc:
+            return doc
+        children: Iterable[Any] = doc.values()
+    elif isinstance(doc, list):
+        children = doc
+    else:
+        return None
+    for child in children:
+        found = _find(child, name)
+        if found is not None:
+            return found
+    return None
+
+
+def patch_state(stdout: str, name: str) -> str:
+    """The state ``status --json`` gives patch ``name``; ``unknown`` when it says none."""
+    try:
+        found = _find(json.loads(stdout), name)
+    except json.JSONDecodeError:
+        return "unknown"
+    return str(found["state"]) if found else "unknown"
+
+
+def render(rows: list[dict[str, Any]], day: str) -> str:
+    """The proof as one Markdown table, dated; a row that failed says FAIL."""
+    out = [
+        f"GPU proof of {day} (`python3 -m tests.gpu.proof`, one H200):",
+        "",
+        "| vLLM | patch | step | graphs | result | s |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        mark = "" if r["ok"] else "FAIL: "
+        seconds = "" if r.get("seconds") is None else f"{r['seconds']:.0f}"
+        result = str(r["result"]).replace("|", "\\|")
+        out.append(
+            f"| {r['release']} | {r['patch']} | {r['step']} | {r['mode']} | {mark}{result} "
+            f"| {seconds} |"
+        )
+    return "\n".join(out) + "\n"

@@ -1,0 +1,71 @@
+"""The GPU proof's reading and reporting (tests/gpu/table.py), in CI: the proof itself needs a GPU
+(tests/gpu/proof.py, run by a maintainer on a lent one), but what it parses and prints does not."""
+
+from __future__ import annotations
+
+import json
+
+from tests.gpu import table
+
+
+def test_the_cause_line_skips_torchs_hints() -> None:
+    error = (
+        "AcceleratorError: CUDA error: an illegal memory access was encountered\n"
+        "Search for `cudaErrorIllegalAddress' in https://docs.nvidia.com/...\n"
+        "CUDA kernel errors might be asynchronously reported at some other API call\n"
+    )
+    assert table.cause_line(error) == (
+        "AcceleratorError: CUDA error: an illegal memory access was encountered"
+    )
+    assert table.cause_line("\nSearch for x\nRuntimeError: no") == "RuntimeError: no"
+
+
+def test_a_rehearsal_reads_as_ready_with_drafts_or_as_the_engines_own_failure() -> None:
+    ready = json.dumps({"exit_code": 0, "outcome": "ready", "ready_s": 128.2, "drafts": 45})
+    assert table.rehearsal(0, ready) == "ready in 128.2 s, 45 drafts"
+    failed = json.dumps(
+        {
+            "exit_code": 22,
+            "outcome": "failed",
+            "engine_said": "torch.AcceleratorError: CUDA error: an illegal memory access was "
+            "encountered",
+            "died_in": "CUDA graph capture of the drafter",
+            "cause": {"key": "illegal-address", "cause": "vLLM's own fault"},
+            "failure": {"reason": "the server exited with code 1"},
+        }
+    )
+    assert table.rehearsal(22, failed) == (
+        "exit 22 [illegal-address]: torch.AcceleratorError: CUDA error: an illegal memory access "
+        "was encountered during CUDA graph capture of the drafter"
+    )
+    unnamed = json.dumps({"outcome": "failed", "cause": None, "failure": {"reason": "it died"}})
+    assert table.rehearsal(22, unnamed) == "exit 22: it died"
+    assert table.rehearsal(1, "Traceback ...") == "exit 1: no JSON report"
+
+
+def test_a_patchs_state_is_read_from_status_json() -> None:
+    status = json.dumps(
+        {"patches": [{"name": "eagle3-whitelist", "state": "n/a"},
+                     {"name": "eagle3-granite", "state": "pending"}]}
+    )  # fmt: skip
+    assert table.patch_state(status, "eagle3-granite") == "pending"
+    assert table.patch_state(status, "absent") == "unknown"
+    assert table.patch_state("not json", "eagle3-granite") == "unknown"
+
+
+def test_the_table_is_dated_and_marks_each_failed_row() -> None:
+    rows = [
+        {"release": "0.25.0", "patch": "eagle3-granite", "step": "accept (right aux layers)",
+         "mode": "graphs", "result": "100.0% of 144", "ok": True, "seconds": 102.6},
+        {"release": "0.25.0", "patch": "eagle3-granite", "step": "rehearse 8B shape",
+         "mode": "graphs", "result": "exit 22 | x", "ok": False, "seconds": None},
+    ]  # fmt: skip
+    text = table.render(rows, "2026-12-02")
+    lines = text.splitlines()
+    assert lines[0].startswith("GPU proof of 2026-12-02")
+    assert lines[4] == (
+        "| 0.25.0 | eagle3-granite | accept (right aux layers) | graphs | 100.0% of 144 | 103 |"
+    )
+    assert lines[5] == (
+        "| 0.25.0 | eagle3-granite | rehearse 8B shape | graphs | FAIL: exit 22 \\| x |  |"
+    )
