@@ -49,7 +49,32 @@ def test_the_finding_is_a_warning_naming_vllm_the_measurement_and_the_workaround
         (["--compilation-config", '{"cudagraph_mode": "FULL"}'], {}, False),
         (["--compilation-config", "not json"], {}, False),
         ([], {"VLLM_USE_V2_MODEL_RUNNER": "0"}, True),
+        ([], {"VLLM_USE_V2_MODEL_RUNNER": "00"}, True),
         ([], {"VLLM_USE_V2_MODEL_RUNNER": "1"}, False),
+        ([], {"VLLM_USE_V2_MODEL_RUNNER": "false"}, False),  # vLLM refuses it: not avoided
+        # the last flag wins, as in vLLM's parser (from the attack on this function)
+        (["--enforce-eager", "--no-enforce-eager"], {}, False),
+        (["--enforce-eager=false"], {}, False),
+        (["-cc", '{"cudagraph_mode": "PIECEWISE"}', "-cc.mode=3"], {}, False),
+        (["-cc.mode=3", "-cc", '{"cudagraph_mode": "PIECEWISE"}'], {}, False),
+        (
+            ["-cc", '{"cudagraph_mode": "PIECEWISE"}', "-cc", '{"cudagraph_mode": "FULL"}'],
+            {},
+            False,
+        ),
+        (["-cc", '{"cudagraph_mode": "FULL"}', "-cc", '{"cudagraph_mode": "PIECEWISE"}'], {}, True),
+        (["-cc.cudagraph_mode=PIECEWISE", "-cc.cudagraph_mode=FULL"], {}, False),
+        (["-cc", '{"cudagraph_mode": "PIECEWISE"}', "-cc", '{"mode": 3}'], {}, False),
+        (["-cc", '{"cudagraph_mode": 1}'], {}, True),
+        (["-cc.cudagraph_mode=1"], {}, True),
+        (["-cc", '{"cudagraph_mode": "FULL_DECODE_ONLY"}'], {}, False),  # not measured
+        (["--enforce", "--max-model-len", "2048"], {}, True),  # a prefix, as vLLM takes it
+        (["--compilation", '{"cudagraph_mode": "PIECEWISE"}'], {}, True),
+        (["-O0"], {}, True),
+        (["-O", "1"], {}, True),
+        (["--optimization-level", "0"], {}, True),
+        (["-O3"], {}, False),
+        (["-O0", "-cc", '{"cudagraph_mode": "FULL"}'], {}, False),
     ],
 )
 def test_the_serve_flags_that_avoid_it(args: list[str], env: dict[str, str], avoided: bool) -> None:

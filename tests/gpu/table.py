@@ -19,7 +19,7 @@ def cause_line(error: str) -> str:
         line = line.strip()
         if line and not _HINT.match(line):
             return line[:160]
-    return error.strip()[:160]
+    return " ".join(error.split())[:160]
 
 
 def rehearsal(returncode: int, stdout: str) -> str:
@@ -32,8 +32,8 @@ def rehearsal(returncode: int, stdout: str) -> str:
     data = doc if isinstance(doc, dict) else {}
     if returncode == 0:
         return f"ready in {data.get('ready_s')} s, {data.get('drafts')} drafts"
-    cause = data.get("cause") or {}
-    failure = data.get("failure") or {}
+    cause = data.get("cause") if isinstance(data.get("cause"), dict) else {}
+    failure = data.get("failure") if isinstance(data.get("failure"), dict) else {}
     said = (
         data.get("engine_said")
         or cause.get("cause")
@@ -68,7 +68,12 @@ def patch_state(stdout: str, name: str) -> str:
         found = _find(json.loads(stdout), name)
     except json.JSONDecodeError:
         return "unknown"
-    return str(found["state"]) if found else "unknown"
+    state = found.get("state") if found else None
+    return str(state) if state else "unknown"
+
+
+def _cell(value: Any) -> str:
+    return " ".join(str(value).split()).replace("|", "\\|")
 
 
 def render(rows: list[dict[str, Any]], day: str) -> str:
@@ -82,9 +87,6 @@ def render(rows: list[dict[str, Any]], day: str) -> str:
     for r in rows:
         mark = "" if r["ok"] else "FAIL: "
         seconds = "" if r.get("seconds") is None else f"{r['seconds']:.0f}"
-        result = str(r["result"]).replace("|", "\\|")
-        out.append(
-            f"| {r['release']} | {r['patch']} | {r['step']} | {r['mode']} | {mark}{result} "
-            f"| {seconds} |"
-        )
+        cells = [_cell(r[k]) for k in ("release", "patch", "step", "mode")]
+        out.append(f"| {' | '.join(cells)} | {mark}{_cell(r['result'])} | {seconds} |")
     return "\n".join(out) + "\n"

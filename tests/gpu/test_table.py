@@ -18,6 +18,10 @@ def test_the_cause_line_skips_torchs_hints() -> None:
         "AcceleratorError: CUDA error: an illegal memory access was encountered"
     )
     assert table.cause_line("\nSearch for x\nRuntimeError: no") == "RuntimeError: no"
+    assert (
+        table.cause_line("Search for x\nCUDA kernel errors y")
+        == "Search for x CUDA kernel errors y"
+    )
 
 
 def test_a_rehearsal_reads_as_ready_with_drafts_or_as_the_engines_own_failure() -> None:
@@ -41,6 +45,7 @@ def test_a_rehearsal_reads_as_ready_with_drafts_or_as_the_engines_own_failure() 
     unnamed = json.dumps({"outcome": "failed", "cause": None, "failure": {"reason": "it died"}})
     assert table.rehearsal(22, unnamed) == "exit 22: it died"
     assert table.rehearsal(1, "Traceback ...") == "exit 1: no JSON report"
+    assert table.rehearsal(22, '{"cause": "x", "failure": []}') == "exit 22: ?"
 
 
 def test_a_patchs_state_is_read_from_status_json() -> None:
@@ -51,6 +56,7 @@ def test_a_patchs_state_is_read_from_status_json() -> None:
     assert table.patch_state(status, "eagle3-granite") == "pending"
     assert table.patch_state(status, "absent") == "unknown"
     assert table.patch_state("not json", "eagle3-granite") == "unknown"
+    assert table.patch_state('[{"name": "p", "state": null}]', "p") == "unknown"
 
 
 def test_the_table_is_dated_and_marks_each_failed_row() -> None:

@@ -232,3 +232,48 @@ def test_gpu_failures_during_graph_capture_get_their_rows(line: str, key: str, i
     assert cause is not None and cause.key == key
     assert cause.phase == "CUDA graph capture of the target"
     assert in_fix in cause.fix and "not measured here" in cause.fix
+
+
+E, A = "(EngineCore_DP0 pid=275) ", "(APIServer pid=1) "
+
+
+@pytest.mark.parametrize(
+    ("lines", "said"),
+    [  # from the attack on engine_exception: the line vLLM's own processes print, composed
+        (
+            [E + "torch.AcceleratorError: boom", A + "x EngineDeadError: EngineCore encountered",
+             A + "ERROR [serving.py] ConnectionResetError: [Errno 104] reset"],
+            "torch.AcceleratorError: boom",
+        ),
+        (
+            [E + "ValueError: real cause", A + "RuntimeError: Engine core initialization failed",
+             "Exception ignored in: <function Foo.__del__>",
+             "AttributeError: 'NoneType' object has no attribute 'close'"],
+            "ValueError: real cause",
+        ),
+        (
+            [E + "ValueError: real cause",
+             A + "WARNING 12-02 [x.py:1] Failed to import: ImportError: libcuda.so.1"],
+            "ValueError: real cause",
+        ),
+        ([E + "Exception: Call to collective_rpc method failed: boom"],
+         "Exception: Call to collective_rpc method failed: boom"),
+        (['{"error": "ValueError: bad head size"}'], "ValueError: bad head size"),
+    ],
+)  # fmt: skip
+def test_the_engine_cores_line_wins_over_later_noise(lines: list[str], said: str) -> None:
+    assert failures.engine_exception(lines) == said
+
+
+def test_the_0_22_speculators_capture_is_the_drafters_too() -> None:
+    # vLLM 0.22.x logs "Capturing model for Eagle speculator" and "Capturing eagle prefill CUDA
+    # graphs" (read in the 0.22.0 wheel's v1/worker/gpu/spec_decode/eagle/)
+    lines = [
+        "Capturing CUDA graphs (FULL): 100%",
+        E + "INFO Capturing model for Eagle speculator...",
+        "Capturing eagle prefill CUDA graphs (FULL):  53%",
+        E + "torch.AcceleratorError: CUDA error: an illegal memory access was encountered",
+    ]
+    cause = failures.classify(lines, "GraniteForCausalLM")
+    assert cause is not None and cause.phase == "CUDA graph capture of the drafter"
+    assert cause.cause.startswith("vLLM's own fault")

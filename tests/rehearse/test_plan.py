@@ -96,7 +96,9 @@ def test_rehearse_says_up_front_when_it_walks_into_a_known_vllm_fault(
     from vllm_patcher.cli.render.rehearse import opening
 
     model = _granite(tmp_path, arch)
-    p = run.plan(parse([model, *extra]), False, False, 60.0, None, "vllm-patcher apply")
+    spec = '{"method": "eagle3", "model": "/d", "num_speculative_tokens": 3}'
+    argv = [model, "--speculative-config", spec, *extra]
+    p = run.plan(parse(argv), False, False, 60.0, None, "vllm-patcher apply")
     known = run.known_faults(p, version)
     assert bool(known) is warned
     said = opening(p, known)
@@ -107,4 +109,14 @@ def test_rehearse_says_up_front_when_it_walks_into_a_known_vllm_fault(
 
 def test_no_config_no_warning(tmp_path: Path) -> None:
     p = run.plan(parse([str(tmp_path / "absent")]), False, False, 60.0, None, "x")
+    assert run.known_faults(p, "0.25.0") == []
+
+
+@pytest.mark.parametrize(
+    "spec", [None, '{"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 4}']
+)
+def test_no_known_fault_without_an_eagle3_drafter(tmp_path: Path, spec: str | None) -> None:
+    model = _granite(tmp_path)
+    extra = [] if spec is None else ["--speculative-config", spec]
+    p = run.plan(parse([model, *extra]), False, False, 60.0, None, "x")
     assert run.known_faults(p, "0.25.0") == []

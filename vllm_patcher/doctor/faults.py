@@ -25,7 +25,6 @@ here (its torch 2.13 does not run on the lent GPU's image).
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -33,6 +32,7 @@ from packaging.specifiers import SpecifierSet
 
 from ..findings import WARNING, Finding
 from ..releases import release_of
+from ..serving.args import option_name
 
 PIECEWISE_FLAG = """--compilation-config '{"cudagraph_mode": "PIECEWISE"}'"""
 
@@ -90,37 +90,89 @@ def findings(model_type: str, vllm_version: str) -> list[Finding]:
     return [f.finding(vllm_version) for f in FAULTS if f.hits_model_type(model_type, vllm_version)]
 
 
-def _compilation_mode(value: str) -> str | None:
+_EAGER, _NO_EAGER = "--enforce-eager", "--no-enforce-eager"
+_CC, _LEVEL = "--compilation-config", "--optimization-level"
+_KNOWN = (_EAGER, _NO_EAGER, _CC, _LEVEL)
+_CC_DOTTED = ("-cc.", "--compilation-config.", "--compilation_config.")
+# cudagraph modes off the failing path: none, or piecewise only (CUDAGraphMode NONE = 0,
+# PIECEWISE = 1); FULL_DECODE_ONLY was not measured, so it is not counted
+_SAFE_MODES = {"NONE", "PIECEWISE", "0", "1"}
+# --optimization-level (-O): 0 captures no graphs, 1 piecewise ones (vLLM's OPTIMIZATION_LEVEL_00,
+# _01 in config/vllm.py, 0.25.0); a cudagraph_mode given beside it wins
+_SAFE_LEVELS = {"0", "1"}
+
+
+def _mode(value: object) -> str | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | str):
+        return str(value).strip().upper()
+    return None
+
+
+def _json_mode(value: str) -> tuple[bool, str | None]:
+    """(valid JSON object, its cudagraph_mode)."""
     try:
         config = json.loads(value)
     except json.JSONDecodeError:
-        return None
-    mode = config.get("cudagraph_mode") if isinstance(config, dict) else None
-    return str(mode).upper() if mode is not None else None
+        return False, None
+    if not isinstance(config, dict):
+        return False, None
+    return True, _mode(config.get("cudagraph_mode"))
 
 
-_CC = re.compile(r"^(?:--compilation[-_]config|-cc)(?:=(.*))?$")
-_CC_DOTTED = re.compile(r"^(?:--compilation[-_]config|-cc)\.cudagraph[-_]mode(?:=(.*))?$")
+def _runner_v1(env: Mapping[str, str]) -> bool:
+    """VLLM_USE_V2_MODEL_RUNNER as vLLM reads it (``bool(int(v))``; anything else it refuses)."""
+    try:
+        return int(env.get("VLLM_USE_V2_MODEL_RUNNER", "").strip()) == 0
+    except ValueError:
+        return False
 
 
 def avoided(serve_args: Sequence[str], env: Mapping[str, str]) -> bool:
-    """Whether the server's arguments or environment take it off the failing path: eager mode,
-    graphs other than FULL for the drafter, or the V1 model runner."""
-    if env.get("VLLM_USE_V2_MODEL_RUNNER", "").strip().lower() in ("0", "false"):
+    """Whether the server's arguments or environment take it off the failing path (eager mode,
+    graphs other than FULL for the drafter, or the V1 model runner), read as vLLM reads them: the
+    last of repeated flags wins, a whole ``--compilation-config``/``-cc`` replaces an earlier one,
+    and the dotted ``-cc.KEY=VALUE`` pieces, merged, come last. Where unsure: not avoided."""
+    if _runner_v1(env):
         return True
+    eager, whole_mode, dotted_mode, level = False, None, None, None
+    dotted = False  # vLLM merges the dotted pieces into one JSON that replaces any whole one
     args = list(serve_args)
-    for i, arg in enumerate(args):
-        if arg == "--enforce-eager" or arg.startswith("--enforce-eager="):
-            return arg != "--enforce-eager=false"
+    i = 0
+    while i < len(args):
+        arg = args[i]
         nxt = args[i + 1] if i + 1 < len(args) else ""
-        dotted = _CC_DOTTED.match(arg)
-        if dotted:
-            mode = (dotted.group(1) or nxt).upper()
-            if mode in ("PIECEWISE", "NONE"):
-                return True
-        whole = _CC.match(arg)
-        if whole:
-            mode = _compilation_mode(whole.group(1) or nxt)
-            if mode in ("PIECEWISE", "NONE"):
-                return True
-    return False
+        if arg.startswith(_CC_DOTTED):
+            key, eq, value = arg.partition("=")
+            if not eq:
+                value, i = nxt, i + 1
+            dotted = True
+            if key.split(".", 1)[1] == "cudagraph_mode":
+                dotted_mode = _mode(value)
+        elif arg.startswith("-O") and not arg.startswith("--"):
+            if arg == "-O":
+                level, i = nxt.strip(), i + 1
+            else:
+                level = arg[3:] if arg[2:3] == "=" else arg[2:]
+        else:
+            name, given = option_name(arg, _KNOWN)
+            if name == "-cc":
+                name = _CC
+            if name in (_EAGER, _NO_EAGER):
+                eager = name == _EAGER and given is None  # "=x" is refused by vLLM's parser
+            elif name in (_CC, _LEVEL):
+                if given is None:
+                    given, i = nxt, i + 1
+                if name == _LEVEL:
+                    level = given.strip()
+                else:
+                    valid, mode = _json_mode(given)
+                    whole_mode = mode if valid else whole_mode
+        i += 1
+    if eager:
+        return True
+    mode = dotted_mode if dotted else whole_mode
+    if mode is not None:
+        return mode in _SAFE_MODES
+    return level in _SAFE_LEVELS

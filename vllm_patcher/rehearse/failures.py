@@ -158,7 +158,8 @@ def _illegal_address(m: re.Match[str], target: str | None, phase: str | None) ->
     if phase == DRAFTER_CAPTURE and target in fault.architectures:
         return (
             f"vLLM's own fault (not the patch's): {fault.what}; {fault.measured}",
-            f"serve with {fault.workaround}",
+            f"serve with {fault.workaround} (if the drafter's graphs were PIECEWISE already, "
+            "this is another fault: rehearse with --enforce-eager)",
         )
     if phase in (TARGET_CAPTURE, DRAFTER_CAPTURE):
         return (
@@ -314,22 +315,34 @@ def _evidence(line: str, found: re.Match[str]) -> str:
 
 # an exception's last line, as Python prints it ("torch.AcceleratorError: CUDA error: ...");
 # also inside a JSON string or after a process prefix like "(EngineCore_DP0 pid=12)"
-_EXCEPTION = re.compile(r'(?:^|[\s)\]"])((?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)): (.+)$')
+_EXCEPTION = re.compile(
+    r'(?:^|[\s)\]"])((?:[A-Za-z_]\w*\.)*(?:[A-Z]\w*)?(?:Error|Exception)): (.+)$'
+)
 # the API server's own line once its engine core died: not the cause
 _WRAPPER = re.compile(r"Engine core initialization failed|EngineDeadError|EngineCore encountered")
+# lines that quote an exception without being the failure: a warning, an error at shutdown
+_NOT_THE_FAILURE = re.compile(r"\bWARNING\b|Exception ignored in")
 
 
 def engine_exception(lines: Sequence[str]) -> str | None:
-    """The engine core's own exception line: the last exception line of the log that is not the
-    API server's "Engine core initialization failed" (None: no exception in the log)."""
+    """The engine core's own exception line: the last exception line of an ``(EngineCore...)``
+    process, else the last of the log; never the API server's "Engine core initialization
+    failed", a warning or an error at shutdown (None: no exception in the log)."""
+    fallback: str | None = None
     for line in reversed(lines):
         if "\r" in line:
             line = line.rsplit("\r", 1)[-1]
         found = _EXCEPTION.search(line.rstrip())
-        if found is not None and not _WRAPPER.search(line):
-            message = found.group(2).split("\\n", 1)[0]  # a JSON string's escaped newline
-            return f"{found.group(1)}: {message}"[:300]
-    return None
+        if found is None or _WRAPPER.search(line) or _NOT_THE_FAILURE.search(line):
+            continue
+        message = found.group(2).split("\\n", 1)[0]  # a JSON string's escaped newline
+        if line.lstrip().startswith('{"'):  # a JSON line: its string ends before '"}'
+            message = message.rstrip('"}')
+        said = f"{found.group(1)}: {message}"[:300]
+        if "EngineCore" in line[: found.start(1)]:
+            return said
+        fallback = fallback or said
+    return fallback
 
 
 def died_in(lines: Sequence[str]) -> str | None:

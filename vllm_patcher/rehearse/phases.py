@@ -46,11 +46,16 @@ ACTIVITIES = (
     (COMPILING, re.compile(r"Dynamo bytecode transform time|Compiling a graph for")),
     # monitor.py "Initial profiling/warmup run took"; gpu_worker.py "Available KV cache memory"
     (PROFILING, re.compile(r"Initial profiling/warmup run|Available KV cache memory")),
-    # the V2 runner's speculator: "Capturing model for speculator...", then the progress bars
-    # "Capturing prefill CUDA graphs (FULL)" / "Capturing decode CUDA graphs"
+    # the V2 runner's speculators: "Capturing model for speculator..." (0.23.0+; "for Eagle
+    # speculator", "for multi-module MTP speculator", "for DFlash speculator" in others), then the
+    # progress bars "Capturing prefill CUDA graphs (FULL)", "Capturing eagle prefill CUDA graphs"
+    # (0.22.x), "Capturing decode CUDA graphs", "Capturing multi-module MTP CUDA graphs"
     (
         DRAFTER_CAPTURE,
-        re.compile(r"Capturing model for speculator|Capturing (?:prefill|decode) CUDA"),
+        re.compile(
+            r"Capturing model for [\w -]*speculator|Capturing (?:\w+ )?(?:prefill|decode) CUDA"
+            r"|Capturing multi-module MTP CUDA"
+        ),
     ),
     # the target's progress bars: "Capturing CUDA graphs (PIECEWISE)", "(FULL)", and the V1
     # runner's "Capturing CUDA graphs (mixed prefill-decode, PIECEWISE)"

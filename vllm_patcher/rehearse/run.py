@@ -130,8 +130,9 @@ def known_faults(p: Plan, vllm_version: str) -> list[faults.EngineFault]:
         archs = [a for a in config.get("architectures") or [] if isinstance(a, str)]
     except (OSError, ValueError, AttributeError):
         return []
-    if faults.avoided(p.args.rest, os.environ):
-        return []
+    spec = p.args.speculative or {}
+    if str(spec.get("method", "")).lower() != "eagle3" or faults.avoided(p.args.rest, os.environ):
+        return []  # the fault is the EAGLE-3 drafter's graphs
     try:
         return [f for arch in archs for f in faults.known(arch, vllm_version)]
     except InvalidVersion:
