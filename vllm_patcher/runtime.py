@@ -12,7 +12,8 @@ import json
 import os
 import signal
 import subprocess
-from collections.abc import Mapping, Sequence
+import sys
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -57,6 +58,28 @@ def last_json_object(stdout: str) -> dict[str, Any] | None:
     return None
 
 
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def die_with_parent() -> Callable[[], None] | None:
+    """``preexec_fn`` for a child the tool must not leave behind when it is killed by a signal it
+    cannot catch (a supervisor's SIGKILL, the OOM killer): the kernel sends the child SIGTERM,
+    and a vLLM server or load client stops its own group then. Linux only (PR_SET_PDEATHSIG);
+    elsewhere None, and only the tool's own exits stop its children."""
+    if not sys.platform.startswith("linux"):
+        return None
+    parent = os.getpid()
+
+    def arm() -> None:  # in the child, between fork and exec
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        if os.getppid() != parent:  # the parent died before that: nobody is left to stop it
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    return arm
+
+
 def run_script(
     python: str | Path,
     args: Sequence[str],
@@ -85,6 +108,7 @@ def run_script(
             env=dict(env) if env is not None else None,
             cwd=cwd,
             start_new_session=own_group,
+            preexec_fn=die_with_parent() if own_group else None,
         )
     except OSError as exc:
         raise ScriptNotRun(exc) from None

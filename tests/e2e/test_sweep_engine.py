@@ -97,10 +97,12 @@ def test_a_sweep_serves_each_k_and_its_cells_agree_with_a_separate_run_of_the_sa
         assert 0.3 <= cell["per_position"][0] <= 0.7, cell
         assert cell["drafts"] > 0
     # the best k is the measured best: once every cell is judged, the paying cell with the
-    # highest speedup, else none (0); no best while a cell is unknown
+    # highest speedup, else none (0); no best while a cell is unknown or under 500 drafts
     verdicts = {k: c["verdict"] for k, c in cells.items()}
     paying = {k: c["speedup"] for k, c in cells.items() if c["verdict"] == "pays"}
-    if "unknown" in verdicts.values():
+    for cell in cells.values():  # the label follows the count (issue 35, 4)
+        assert cell["small_sample"] is (cell["drafts"] < 500) and cell["failed_requests"] == 0
+    if "unknown" in verdicts.values() or any(c["small_sample"] for c in cells.values()):
         assert data["best_k"] == {"2": None} and data["verdict"] == "unknown", data
     elif paying:
         assert data["best_k"] == {"2": max(paying, key=lambda k: paying[k])}, data

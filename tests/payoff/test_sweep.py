@@ -165,3 +165,35 @@ def test_the_global_options_may_follow_the_sweep_and_its_refusal_names_the_sweep
     assert proc.returncode == 2, proc.stderr
     data = json.loads(proc.stdout)
     assert data["command"] == "payoff sweep" and "must include 0" in data["error"]
+
+
+def test_a_cell_with_failed_requests_is_never_judged_nor_best() -> None:
+    """issue 35, 1: a server that answered every second request with HTTP 500 gave 'pays' and
+    'best k = 2'; the client's completed/failed say so, and the cell is unknown."""
+    r = _result({(1, 1): [1.2, 1.25], (2, 1): [1.4, 1.45]}, [0, 1, 2], [1])
+    bad = r.cells[(2, 1)]
+    bad.runs[0].spec.update({"num_prompts": 64, "completed": 32, "failed": 32})
+    judged = bad.judgement()
+    assert judged.verdict == "unknown"
+    assert judged.reason is not None and judged.reason.startswith("32 of 256 requests failed")
+    assert r.best(1)[0] is None and r.verdict().verdict == "unknown"
+    cell = next(c for c in r.to_dict()["cells"] if c["k"] == 2)  # type: ignore[union-attr]
+    assert cell["failed_requests"] == 32 and cell["verdict"] == "unknown"
+    # a client that says nothing of failures, but completed fewer than it sent
+    r2 = _result({(1, 1): [1.2, 1.25]}, [0, 1], [1])
+    r2.cells[(1, 1)].runs[1].base.update({"completed": 60})
+    assert r2.cells[(1, 1)].failed_requests() == (4, 256)
+
+
+def test_a_cell_under_500_drafts_is_labelled_and_never_best() -> None:
+    """issue 35, 4: 'best k = 2' came from 1 prompt and 2-4 drafts."""
+    r = _result({(1, 1): [1.2, 1.25], (2, 1): [1.4, 1.45]}, [0, 1, 2], [1])
+    r.cells[(2, 1)].analysis.drafts = 4
+    best, judged = r.best(1)
+    assert best is None and judged.reason is not None and "k = 2: under 500 drafts" in judged.reason
+    assert r.verdict().verdict == "unknown"
+    text = "\n".join(sweep.lines(r))
+    assert "only 4 drafts: under 500, never the best k" in text
+    assert "concurrency 1: no best k: k = 2: under 500 drafts" in text
+    cells = {c["k"]: c for c in r.to_dict()["cells"]}  # type: ignore[union-attr]
+    assert cells[2]["small_sample"] is True and cells[1]["small_sample"] is False

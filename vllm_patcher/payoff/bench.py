@@ -86,7 +86,29 @@ class Point:
     def speedup(self) -> float | None:
         return _mean(self.series()[MEASURES[0]])
 
+    def failed_requests(self) -> tuple[int, int]:
+        """(requests that failed, requests sent) over the runs, both servers: the client's
+        ``failed``, or the prompts it sent less those it ``completed``."""
+        failed = sent = 0
+        for run in self.runs:
+            for result in (run.spec, run.base):
+                asked = result.get("num_prompts")
+                done = result.get("completed")
+                bad = result.get("failed")
+                n = asked if isinstance(asked, int) else self.prompts
+                missing = n - done if isinstance(done, int) and n else 0
+                failed += max(bad if isinstance(bad, int) else 0, missing)
+                sent += n
+        return failed, sent
+
     def judgement(self) -> Judgement:
+        failed, sent = self.failed_requests()
+        if failed:  # a server that answered some requests with errors is not measured
+            return Judgement(
+                UNKNOWN,
+                f"{failed} of {sent} requests failed (the client's completed/failed): the "
+                "figures are not those of the load asked for",
+            )
         series = self.series()
         if not series[MEASURES[0]] and not series[MEASURES[1]]:
             return Judgement(

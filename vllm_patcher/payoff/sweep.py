@@ -24,7 +24,7 @@ from ..errors import BadSetting, NoDrafts, NoSpeculation, ServerUnreachable
 from ..serving import server
 from ..serving.args import ServeArgs
 from . import scrape
-from .analysis import analyse
+from .analysis import SMALL_SAMPLE, analyse
 from .bench import Point, Run, check_client_args, client, merged
 from .judge import span
 from .sweep_result import Measured, Started, SweepResult, baseline_runs
@@ -322,6 +322,27 @@ def run(
     return out
 
 
+def _cell_lines(k: int, c: int, point: Point) -> list[str]:
+    """One cell's row, and why it is unknown or too small to choose k by."""
+    d = point.to_dict()
+    series = point.series()
+    tps = point.analysis.tokens_per_step
+    out = [
+        f"{k:>4}  {c:>11}  {_ms(d['tpot_ms']):>12}  {_tput(d['throughput']):>7}  "
+        f"{_span(series, 0):>27}  {_span(series, 2):>20}  {_span(series, 1):>10}  "
+        f"{'-' if tps is None else f'{tps:.2f}':>11}  "
+        f"{' '.join(f'{v:.0%}' for v in point.analysis.prefix):<22}  {d['verdict']}"
+    ]
+    if d["unknown_reason"]:
+        out.append(f"{'':>19}unknown: {d['unknown_reason']}")
+    if point.analysis.drafts < SMALL_SAMPLE:
+        out.append(
+            f"{'':>19}only {int(point.analysis.drafts)} drafts: under {SMALL_SAMPLE}, "
+            "never the best k"
+        )
+    return out
+
+
 def lines(result: SweepResult) -> list[str]:
     out = [
         "   k  concurrency  per-token ms  tok/s    speedup: per-token (client)  per-token "
@@ -338,19 +359,8 @@ def lines(result: SweepResult) -> list[str]:
             )
         for k in result.ks:
             point = result.cells.get((k, c))
-            if k == 0 or point is None:
-                continue
-            d = point.to_dict()
-            series = point.series()
-            tps = point.analysis.tokens_per_step
-            out.append(
-                f"{k:>4}  {c:>11}  {_ms(d['tpot_ms']):>12}  {_tput(d['throughput']):>7}  "
-                f"{_span(series, 0):>27}  {_span(series, 2):>20}  {_span(series, 1):>10}  "
-                f"{'-' if tps is None else f'{tps:.2f}':>11}  "
-                f"{' '.join(f'{v:.0%}' for v in point.analysis.prefix):<22}  {d['verdict']}"
-            )
-            if d["unknown_reason"]:
-                out.append(f"{'':>19}unknown: {d['unknown_reason']}")
+            if k and point is not None:
+                out += _cell_lines(k, c, point)
     for k, c in result.no_drafts:
         out.append(f"k = {k}, concurrency {c}: the server made no drafts under the load")
     for k, s in sorted(result.servers.items()):

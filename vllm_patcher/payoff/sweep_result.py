@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ..serving import server
+from .analysis import SMALL_SAMPLE
 from .bench import Point
 from .judge import BREAK_EVEN, LOSES, PAYS, UNKNOWN, Judgement
 from .window import Window
@@ -64,6 +65,14 @@ class SweepResult:
         not run: the one not judged might be the best."""
         points = {k: p for (k, cc), p in self.cells.items() if cc == c}
         judged = {k: p.judgement() for k, p in points.items()}
+        small = [k for k, p in points.items() if p.analysis.drafts < SMALL_SAMPLE]
+        if small:  # no advice from a handful of drafts, whatever their figures say
+            said = ", ".join(f"k = {k}" for k in sorted(small))
+            return None, Judgement(
+                UNKNOWN,
+                f"{said}: under {SMALL_SAMPLE} drafts, too few to choose k by (raise "
+                "--num-prompts or --repeat)",
+            )
         unknown = [k for k, j in judged.items() if j.verdict == UNKNOWN]
         missing = [k for k in self.ks if k and k not in points]
         if unknown or missing:
@@ -110,6 +119,8 @@ class SweepResult:
             d = p.to_dict()
             d["k"] = k
             d["tokens_per_step"] = p.analysis.to_dict().get("tokens_per_step")
+            d["small_sample"] = p.analysis.drafts < SMALL_SAMPLE
+            d["failed_requests"] = p.failed_requests()[0]
             cells.append(d)
         judged = self.verdict()
         return {

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import getpass
+import http.client
 import json
 import math
 import os
@@ -218,9 +219,19 @@ def _complete(url: str, model: str, max_tokens: int, api_key: str | None) -> Non
     if key:
         headers["Authorization"] = f"Bearer {key}"
     request = urllib.request.Request(f"{url}/v1/completions", body, headers)
+    deadline = time.monotonic() + COMPLETION_TIMEOUT_S  # the whole answer, not each read
+    chunks: list[bytes] = []
     with urllib.request.urlopen(request, timeout=COMPLETION_TIMEOUT_S) as answer:
-        data = json.loads(answer.read())
-    if not data.get("choices"):
+        while chunk := answer.read1(65536):
+            chunks.append(chunk)
+            if time.monotonic() > deadline:
+                raise ServerUnreachable(
+                    f"the completion was not answered whole within {COMPLETION_TIMEOUT_S:.0f} s"
+                )
+        if answer.length:  # the connection closed before the Content-Length it promised
+            raise http.client.IncompleteRead(b"".join(chunks), answer.length)
+    data = json.loads(b"".join(chunks))
+    if not isinstance(data, dict) or not data.get("choices"):
         raise ServerUnreachable(f"the completion's answer has no choices: {str(data)[:200]}")
 
 
@@ -247,7 +258,7 @@ def _exercise(srv: server.Server, r: Rehearsal, reader: _LogReader, started: flo
             r.reading = scrape.fetch(srv.url)
         except NoVllmMetrics:  # --disable-log-stats: nothing counted, which the report says
             r.reading = None
-    except (OSError, ValueError, ServerUnreachable) as exc:
+    except (OSError, ValueError, http.client.HTTPException, ServerUnreachable) as exc:
         _await_cause(srv, reader, r.log)
         how, code = srv.exit_note()
         what = "its /metrics" if r.answered == p.completions else "a completion"

@@ -27,6 +27,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from ..runtime import die_with_parent
 from .args import ServeArgs
 
 STOP_GRACE_S = 30.0  # SIGTERM, then SIGKILL to the group
@@ -261,6 +262,7 @@ def running(
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
                 env={**os.environ, **(env or {})},
+                preexec_fn=die_with_parent(),  # SIGKILL of the tool takes the server down too
             )
         try:
             if on_start is not None:
