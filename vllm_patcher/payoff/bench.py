@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -256,8 +257,6 @@ def check_client_args(python: str, argv: list[str]) -> None:
 def client(python: str, argv: list[str], api_key: str | None = None) -> dict[str, Any]:
     """One run of vLLM's benchmark client; ``api_key``: the served ``--api-key``, which the client
     sends as its Bearer token (it reads ``OPENAI_API_KEY``, as ``vllm bench serve`` does)."""
-    import os
-
     from ..runtime import ScriptNotRun, run_script
 
     env = {**os.environ, "OPENAI_API_KEY": api_key} if api_key else None

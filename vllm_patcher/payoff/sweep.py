@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
 import tempfile
 import time
 from collections.abc import Callable
@@ -111,7 +110,7 @@ def _serve_one(
             started.ready_s = srv.ready_s
             say(f"k = {k}: ready in {srv.ready_s:.0f} s (pid {srv.pid}); warming up")
             try:
-                key = args.api_key or os.environ.get("VLLM_API_KEY")  # the server's, either way
+                key = args.server_key()
                 _measure(python, srv.url, k, plan, tmp, say, plan.client_args(args), started, key)
             except (ServerUnreachable, NoDrafts, NoSpeculation) as exc:
                 how, code = srv.exit_note()

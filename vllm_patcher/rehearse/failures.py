@@ -325,8 +325,8 @@ _NOT_THE_FAILURE = re.compile(r"\bWARNING\b|Exception ignored in")
 
 
 def engine_exception(lines: Sequence[str]) -> str | None:
-    """The engine core's own exception line: the last exception line of an ``(EngineCore...)``
-    process, else the last of the log; never the API server's "Engine core initialization
+    """vLLM's own exception line: the last of an ``(EngineCore...)`` process when it has one
+    (the engine core's), else the last of the log (the server's, or an in-process engine's); never the API server's "Engine core initialization
     failed", a warning or an error at shutdown (None: no exception in the log)."""
     fallback: str | None = None
     for line in reversed(lines):

@@ -64,7 +64,7 @@ def lines(r: Rehearsal) -> list[str]:
     if r.died_in:
         out.append(f"died during: {r.died_in}")
     if r.engine_said:
-        out.append(f"engine core said: {r.engine_said}")
+        out.append(f"vLLM raised: {r.engine_said}")
     if r.cause is not None:
         out.append(f"cause: {r.cause.cause}")
         out.append(f"fix: {r.cause.fix}")

@@ -215,9 +215,8 @@ def _complete(url: str, model: str, max_tokens: int, api_key: str | None) -> Non
         }
     ).encode()
     headers = {"Content-Type": "application/json"}
-    key = api_key or os.environ.get("VLLM_API_KEY")  # the server's own, given either way
-    if key:
-        headers["Authorization"] = f"Bearer {key}"
+    if api_key:  # the server's own (ServeArgs.server_key)
+        headers["Authorization"] = f"Bearer {api_key}"
     request = urllib.request.Request(f"{url}/v1/completions", body, headers)
     deadline = time.monotonic() + COMPLETION_TIMEOUT_S  # the whole answer, not each read
     chunks: list[bytes] = []
@@ -251,7 +250,7 @@ def _exercise(srv: server.Server, r: Rehearsal, reader: _LogReader, started: flo
     model = p.args.served_name or p.args.model
     try:
         for _ in range(p.completions):
-            _complete(srv.url, model, p.max_tokens, p.args.api_key)
+            _complete(srv.url, model, p.max_tokens, p.args.server_key())
             r.answered += 1
             r.progress.reach("answer", time.monotonic() - started)
         try:

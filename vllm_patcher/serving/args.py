@@ -5,6 +5,7 @@ port (replaced: our servers listen on 127.0.0.1 and a free port)."""
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,6 +30,10 @@ class ServeArgs:
     tokenizer: str | None = None
     replaced: tuple[str, ...] = field(default=())  # the user's --host/--port, not used
     api_key: str | None = None  # --api-key: the requests we send carry it
+
+    def server_key(self) -> str | None:
+        """The key the server will ask for: its --api-key, else VLLM_API_KEY, as vLLM reads it."""
+        return self.api_key or os.environ.get("VLLM_API_KEY")
 
     def with_k(self, k: int) -> list[str]:
         """The arguments after the model for ``k`` draft tokens (0: without speculation)."""
