@@ -51,7 +51,6 @@ MODES = {
 }
 KV_BYTES = 1 << 30  # each tiny engine's KV cache, fixed: engines started together do not profile
 # each other's memory as theirs (0.21.0, six at once with a share of the GPU: "No available memory")
-REFUSALS = ("is only supported for", "does not support EAGLE3", "EAGLE3 interface")
 SERVE_MODE = {
     "eager": ["--enforce-eager"],
     "graphs": [],
@@ -90,12 +89,6 @@ def engine(py: str, logs: Path, name: str, target: Path, drafter: Path, mode: st
     )
     answer["seconds"] = round(time.monotonic() - started, 1)
     return answer
-
-
-def refused(answer: dict) -> bool:
-    """The engine refused the Granite target's EAGLE-3 drafter, by the check the patch lifts (the
-    allow-list, or the SupportsEagle3 interface), not for any other reason (an import error)."""
-    return any(said in answer.get("error", "") for said in REFUSALS)
 
 
 def acceptance(answer: dict) -> str:
@@ -181,7 +174,7 @@ def main() -> int:
     try:
         before = engine(py, logs, "refused-before", tiny / "target", tiny / "right", "eager")
         row("refused before apply", "any", table.cause_line(before.get("error", "served")),
-            refused(before), before["seconds"])  # fmt: skip
+            table.refused(before.get("error", "")), before["seconds"])  # fmt: skip
         applied = tool(venv, "apply", "eagle3-granite")
         (logs / "apply.log").write_text(applied.stdout + applied.stderr)
         said = (applied.stdout.strip() or applied.stderr.strip() or "-").splitlines()[-1]
@@ -216,7 +209,7 @@ def main() -> int:
             reverted.returncode == 0 and state == "pending")  # fmt: skip
         after = engine(py, logs, "refused-after", tiny / "target", tiny / "right", "eager")
         row("refused after revert", "any", table.cause_line(after.get("error", "served")),
-            refused(after), after["seconds"])  # fmt: skip
+            table.refused(after.get("error", "")), after["seconds"])  # fmt: skip
     finally:  # whatever ran, its rows and logs come back (3 files: the device returns 8 at most)
         (out / "proof.json").write_text(json.dumps(rows, indent=1))
         with tarfile.open(out / "logs.tar.gz", "w:gz") as tar:

@@ -90,3 +90,13 @@ def render(rows: list[dict[str, Any]], day: str) -> str:
         cells = [_cell(r[k]) for k in ("release", "patch", "step", "mode")]
         out.append(f"| {' | '.join(cells)} | {mark}{_cell(r['result'])} | {seconds} |")
     return "\n".join(out) + "\n"
+
+
+# What vLLM says when it turns a Granite target's EAGLE-3 drafter away by the check the patch lifts:
+# the allow-list (0.11.0-0.21.0), or the SupportsEagle3 interface (0.22.0 on)
+REFUSALS = ("eagle3 is only supported for", "does not support EAGLE3", "EAGLE3 interface")
+
+
+def refused(error: str) -> bool:
+    """The engine refused by that check, not for any other reason (an import error, no memory)."""
+    return any(said in error for said in REFUSALS)

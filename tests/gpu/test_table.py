@@ -75,3 +75,15 @@ def test_the_table_is_dated_and_marks_each_failed_row() -> None:
     assert lines[5] == (
         "| 0.25.0 | eagle3-granite | rehearse 8B shape | graphs | FAIL: exit 22 \\| x |  |"
     )
+
+
+def test_refused_means_the_check_the_patch_lifts_not_any_error() -> None:
+    allow_list = (
+        "ValidationError: 1 validation error for SpeculativeConfig\n  Value error, eagle3 is only "
+        "supported for ['llama', 'qwen'] models. Got ...model_type='granite'"
+    )
+    assert table.refused(allow_list)
+    assert table.refused("RuntimeError: Model does not support EAGLE3 interface")
+    assert not table.refused("ModuleNotFoundError: No module named 'pycountry'")
+    assert not table.refused("ValueError: No available memory for the cache blocks")
+    assert not table.refused("")
