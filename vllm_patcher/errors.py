@@ -190,6 +190,13 @@ EXIT_REHEARSAL_FAILED = 22  # the server did not become ready, or failed a compl
 EXIT_REHEARSAL_NO_DRAFTS = 23  # ready and answering, but --speculative-config drafted nothing
 
 
+class BenchInterrupted(PatcherError):
+    """payoff bench: Ctrl-C, SIGTERM or SIGHUP during a run; the load client's process group is
+    stopped, so neither server is left under load."""
+
+    exit_code = EXIT_INTERRUPTED
+
+
 class RehearsalInterrupted(PatcherError):
     """rehearse: Ctrl-C (or SIGTERM, SIGHUP) while the server started or answered; its process
     group is stopped and the rehearsal's own files removed."""

@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +23,7 @@ from typing import Any
 class ScriptNotRun(Exception):
     """The interpreter could not be started, or the script outlived its timeout."""
 
-    def __init__(self, cause: OSError | subprocess.TimeoutExpired) -> None:
+    def __init__(self, cause: OSError | subprocess.TimeoutExpired | str) -> None:
         super().__init__(str(cause))
         self.cause = cause
 
@@ -89,6 +90,8 @@ def run_script(
     env: Mapping[str, str] | None = None,
     cwd: Path | None = None,
     own_group: bool = False,
+    watch: Callable[[], str | None] | None = None,
+    watch_every_s: float = 10.0,
 ) -> ScriptRun:
     """``python [-I] ARGS...``: ``args`` is ``["-c", SOURCE, ...]`` or ``[SCRIPT, ...]``.
 
@@ -96,6 +99,8 @@ def run_script(
     answer; the tool's interpreter running its own script may keep them. ``own_group`` (a load
     client, which may start processes of its own): the script runs in a process group of its own,
     killed whole on every way out that is not its own end (a timeout, Ctrl-C, an exception).
+    ``watch``: asked every ``watch_every_s`` while the script runs; a reason it returns stops the
+    script (``ScriptStopped``), as a timeout would (a load on a server that stopped answering).
     """
     command = [str(python), *(["-I"] if isolated else []), *args]
     try:
@@ -112,17 +117,38 @@ def run_script(
         )
     except OSError as exc:
         raise ScriptNotRun(exc) from None
+    deadline = time.monotonic() + timeout
     try:
-        stdout, stderr = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired as exc:
-        _kill(proc, own_group)
-        raise ScriptNotRun(exc) from None
+        while True:
+            left = deadline - time.monotonic()
+            step = left if watch is None else min(left, watch_every_s)
+            try:
+                stdout, stderr = proc.communicate(timeout=max(step, 0.01))
+                break
+            except subprocess.TimeoutExpired as exc:
+                if time.monotonic() >= deadline:
+                    _kill(proc, own_group)
+                    raise ScriptNotRun(exc) from None
+                said = watch() if watch is not None else None
+                if said:
+                    _kill(proc, own_group)
+                    raise ScriptStopped(said) from None
+    except ScriptNotRun:
+        raise
     except BaseException:
         _kill(proc, own_group)
         raise
     if own_group:  # what the script started and left behind goes with it
         _kill(proc, own_group)
     return ScriptRun(proc.returncode, stdout, stderr, last_json_object(stdout))
+
+
+class ScriptStopped(ScriptNotRun):
+    """A ``watch`` of run_script stopped the script: ``reason`` says why."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
 
 
 def _kill(proc: subprocess.Popen[str], group: bool) -> None:

@@ -48,6 +48,7 @@ def _serve_args(models: Path, drafter: Path) -> list[str]:
 def _sweep_argv(ks: str, log_dir: Path) -> list[str]:
     return [
         "payoff", "sweep", "--k", ks, "--concurrency", "2", "--num-prompts", str(PROMPTS),
+        "--repeat", "1",  # one run per cell: the cells' figures are what is checked here
         "--client-args", CLIENT, "--ready-timeout", "900", "--log-dir", str(log_dir),
     ]  # fmt: skip
 
@@ -89,6 +90,9 @@ def test_a_sweep_serves_each_k_and_its_cells_agree_with_a_separate_run_of_the_sa
         assert s["failure"] is None and s["ready_s"] > 0, s
         assert Path(s["log"]).parent == tmp_path / "logs" and Path(s["log"]).exists()
         assert _left(s["pid"], models) == []
+    again = data["baseline_again"]  # the baseline a second time, after every k: gone too
+    assert again["k"] == 0 and again["failure"] is None and _left(again["pid"], models) == []
+    assert Path(again["log"]).name == "k0-again.log" and data["baseline_end"]["2"]["tpot_ms"]
     cells = {c["k"]: c for c in data["cells"]}
     assert sorted(cells) == [1, 2, 3]
     for k, cell in cells.items():  # a prefix count per position, about half right at the first
@@ -121,7 +125,7 @@ def test_a_sweep_serves_each_k_and_its_cells_agree_with_a_separate_run_of_the_sa
     ):
         given = [
             "--python", str(python), "--json", "payoff", "sweep", "--concurrency", "2",
-            "--num-prompts", str(PROMPTS), "--client-args",
+            "--repeat", "1", "--num-prompts", str(PROMPTS), "--client-args",
             f"{CLIENT} --tokenizer {models / 'target'}", "--url", f"0={base.url}",
         ]  # fmt: skip
         alone = run_cli(*given, "--url", f"2={two.url}", env=ENV, timeout=1800)

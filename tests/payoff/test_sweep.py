@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from vllm_patcher.cli.render import sweep as render_sweep
 from vllm_patcher.payoff import scrape, sweep, sweep_result
 from vllm_patcher.payoff.analysis import analyse
 from vllm_patcher.payoff.bench import Point, Run
@@ -65,7 +66,7 @@ def test_the_best_k_is_the_paying_cell_with_the_highest_measured_speedup() -> No
     r = _result({(1, 1): [1.2, 1.25], (2, 1): [1.4, 1.45], (3, 1): [1.3, 1.3]}, [0, 1, 2, 3], [1])
     assert r.best(1)[0] == 2
     assert r.verdict().verdict == "pays"
-    text = "\n".join(sweep.lines(r))
+    text = "\n".join(render_sweep.lines(r))
     assert "best k = 2" in text and "set num_speculative_tokens to 2" in text
 
 
@@ -74,13 +75,13 @@ def test_no_best_k_while_a_cell_that_might_be_better_is_unknown() -> None:
     r = _result({(1, 1): [1.10, 1.10], (2, 1): [1.04, 1.60]}, [0, 1, 2], [1])
     k, judged = r.best(1)
     assert k is None and "k = 2 unknown" in str(judged.reason) and "k = 1" in str(judged.reason)
-    assert "set num_speculative_tokens" not in "\n".join(sweep.lines(r))
+    assert "set num_speculative_tokens" not in "\n".join(render_sweep.lines(r))
 
 
 def test_where_every_k_was_judged_and_none_pays_the_verdict_is_the_best_class_met() -> None:
     r = _result({(1, 1): [0.8, 0.8], (2, 1): [1.0, 1.0]}, [0, 1, 2], [1])
     assert r.best(1)[0] == 0 and r.verdict().verdict == "break-even"
-    text = "\n".join(sweep.lines(r))
+    text = "\n".join(render_sweep.lines(r))
     assert "no k pays (the best, k = 2: 1.00x, break-even)" in text, text
     two = _result({(1, 1): [0.8, 0.8], (1, 4): [0.97, 0.98]}, [0, 1], [1, 4])
     assert two.verdict().verdict == "break-even"
@@ -90,7 +91,7 @@ def test_no_best_k_while_a_cell_is_unknown_or_was_not_run() -> None:
     # k = 2's repeats fall on both sides of the thresholds: unknown, so no k is "best" for certain
     r = _result({(1, 1): [0.8, 0.8], (2, 1): [0.8, 1.3]}, [0, 1, 2], [1])
     assert r.best(1)[0] is None and r.verdict().verdict == "unknown"
-    assert "set num_speculative_tokens" not in "\n".join(sweep.lines(r))
+    assert "set num_speculative_tokens" not in "\n".join(render_sweep.lines(r))
     missing = _result({(1, 1): [0.8, 0.8]}, [0, 1, 2], [1])  # k = 2 did not start
     assert missing.best(1)[0] is None
 
@@ -98,7 +99,7 @@ def test_no_best_k_while_a_cell_is_unknown_or_was_not_run() -> None:
 def test_where_every_k_loses_the_best_is_no_speculation_and_the_verdict_loses() -> None:
     r = _result({(1, 1): [0.8, 0.82], (2, 1): [0.7, 0.72]}, [0, 1, 2], [1])
     assert r.best(1)[0] == 0 and r.verdict().verdict == "loses"
-    assert "no k pays" in "\n".join(sweep.lines(r))
+    assert "no k pays" in "\n".join(render_sweep.lines(r))
 
 
 def test_the_concurrency_above_which_no_k_pays() -> None:
@@ -111,7 +112,7 @@ def test_the_concurrency_above_which_no_k_pays() -> None:
     assert r.no_k_pays_above == 4
     data = r.to_dict()
     assert data["best_k"] == {"1": 2, "4": 1, "16": 0} and data["no_k_pays_above"] == 4
-    assert "no k pays above concurrency 4" in "\n".join(sweep.lines(r))
+    assert "no k pays above concurrency 4" in "\n".join(render_sweep.lines(r))
 
 
 def test_a_server_that_did_not_start_is_named_with_its_signal_and_log() -> None:
@@ -121,7 +122,7 @@ def test_a_server_that_did_not_start_is_named_with_its_signal_and_log() -> None:
         "the server killed by SIGILL before it was ready", -4, Path("/logs/k2.log"),
         ("Fatal Python error: Illegal instruction",),
     )  # fmt: skip
-    text = "\n".join(sweep.lines(r))
+    text = "\n".join(render_sweep.lines(r))
     assert "k = 2: not measured" in text and "SIGILL" in text and "/logs/k2.log" in text
     assert r.to_dict()["servers"][2]["failure"]["signal"] == "SIGILL"  # type: ignore[index]
 
@@ -192,7 +193,7 @@ def test_a_cell_under_500_drafts_is_labelled_and_never_best() -> None:
     best, judged = r.best(1)
     assert best is None and judged.reason is not None and "k = 2: under 500 drafts" in judged.reason
     assert r.verdict().verdict == "unknown"
-    text = "\n".join(sweep.lines(r))
+    text = "\n".join(render_sweep.lines(r))
     assert "only 4 drafts: under 500, never the best k" in text
     assert "concurrency 1: no best k: k = 2: under 500 drafts" in text
     cells = {c["k"]: c for c in r.to_dict()["cells"]}  # type: ignore[union-attr]

@@ -130,6 +130,12 @@ class Application:
     def echo(self, message: str = "", *, err: bool = False, nl: bool = True) -> None:
         echo(message, err=err, nl=nl)
 
+    def progress(self, line: str) -> None:
+        """A long command's progress: one line on stderr whatever the output format (the JSON
+        report stays alone on stdout); lost quietly when nobody reads stderr."""
+        with contextlib.suppress(OutputLost, OSError):
+            echo(line, err=True)
+
     def report(self, exit_code: int, data: dict[str, Any]) -> None:
         """The running command's ``--json`` report, under the envelope."""
         emit(self.command, exit_code, data)

@@ -203,7 +203,7 @@ def _stdout_gone_check() -> Any:
 @click.option("--num-prompts", default=64, show_default=True, type=int)
 @click.option(
     "--repeat",
-    default=1,
+    default=2,
     show_default=True,
     type=int,
     help="Runs per concurrency: a verdict only where every run's figures fall in one class.",
@@ -236,17 +236,20 @@ def payoff_bench(
         from ..payoff.plot import check_available
 
         check_available(plot)
-    result = bench.run(
-        vllm_python(opts, "payoff bench runs vLLM's benchmark client"),
-        url,
-        baseline_url,
-        levels,
-        num_prompts,
-        dataset,
-        client_args,
-        progress=None if opts.as_json else (lambda line: app.echo(line, err=True)),
-        repeat=repeat,
-    )
+    from ..errors import BenchInterrupted
+    from ..serving.server import signals_interrupt
+
+    python = vllm_python(opts, "payoff bench runs vLLM's benchmark client")
+    try:
+        with signals_interrupt():  # SIGTERM, SIGHUP: as Ctrl-C, the client's group stopped
+            result = bench.run(
+                python, url, baseline_url, levels, num_prompts, dataset, client_args,
+                progress=lambda line: app.progress(line), repeat=repeat,
+            )  # fmt: skip
+    except KeyboardInterrupt:
+        raise BenchInterrupted(
+            "interrupted; the load client is stopped, neither server is under its load"
+        ) from None
     if plot is not None:
         from ..payoff.plot import draw_bench
 

@@ -67,7 +67,7 @@ def _check_running(running: dict[int, str], serve_args: tuple[str, ...]) -> None
 @click.option("--num-prompts", default=64, show_default=True, type=int, help="Per run.")
 @click.option(
     "--repeat",
-    default=1,
+    default=2,
     show_default=True,
     type=int,
     help="Runs per cell: a verdict only where every run's figures fall in one class.",
@@ -148,21 +148,25 @@ def payoff_sweep(
 
         check_available(plot)
     python = vllm_python(opts, "payoff sweep starts vLLM")
-    sweep.check(python, args, plan)
-    plan = plan.prepare()
-    say = None if opts.as_json else (lambda line: app.echo(f"payoff sweep: {line}", err=True))
-    if say is not None:
-        for line in render.sweep_opening(args, plan):
-            say(line)
+    from ..serving.server import signals_interrupt
+
+    def say(line: str) -> None:  # stderr, whatever the output format: JSON stays on stdout
+        app.progress(f"payoff sweep: {line}")
+
     try:
-        result = sweep.run(python, args, plan, say)
+        with signals_interrupt():  # SIGTERM, SIGHUP: as Ctrl-C, every process stopped
+            sweep.check(python, args, plan)
+            plan = plan.prepare()
+            for line in render.sweep_opening(args, plan):
+                say(line)
+            result = sweep.run(python, args, plan, say)
     except KeyboardInterrupt:
         raise SweepInterrupted(
             f"interrupted; every server this sweep started is stopped (logs in {plan.log_dir})"
         ) from None
     judged = result.verdict()
     code = EXIT_OK if judged.verdict in ("pays", "unknown") else EXIT_CHECK_FAILED
-    if any(s.failure is not None for s in result.servers.values()):
+    if any(s.failure is not None for s in [*result.servers.values(), result.again] if s):
         code = EXIT_SERVER_NOT_STARTED  # after the report, which names each and its log
     plot_error = None
     if plot is not None:  # the report is kept whatever happens to the picture

@@ -19,7 +19,8 @@ from typing import Any
 from ..errors import EXIT_CHECK_FAILED, EXIT_OK, BadSetting, NoDrafts, ServerUnreachable
 from . import scrape
 from .analysis import Analysis, analyse
-from .judge import PAYS, UNKNOWN, Judgement, judge, more_needed, span
+from .judge import MARGIN, PAYS, UNKNOWN, Judgement, judge, more_needed, span, spread
+from .stall import WATCH_EVERY_S, Stall
 from .window import Window, between
 
 CLIENT = Path(__file__).with_name("bench_client.py")
@@ -74,6 +75,8 @@ class Point:
     runs: list[Run]
     analysis: Analysis  # this concurrency's own windows: its acceptance
     prompts: int = 0
+    noise: float = 0.0  # the baseline's own spread over its runs: break-even is at least this wide
+    drift: str | None = None  # why the baseline's runs cannot stand for one host's speed
 
     def series(self) -> dict[str, list[float]]:
         out: dict[str, list[float]] = {m: [] for m in MEASURES}
@@ -102,6 +105,23 @@ class Point:
                 sent += n
         return failed, sent
 
+    @property
+    def margin(self) -> float:
+        """The break-even band's half width: 5%, or the baseline's own spread when wider."""
+        return max(MARGIN, self.noise)
+
+    def foreign(self) -> str | None:
+        """Why the two servers cannot be set against each other: they serve different models
+        (their /metrics ``model_name``), or None."""
+        spec = {run.window.model for run in self.runs if run.window.model}
+        base = {run.base_window.model for run in self.runs if run.base_window.model}
+        if spec and base and spec != base:
+            return (
+                f"the servers serve different models ({', '.join(sorted(spec))} with "
+                f"speculation, {', '.join(sorted(base))} without): no speedup between them"
+            )
+        return None
+
     def judgement(self) -> Judgement:
         failed, sent = self.failed_requests()
         if failed:  # a server that answered some requests with errors is not measured
@@ -110,12 +130,24 @@ class Point:
                 f"{failed} of {sent} requests failed (the client's completed/failed): the "
                 "figures are not those of the load asked for",
             )
+        foreign = self.foreign()
+        if foreign:
+            return Judgement(UNKNOWN, foreign)
+        if self.drift:
+            return Judgement(UNKNOWN, self.drift)
+        reset = [run for run in self.runs if run.window.reset or run.base_window.reset]
+        if reset:  # a window since a restart is not the load's: its client figures may hold
+            return Judgement(  # requests the dead server never finished either
+                UNKNOWN,
+                f"a server's counters went down during {len(reset)} of {len(self.runs)} "
+                "run(s): it restarted under the load, so the figures are not one server's",
+            )
         series = self.series()
         if not series[MEASURES[0]] and not series[MEASURES[1]]:
             return Judgement(
                 UNKNOWN, "the benchmark client reported no per-token time or throughput"
             )
-        judged = judge(series)
+        judged = judge(series, self.margin)
         if judged.reason is None:
             return judged
         values = [v for vs in series.values() for v in vs]
@@ -142,6 +174,7 @@ class Point:
             "verdict": judged.verdict,
             "unknown_reason": judged.reason,
             "repeats": len(self.runs),
+            "margin": round(self.margin, 4),
             "speedup": _r(_mean(series[MEASURES[0]])),
             "speedup_spread": _spread(series[MEASURES[0]]),
             "throughput_ratio": _r(_mean(series[MEASURES[1]])),
@@ -254,10 +287,13 @@ def check_client_args(python: str, argv: list[str]) -> None:
         raise ServerUnreachable(f"vllm bench serve could not be asked: {said.splitlines()[-1]}")
 
 
-def client(python: str, argv: list[str], api_key: str | None = None) -> dict[str, Any]:
+def client(
+    python: str, argv: list[str], api_key: str | None = None, watch: Stall | None = None
+) -> dict[str, Any]:
     """One run of vLLM's benchmark client; ``api_key``: the served ``--api-key``, which the client
-    sends as its Bearer token (it reads ``OPENAI_API_KEY``, as ``vllm bench serve`` does)."""
-    from ..runtime import ScriptNotRun, run_script
+    sends as its Bearer token (it reads ``OPENAI_API_KEY``, as ``vllm bench serve`` does);
+    ``watch``: the loaded server's stall watch (the client is stopped when it names a stall)."""
+    from ..runtime import ScriptNotRun, ScriptStopped, run_script
 
     env = {**os.environ, "OPENAI_API_KEY": api_key} if api_key else None
 
@@ -271,7 +307,11 @@ def client(python: str, argv: list[str], api_key: str | None = None) -> dict[str
             isolated=False,
             own_group=True,
             env=env,
+            watch=watch,
+            watch_every_s=WATCH_EVERY_S,
         )
+    except ScriptStopped as exc:
+        raise ServerUnreachable(exc.reason) from None
     except ScriptNotRun as exc:
         raise ServerUnreachable(f"vllm bench serve did not finish: {exc}") from None
     if run.returncode == 2 and "error:" in run.stderr:  # the client's own argument parser
@@ -335,10 +375,20 @@ def run(
                 for r in range(repeat)
             ]
             window = merged([r.window for r in runs])
-            out.points.append(Point(c, runs, analyse(window), num_prompts))
+            out.points.append(Point(c, runs, analyse(window), num_prompts, base_noise(runs)))
             if progress is not None:
                 progress(f"payoff bench: concurrency {c} measured ({repeat} run(s))")
     return out
+
+
+def base_noise(runs: list[Run]) -> float:
+    """The plain server's own spread over the repeats (per-token time or throughput, the wider):
+    no speedup inside it is told from 1.0x."""
+    widest = 0.0
+    for key in ("mean_tpot_ms", "output_throughput"):
+        values = [v for r in runs if isinstance(v := r.base.get(key), int | float) and v > 0]
+        widest = max(widest, spread([float(v) for v in values]))
+    return widest
 
 
 def _one_run(
@@ -368,7 +418,7 @@ def _one_run(
             "--result-filename", f"{side}-{c}-{repeat}.json",
             *extra,
         ]  # fmt: skip
-        results[side] = client(python, argv)
+        results[side] = client(python, argv, watch=Stall(base_url))
         windows[side] = between(before, scrape.fetch(base_url))
     if not windows["spec"].spec or windows["spec"].drafts <= 0:
         raise NoDrafts(f"{url} made no drafts under the benchmark: is it the speculative server?")

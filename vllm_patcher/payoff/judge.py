@@ -26,10 +26,12 @@ RANGE_MODEL = (
 SWEEP = "vllm-patcher payoff sweep"  # measures each k; the only source of advice to change k
 
 
-def verdict(speedup: float) -> str:
-    if speedup >= 1 + MARGIN:
+def verdict(speedup: float, margin: float = MARGIN) -> str:
+    """``margin``: the band around 1.0x that is break-even (wider where the baseline's own runs
+    spread wider: a difference inside the host's noise is no difference)."""
+    if speedup >= 1 + margin:
         return PAYS
-    if speedup <= 1 - MARGIN:
+    if speedup <= 1 - margin:
         return LOSES
     return BREAK_EVEN
 
@@ -45,20 +47,30 @@ def span(values: list[float]) -> str:
     return f"{lo:.2f}x" if math.isclose(lo, hi, abs_tol=5e-3) else f"{lo:.2f}x to {hi:.2f}x"
 
 
-def judge(figures: dict[str, list[float]]) -> Judgement:
+def judge(figures: dict[str, list[float]], margin: float = MARGIN) -> Judgement:
     """One class for every value of every measure, or ``unknown`` naming them all."""
     values = [v for vs in figures.values() for v in vs]
     if not values:
         return Judgement(UNKNOWN, "nothing was measured")
-    classes = {verdict(v) for v in values}
+    classes = {verdict(v, margin) for v in values}
     if len(classes) == 1:
         return Judgement(classes.pop())
     said = "; ".join(
-        f"{name} {span(vs)} ({' and '.join(sorted({verdict(v) for v in vs}))})"
+        f"{name} {span(vs)} ({' and '.join(sorted({verdict(v, margin) for v in vs}))})"
         for name, vs in figures.items()
         if vs
     )
-    return Judgement(UNKNOWN, f"the figures fall in different verdicts: {said}")
+    band = (
+        f" (break-even within +-{margin:.0%}: the baseline's own spread)" if margin > MARGIN else ""
+    )
+    return Judgement(UNKNOWN, f"the figures fall in different verdicts{band}: {said}")
+
+
+def spread(values: list[float]) -> float:
+    """How far apart repeats of one figure are, relative to their mean (0 for fewer than two)."""
+    if len(values) < 2 or min(values) <= 0:
+        return 0.0
+    return (max(values) - min(values)) / (sum(values) / len(values))
 
 
 def room(center: float) -> float:

@@ -23,11 +23,12 @@ from ..errors import BadSetting, NoDrafts, NoSpeculation, ServerUnreachable
 from ..serving import server
 from ..serving.args import ServeArgs
 from . import scrape
-from .analysis import SMALL_SAMPLE, analyse
+from .analysis import analyse
 from .bench import Point, Run, check_client_args, client, merged
-from .judge import span
-from .sweep_result import Measured, Started, SweepResult, baseline_runs
-from .window import between
+from .judge import MARGIN, spread
+from .stall import Stall
+from .sweep_result import Measured, Started, SweepResult
+from .window import NotOneWindow, between
 
 WARM_UP_PROMPTS = 4  # the first requests of a new server pay one-off costs: not measured
 # client arguments the sweep sets for each run: a user's copy would silently override them
@@ -58,15 +59,16 @@ def _load_argv(
 
 def _measure(
     python: str, url: str, k: int, plan: Plan, tmp: str, say: Callable[[str], None],
-    extra: tuple[str, ...], started: Started, api_key: str | None = None,
+    extra: tuple[str, ...], started: Started, api_key: str | None = None, name: str = "",
 ) -> None:  # fmt: skip
     """The warm-up, then ``repeat`` runs at each concurrency between two scrapes."""
     loading = time.monotonic()
     client(
         python,
         _load_argv(url, max(plan.concurrencies), WARM_UP_PROMPTS, plan.dataset, tmp,
-                   f"warm-{k}.json", extra),
+                   f"warm-{name or k}.json", extra),
         api_key,
+        Stall(url),
     )  # fmt: skip
     for c in plan.concurrencies:
         for r in range(plan.repeat):
@@ -74,8 +76,17 @@ def _measure(
             before = scrape.fetch(url)
             result = client(
                 python,
-                _load_argv(url, c, plan.prompts, plan.dataset, tmp, f"k{k}-c{c}-r{r}.json", extra),
+                _load_argv(
+                    url,
+                    c,
+                    plan.prompts,
+                    plan.dataset,
+                    tmp,
+                    f"{name or f'k{k}'}-c{c}-r{r}.json",
+                    extra,
+                ),
                 api_key,
+                Stall(url),
             )
             window = between(before, scrape.fetch(url))
             started.runs.setdefault(c, []).append(Measured(result, window))
@@ -95,8 +106,9 @@ def _serve_one(
     plan: Plan,
     tmp: str,
     say: Callable[[str], None],
+    name: str = "",
 ) -> Started:
-    log = plan.log_dir / f"k{k}.log"
+    log = plan.log_dir / f"{name or f'k{k}'}.log"
     started = Started(k, log)
     run_args = ServeArgs(args.model, tuple(args.with_k(k)))
     try:
@@ -109,10 +121,12 @@ def _serve_one(
         ) as srv:
             started.ready_s = srv.ready_s
             say(f"k = {k}: ready in {srv.ready_s:.0f} s (pid {srv.pid}); warming up")
+            srv.follow()  # what it started so far, stopped with it even outside its group
             try:
                 key = args.server_key()
-                _measure(python, srv.url, k, plan, tmp, say, plan.client_args(args), started, key)
-            except (ServerUnreachable, NoDrafts, NoSpeculation) as exc:
+                _measure(python, srv.url, k, plan, tmp, say, plan.client_args(args), started, key,
+                         name)  # fmt: skip
+            except (ServerUnreachable, NoDrafts, NoSpeculation, NotOneWindow) as exc:
                 how, code = srv.exit_note()
                 started.failure = server.StartFailure(
                     f"failed under the load (the server {how}): {exc.message}",
@@ -129,6 +143,7 @@ def _serve_one(
                         log,
                         server.log_tail(log),
                     )
+        say(f"k = {k}: server stopped, its process group and descendants gone")
     except server.ServerDidNotStart as exc:
         started.failure = exc.failure
     served = _served_k(started)
@@ -149,15 +164,15 @@ def _serve_one(
 
 
 def _running_one(
-    python: str, url: str, k: int, plan: Plan, tmp: str, say: Callable[[str], None]
+    python: str, url: str, k: int, plan: Plan, tmp: str, say: Callable[[str], None], name: str = ""
 ) -> Started:
     """A server the user runs for this k (``--url K=URL``): measured, never started or stopped,
     and checked to serve that k."""
     started = Started(k, None)
     say(f"k = {k}: {url} (running); warming up")
     try:
-        _measure(python, url, k, plan, tmp, say, plan.client_extra, started)
-    except (ServerUnreachable, NoDrafts, NoSpeculation) as exc:
+        _measure(python, url, k, plan, tmp, say, plan.client_extra, started, None, name)
+    except (ServerUnreachable, NoDrafts, NoSpeculation, NotOneWindow) as exc:
         started.runs.clear()
         started.failure = server.StartFailure(
             f"failed under the load: {exc.message}", None, None, ()
@@ -300,7 +315,16 @@ def run(
             if k == 0 and servers[0].failure is not None:
                 tell("the baseline (k = 0) did not start: no other k can be judged; stopping")
                 break
-    out = SweepResult(p.ks, p.concurrencies, p.repeat, p.prompts, servers, p.log_dir)
+        again = None
+        if servers[0].failure is None and any(s.failure is None for s in servers.values() if s.k):
+            tell("k = 0 again: the baseline measured a second time, to see whether the host's "
+                 "speed held over the sweep")  # fmt: skip
+            if args is None:
+                again = _running_one(python, p.urls[0], 0, p, tmp, tell, "k0-again")
+                again.url = p.urls[0]
+            else:
+                again = _serve_one(python, args, 0, p, tmp, tell, "k0-again")
+    out = SweepResult(p.ks, p.concurrencies, p.repeat, p.prompts, servers, p.log_dir, again=again)
     base = servers[0]
     for k in p.ks:
         if k == 0 or k not in servers or servers[k].failure is not None or base.failure:
@@ -317,117 +341,46 @@ def run(
             if not window.spec or window.drafts <= 0:
                 out.no_drafts.append((k, c))  # judged as not run: nothing to say of it
                 continue
-            out.cells[(k, c)] = Point(c, runs, analyse(window), p.prompts)
+            noise, drift = baseline_drift(base.runs.get(c, []), again, c)
+            out.cells[(k, c)] = Point(c, runs, analyse(window), p.prompts, noise, drift)
     return out
 
 
-def _cell_lines(k: int, c: int, point: Point) -> list[str]:
-    """One cell's row, and why it is unknown or too small to choose k by."""
-    d = point.to_dict()
-    series = point.series()
-    tps = point.analysis.tokens_per_step
-    out = [
-        f"{k:>4}  {c:>11}  {_ms(d['tpot_ms']):>12}  {_tput(d['throughput']):>7}  "
-        f"{_span(series, 0):>27}  {_span(series, 2):>20}  {_span(series, 1):>10}  "
-        f"{'-' if tps is None else f'{tps:.2f}':>11}  "
-        f"{' '.join(f'{v:.0%}' for v in point.analysis.prefix):<22}  {d['verdict']}"
-    ]
-    if d["unknown_reason"]:
-        out.append(f"{'':>19}unknown: {d['unknown_reason']}")
-    if point.analysis.drafts < SMALL_SAMPLE:
-        out.append(
-            f"{'':>19}only {int(point.analysis.drafts)} drafts: under {SMALL_SAMPLE}, "
-            "never the best k"
+def baseline_drift(
+    first: list[Measured], again: Started | None, c: int
+) -> tuple[float, str | None]:
+    """The baseline's own spread at concurrency ``c`` over both its servers' runs (the
+    break-even band is at least this wide), and why there is no verdict when its two
+    measurements, at the sweep's start and end, disagree by more than the margin (the host's
+    speed moved: a k measured in between is set against a speed it may not have had)."""
+    if again is None or again.failure is not None or not again.runs.get(c):
+        why = "its server failed" if again is not None and again.failure else "it was not run"
+        return 0.0, (
+            f"the baseline was not measured again at the end of the sweep ({why}): no check "
+            "that the host's speed held while the k were measured"
         )
-    return out
-
-
-def lines(result: SweepResult) -> list[str]:
-    out = [
-        "   k  concurrency  per-token ms  tok/s    speedup: per-token (client)  per-token "
-        "(/metrics)  throughput  tokens/step  acceptance by position  verdict"
-    ]
-    base = result.servers.get(0)
-    for c in result.concurrencies:
-        b = baseline_runs(base, c)
-        if b is not None:
-            out.append(
-                f"{0:>4}  {c:>11}  {_spread_ms(b['tpot_ms']):>12}  "  # type: ignore[arg-type]
-                f"{_spread_tput(b['throughput']):>7}  {'-':>27}  {'-':>20}  {'-':>10}  "  # type: ignore[arg-type]
-                f"{'1.00':>11}  {'-':<22}  baseline"
-            )
-        for k in result.ks:
-            point = result.cells.get((k, c))
-            if k and point is not None:
-                out += _cell_lines(k, c, point)
-    for k, c in result.no_drafts:
-        out.append(f"k = {k}, concurrency {c}: the server made no drafts under the load")
-    for k, s in sorted(result.servers.items()):
-        if s.failure is not None:
-            sig = s.failure.signal_name or ""
-            sig = f", {sig}" if sig and sig not in s.failure.reason else ""
-            out.append(f"k = {k}: not measured: {s.failure.reason}{sig}; its log: {s.log}")
-            out += [f"    {line}" for line in s.failure.tail[-5:]]
-    if (
-        0 in result.ks
-        and 0 not in result.servers
-        or (result.servers.get(0) and result.servers[0].failure is not None)
-    ):
-        out.append("the baseline (k = 0) was not measured: no other k was started or judged")
-    ready = ", ".join(
-        f"k = {k} {s.ready_s:.0f} s" for k, s in sorted(result.servers.items()) if s.ready_s
+    tpot = (
+        [_num(m.result.get("mean_tpot_ms")) for m in first],
+        [_num(m.result.get("mean_tpot_ms")) for m in again.runs[c]],
     )
-    if ready:
-        out.append(f"ready after: {ready} (logs in {result.log_dir})")
-    if result.repeat == 1 and result.cells:
-        out.append(
-            "one run per cell: its spread is not known (--repeat 3 gives a verdict only where "
-            "three runs agree)"
-        )
-    for c in result.concurrencies:
-        best, judged = result.best(c)
-        if best:
-            cell = result.cells[(best, c)]
-            out.append(
-                f"concurrency {c}: best k = {best} ({cell.speedup or 0:.2f}x per-token, measured):"
-                f" set num_speculative_tokens to {best} for traffic like this"
+    tput = (
+        [_num(m.result.get("output_throughput")) for m in first],
+        [_num(m.result.get("output_throughput")) for m in again.runs[c]],
+    )
+    for name, unit, (start, end) in (("per-token time", "ms", tpot), ("throughput", "tok/s", tput)):
+        a, b = [v for v in start if v], [v for v in end if v]
+        if not a or not b:
+            continue
+        ma, mb = sum(a) / len(a), sum(b) / len(b)
+        if abs(mb / ma - 1) > MARGIN:
+            return 0.0, (
+                f"the host's speed moved during the sweep: the baseline's {name} was "
+                f"{ma:.2f} {unit} at the start and {mb:.2f} {unit} at the end ({mb / ma:.2f}x), "
+                f"more than the {MARGIN:.0%} margin; run it again on a quiet host"
             )
-        elif best == 0:
-            top = max(
-                (k for k in result.ks if (k, c) in result.cells),
-                key=lambda k: result.cells[(k, c)].speedup or 0.0,
-            )
-            out.append(
-                f"concurrency {c}: no k pays (the best, k = {top}: "
-                f"{result.cells[(top, c)].speedup or 0:.2f}x, {judged.verdict}): serve without "
-                "speculation for traffic like this"
-            )
-        else:
-            out.append(f"concurrency {c}: no best k: {judged.reason}")
-    above = result.no_k_pays_above
-    if above is not None:
-        out.append(f"no k pays above concurrency {above}")
-    judged = result.verdict()
-    out.append(f"verdict: {judged.verdict}" + (f" ({judged.reason})" if judged.reason else ""))
-    return out
+    values = [[v for v in side[0] + side[1] if v] for side in (tpot, tput)]
+    return max(spread(v) for v in values), None
 
 
-def _span(series: dict[str, list[float]], i: int) -> str:
-    values = list(series.values())[i]
-    return span(values) if values else "-"
-
-
-def _ms(value: object) -> str:
-    return f"{value:.2f}" if isinstance(value, int | float) else "-"
-
-
-def _tput(value: object) -> str:
-    return f"{value:.1f}" if isinstance(value, int | float) else "-"
-
-
-def _spread_ms(values: list[float]) -> str:
-    return _ms(sum(values) / len(values)) if values else "-"
-
-
-def _spread_tput(values: list[float]) -> str:
-    return _tput(sum(values) / len(values)) if values else "-"
+def _num(value: object) -> float | None:
+    return float(value) if isinstance(value, int | float) and value > 0 else None

@@ -1,6 +1,6 @@
 """What ``payoff sweep`` found: each server it started or was given (``Started``), each measured
 run (``Measured``), and the cells judged against k = 0 (``SweepResult``), whose best k per
-concurrency and verdict follow ``payoff bench``'s rules. Plain data, rendered by ``sweep.lines``
+concurrency and verdict follow ``payoff bench``'s rules. Plain data, rendered by ``cli.render.sweep.lines``
 and ``to_dict``."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from typing import Any
 
 from ..serving import server
 from .analysis import SMALL_SAMPLE
-from .bench import Point
-from .judge import BREAK_EVEN, LOSES, PAYS, UNKNOWN, Judgement
+from .bench import MEASURES, Point
+from .judge import BREAK_EVEN, LOSES, PAYS, UNKNOWN, Judgement, span
 from .window import Window
 
 
@@ -58,6 +58,7 @@ class SweepResult:
     log_dir: Path
     cells: dict[tuple[int, int], Point] = field(default_factory=dict)  # (k, c), k >= 1
     no_drafts: list[tuple[int, int]] = field(default_factory=list)  # (k, c) served, no draft
+    again: Started | None = None  # the baseline measured again after every k: the host's drift
 
     def best(self, c: int) -> tuple[int | None, Judgement]:
         """The best k measured at concurrency ``c``, once every k was judged there: the paying
@@ -81,20 +82,38 @@ class SweepResult:
             more = f"; judged to pay: k = {', '.join(map(str, paying))}" if paying else ""
             return None, Judgement(UNKNOWN, f"{said} unknown or not measured{more}")
         top = max(points, key=lambda kk: points[kk].speedup or 0.0)
-        if judged[top].verdict == PAYS:
-            return top, judged[top]
-        sure = {k: p for k, p in points.items() if judged[k].verdict == PAYS}
-        if sure:  # the fastest by its mean did not pay for certain; the best that did
-            top = max(sure, key=lambda kk: sure[kk].speedup or 0.0)
-            return top, judged[top]
-        return 0, judged[top]  # every k judged, none pays: serve without speculation
+        sure = sorted(
+            (k for k, p in points.items() if judged[k].verdict == PAYS),
+            key=lambda kk: points[kk].speedup or 0.0,
+            reverse=True,
+        )
+        if not sure:
+            return 0, judged[top]  # every k judged, none pays: serve without speculation
+        if len(sure) > 1 and not _beats(points[sure[0]], points[sure[1]]):
+            first, second = sure[0], sure[1]
+            return None, Judgement(
+                PAYS,
+                f"k = {first} and k = {second} tie: their runs overlap ("
+                f"{_figures(points[first])} against {_figures(points[second])}); both pay, "
+                "neither is measured to be the better",
+            )
+        return sure[0], judged[sure[0]]
+
+    def tie(self, c: int) -> list[int]:
+        """The two paying k that tie at concurrency ``c`` (no best k between them), or []."""
+        best, judged = self.best(c)
+        if best is not None or judged.verdict != PAYS:
+            return []
+        points = {k: p for (k, cc), p in self.cells.items() if cc == c}
+        sure = [k for k, p in points.items() if p.judgement().verdict == PAYS]
+        return sorted(sure, key=lambda kk: points[kk].speedup or 0.0, reverse=True)[:2]
 
     @property
     def no_k_pays_above(self) -> int | None:
         """The highest concurrency at which some k pays, when every higher one was judged and
         none pays there."""
         best = {c: self.best(c)[0] for c in self.concurrencies}
-        paying = [c for c in self.concurrencies if best[c]]
+        paying = [c for c in self.concurrencies if best[c] or self.tie(c)]
         if not paying or paying[-1] == self.concurrencies[-1]:
             return None
         above = [c for c in self.concurrencies if c > paying[-1]]
@@ -105,7 +124,7 @@ class SweepResult:
         concurrency and none pays, the best class met (``break-even`` over ``loses``); else
         ``unknown``."""
         bests = [self.best(c) for c in self.concurrencies]
-        if any(k for k, _ in bests):
+        if any(k or j.verdict == PAYS for k, j in bests):
             return Judgement(PAYS)
         if not self.cells or any(k is None for k, _ in bests):
             return Judgement(UNKNOWN, "no best k at some concurrency: a cell there is unknown "
@@ -135,9 +154,31 @@ class SweepResult:
             "best_k": {str(c): self.best(c)[0] for c in self.concurrencies},
             "no_k_pays_above": self.no_k_pays_above,
             "servers": [s.to_dict() for _, s in sorted(self.servers.items())],
+            "baseline_again": None if self.again is None else self.again.to_dict(),
+            "baseline_end": {str(c): baseline_runs(self.again, c) for c in self.concurrencies},
+            "ties": {str(c): t for c in self.concurrencies if (t := self.tie(c))},
             "no_drafts": [{"k": k, "concurrency": c} for k, c in self.no_drafts],
             "log_dir": str(self.log_dir),
         }
+
+
+def _beats(first: Point, second: Point) -> bool:
+    """``first``'s worst run beats ``second``'s best on the per-token figure and on throughput
+    alike (the client's two measures)."""
+    a, b = first.series(), second.series()
+    for measure in MEASURES[:2]:
+        if not a[measure] or not b[measure] or min(a[measure]) <= max(b[measure]):
+            return False
+    return True
+
+
+def _figures(point: Point) -> str:
+    series = point.series()
+    return " / ".join(
+        f"{span(series[m])} {n}"
+        for m, n in zip(MEASURES[:2], ("per-token", "throughput"), strict=True)
+        if series[m]
+    )
 
 
 def baseline_runs(started: Started | None, c: int) -> dict[str, object] | None:

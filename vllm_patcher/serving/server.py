@@ -22,12 +22,13 @@ import subprocess
 import time
 import urllib.request
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 from typing import Any
 
 from ..runtime import die_with_parent
+from . import family
 from .args import ServeArgs
 
 STOP_GRACE_S = 30.0  # SIGTERM, then SIGKILL to the group
@@ -79,6 +80,12 @@ class Server:
     log: Path
     ready_s: float  # from the start to the first healthy answer
     process: subprocess.Popen[bytes]
+    known: family.Known = field(default_factory=dict)  # its descendants seen so far
+
+    def follow(self) -> None:
+        """Note the server's descendants now (a load's start): one that leaves the group later
+        (``setsid``) is still stopped with it."""
+        self.known.update(family.descendants(self.pid))
 
     def exit_note(self) -> tuple[str, int | None]:
         """How the server ended, if it did: for a failure during the load."""
@@ -162,21 +169,31 @@ def _reap_orphans() -> None:
             pass
 
 
-def stop(proc: subprocess.Popen[bytes], grace_s: float = STOP_GRACE_S) -> None:
-    """SIGTERM to the whole group, SIGKILL to what is left after ``grace_s``; returns when no
-    process of the group is left (the leader reaped, its children gone)."""
+def stop(
+    proc: subprocess.Popen[bytes], grace_s: float = STOP_GRACE_S, known: family.Known | None = None
+) -> None:
+    """SIGTERM to the whole group and to every descendant that left it (``known``, and those
+    found now), SIGKILL to what is left after ``grace_s``; returns when none is left (the leader
+    reaped, its children gone)."""
     pgid = proc.pid
+    seen = {**(known or {}), **family.descendants(pgid)}
     with contextlib.suppress(ProcessLookupError):
         os.killpg(pgid, signal.SIGTERM)
+    family.signal_all(family.outside(seen, pgid), signal.SIGTERM)
     deadline = time.monotonic() + grace_s
     while time.monotonic() < deadline:
         proc.poll()
-        if proc.returncode is not None and not _group_alive(pgid):
+        if (
+            proc.returncode is not None
+            and not _group_alive(pgid)
+            and not family.outside(seen, pgid)
+        ):
             _await_reaped(pgid)
             return
         time.sleep(0.2)
     with contextlib.suppress(ProcessLookupError):
         os.killpg(pgid, signal.SIGKILL)
+    family.signal_all(family.outside(seen, pgid), signal.SIGKILL)
     proc.wait()
     deadline = time.monotonic() + grace_s  # SIGKILL cannot be refused: the rest go in moments
     while _group_alive(pgid) and time.monotonic() < deadline:
@@ -218,7 +235,7 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
 
 
 @contextlib.contextmanager
-def _signals_interrupt() -> Iterator[None]:
+def signals_interrupt() -> Iterator[None]:
     """SIGTERM and SIGHUP raise ``Interrupted`` while a server runs."""
     with _handled((signal.SIGTERM, signal.SIGHUP), _interrupt):
         yield
@@ -253,7 +270,7 @@ def running(
     while waiting (the rehearsal reads the log's new lines there)."""
     port = free_port()
     cmd = command(python, args, port) + list(extra)
-    with _signals_interrupt():
+    with signals_interrupt():
         with open(log, "wb") as out:
             proc = subprocess.Popen(
                 cmd,
@@ -264,6 +281,7 @@ def running(
                 env={**os.environ, **(env or {})},
                 preexec_fn=die_with_parent(),  # SIGKILL of the tool takes the server down too
             )
+        known: family.Known = {}  # its descendants as seen at each look: stopped with it
         try:
             if on_start is not None:
                 on_start(proc.pid)
@@ -292,8 +310,10 @@ def running(
                             log_tail(log),
                         )
                     )
+                known.update(family.descendants(proc.pid))
                 time.sleep(POLL_S)
-            yield Server(url, proc.pid, log, time.monotonic() - started, proc)
+            known.update(family.descendants(proc.pid))
+            yield Server(url, proc.pid, log, time.monotonic() - started, proc, known)
         finally:
             with _signals_deferred():  # a Ctrl-C must not leave the group half-stopped
-                stop(proc)
+                stop(proc, known=known)

@@ -44,7 +44,7 @@ def sweep(
 ) -> Shown:
     """``code``: the sweep's own exit code; ``ignored``: the serve arguments the sweep replaced;
     ``plot_error``: the picture could not be written (its code wins; the report is kept)."""
-    from ...payoff import sweep as sweep_mod
+    from .sweep import lines
 
     data = result.to_dict()
     data["ignored"] = list(ignored)
@@ -53,7 +53,7 @@ def sweep(
         data["plot_error"] = plot_error.message
         errors.append(f"vllm-patcher: error: {plot_error.message}")
         code = plot_error.exit_code
-    return Shown(code, data, sweep_mod.lines(result), stderr=errors)
+    return Shown(code, data, lines(result), stderr=errors)
 
 
 def sweep_opening(args: ServeArgs | None, plan: Plan) -> list[str]:
@@ -64,12 +64,20 @@ def sweep_opening(args: ServeArgs | None, plan: Plan) -> list[str]:
         out.append(
             f"{' and '.join(args.replaced)} ignored: its servers listen on 127.0.0.1 and a free port"
         )
+    runs = len(plan.concurrencies) * plan.repeat
+    cost = (
+        f"on each, {plan.repeat} x {plan.prompts} prompts at concurrency "
+        f"{', '.join(map(str, plan.concurrencies))} after a warm-up: "
+        f"{(len(plan.ks) + 1) * runs} measured runs in all"
+    )
     if args is None:
-        out.append(f"{len(plan.ks)} running servers to measure (k = {ks})")
+        out.append(
+            f"{len(plan.ks)} running servers to measure (k = {ks}), the baseline a second time at "
+            f"the end; {cost}"
+        )
     else:
         out.append(
-            f"{len(plan.ks)} servers to start, one model load each (k = {ks}); on each, "
-            f"{plan.repeat} x {plan.prompts} prompts at concurrency "
-            f"{', '.join(map(str, plan.concurrencies))}; logs in {plan.log_dir}"
+            f"{len(plan.ks) + 1} servers to start, one model load each (k = {ks}, then k = 0 "
+            f"again: did the host's speed hold?); {cost}; logs in {plan.log_dir}"
         )
     return out

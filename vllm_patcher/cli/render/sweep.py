@@ -1,0 +1,140 @@
+"""``payoff sweep``'s text: the table of every cell measured, each server that failed, the best k
+per concurrency and the verdict, from the ``SweepResult`` its JSON report is made of."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ...payoff.analysis import SMALL_SAMPLE
+from ...payoff.judge import span
+from ...payoff.sweep_result import baseline_runs
+
+if TYPE_CHECKING:
+    from ...payoff.bench import Point
+    from ...payoff.sweep_result import SweepResult
+
+
+def _cell_lines(k: int, c: int, point: Point) -> list[str]:
+    """One cell's row, and why it is unknown or too small to choose k by."""
+    d = point.to_dict()
+    series = point.series()
+    tps = point.analysis.tokens_per_step
+    out = [
+        f"{k:>4}  {c:>11}  {_ms(d['tpot_ms']):>12}  {_tput(d['throughput']):>7}  "
+        f"{_span(series, 0):>27}  {_span(series, 2):>20}  {_span(series, 1):>10}  "
+        f"{'-' if tps is None else f'{tps:.2f}':>11}  "
+        f"{' '.join(f'{v:.0%}' for v in point.analysis.prefix):<22}  {d['verdict']}"
+    ]
+    if d["unknown_reason"]:
+        out.append(f"{'':>19}unknown: {d['unknown_reason']}")
+    if point.analysis.drafts < SMALL_SAMPLE:
+        out.append(
+            f"{'':>19}only {int(point.analysis.drafts)} drafts: under {SMALL_SAMPLE}, "
+            "never the best k"
+        )
+    return out
+
+
+def lines(result: SweepResult) -> list[str]:
+    out = [
+        "   k  concurrency  per-token ms  tok/s    speedup: per-token (client)  per-token "
+        "(/metrics)  throughput  tokens/step  acceptance by position  verdict"
+    ]
+    base = result.servers.get(0)
+    for c in result.concurrencies:
+        b = baseline_runs(base, c)
+        if b is not None:
+            out.append(
+                f"{0:>4}  {c:>11}  {_spread_ms(b['tpot_ms']):>12}  "  # type: ignore[arg-type]
+                f"{_spread_tput(b['throughput']):>7}  {'-':>27}  {'-':>20}  {'-':>10}  "  # type: ignore[arg-type]
+                f"{'1.00':>11}  {'-':<22}  baseline"
+            )
+        end = baseline_runs(result.again, c)
+        if end is not None:
+            out.append(
+                f"{0:>4}  {c:>11}  {_spread_ms(end['tpot_ms']):>12}  "  # type: ignore[arg-type]
+                f"{_spread_tput(end['throughput']):>7}  {'':>27}  {'':>20}  {'':>10}  "  # type: ignore[arg-type]
+                f"{'1.00':>11}  {'-':<22}  baseline again, after every k"
+            )
+        for k in result.ks:
+            point = result.cells.get((k, c))
+            if k and point is not None:
+                out += _cell_lines(k, c, point)
+    for k, c in result.no_drafts:
+        out.append(f"k = {k}, concurrency {c}: the server made no drafts under the load")
+    again = [(0, result.again)] if result.again is not None else []
+    for k, s in [*sorted(result.servers.items()), *again]:
+        if s.failure is not None:
+            sig = s.failure.signal_name or ""
+            sig = f", {sig}" if sig and sig not in s.failure.reason else ""
+            out.append(f"k = {k}: not measured: {s.failure.reason}{sig}; its log: {s.log}")
+            out += [f"    {line}" for line in s.failure.tail[-5:]]
+    if (
+        0 in result.ks
+        and 0 not in result.servers
+        or (result.servers.get(0) and result.servers[0].failure is not None)
+    ):
+        out.append("the baseline (k = 0) was not measured: no other k was started or judged")
+    ready = ", ".join(
+        f"k = {k} {s.ready_s:.0f} s" for k, s in sorted(result.servers.items()) if s.ready_s
+    )
+    if ready:
+        out.append(f"ready after: {ready} (logs in {result.log_dir})")
+    if result.repeat == 1 and result.cells:
+        out.append(
+            "one run per cell: its spread is not known (--repeat 2, the default, gives a verdict "
+            "only where both runs agree)"
+        )
+    for c in result.concurrencies:
+        best, judged = result.best(c)
+        if best:
+            cell = result.cells[(best, c)]
+            out.append(
+                f"concurrency {c}: best k = {best} ({cell.speedup or 0:.2f}x per-token, measured):"
+                f" set num_speculative_tokens to {best} for traffic like this"
+            )
+        elif best == 0:
+            top = max(
+                (k for k in result.ks if (k, c) in result.cells),
+                key=lambda k: result.cells[(k, c)].speedup or 0.0,
+            )
+            out.append(
+                f"concurrency {c}: no k pays (the best, k = {top}: "
+                f"{result.cells[(top, c)].speedup or 0:.2f}x, {judged.verdict}): serve without "
+                "speculation for traffic like this"
+            )
+        else:
+            out.append(f"concurrency {c}: no best k: {judged.reason}")
+    above = result.no_k_pays_above
+    if above is not None:
+        out.append(f"no k pays above concurrency {above}")
+    judged = result.verdict()
+    said = f" ({judged.reason})" if judged.reason else ""
+    if result.repeat == 1 and judged.verdict != "unknown":
+        said += (
+            " from one run per cell: the run-to-run noise it could not see was 5.1 against 9.1 ms "
+            "per token for one server in two runs on an H200"
+        )
+    out.append(f"verdict: {judged.verdict}{said}")
+    return out
+
+
+def _span(series: dict[str, list[float]], i: int) -> str:
+    values = list(series.values())[i]
+    return span(values) if values else "-"
+
+
+def _ms(value: object) -> str:
+    return f"{value:.2f}" if isinstance(value, int | float) else "-"
+
+
+def _tput(value: object) -> str:
+    return f"{value:.1f}" if isinstance(value, int | float) else "-"
+
+
+def _spread_ms(values: list[float]) -> str:
+    return _ms(sum(values) / len(values)) if values else "-"
+
+
+def _spread_tput(values: list[float]) -> str:
+    return _tput(sum(values) / len(values)) if values else "-"
