@@ -90,6 +90,16 @@ def test_a_sweep_serves_each_k_and_its_cells_agree_with_a_separate_run_of_the_sa
         assert s["failure"] is None and s["ready_s"] > 0, s
         assert Path(s["log"]).parent == tmp_path / "logs" and Path(s["log"]).exists()
         assert _left(s["pid"], models) == []
+    for said in (
+        "server started",
+        "ready in",
+        "concurrency 2, run 1",
+        "server stopped",
+        "k = 0 again",
+    ):
+        assert said in proc.stderr, (
+            proc.stderr
+        )  # progress on stderr under --json too (issue 35, 16)
     again = data["baseline_again"]  # the baseline a second time, after every k: gone too
     assert again["k"] == 0 and again["failure"] is None and _left(again["pid"], models) == []
     assert Path(again["log"]).name == "k0-again.log" and data["baseline_end"]["2"]["tpot_ms"]
