@@ -38,7 +38,7 @@ class FakeServers:
         self.pending: dict[str, list[float]] = {}
         self.order: list[int] = []
 
-    def client(self, python: str, argv: list[str]) -> dict[str, Any]:
+    def client(self, python: str, argv: list[str], *_: Any, **__: Any) -> dict[str, Any]:
         url = argv[argv.index("--base-url") + 1]
         c = int(argv[argv.index("--max-concurrency") + 1])
         if url == BASE:

@@ -35,31 +35,33 @@ def _cell_lines(k: int, c: int, point: Point) -> list[str]:
     return out
 
 
-def lines(result: SweepResult) -> list[str]:
+def _baseline_row(c: int, runs: dict[str, object] | None, label: str) -> list[str]:
+    if runs is None:
+        return []
+    return [
+        f"{0:>4}  {c:>11}  {_spread_ms(runs['tpot_ms']):>12}  "  # type: ignore[arg-type]
+        f"{_spread_tput(runs['throughput']):>7}  {'-':>27}  {'-':>20}  {'-':>10}  "  # type: ignore[arg-type]
+        f"{'1.00':>11}  {'-':<22}  {label}"
+    ]
+
+
+def _table(result: SweepResult) -> list[str]:
     out = [
         "   k  concurrency  per-token ms  tok/s    speedup: per-token (client)  per-token "
         "(/metrics)  throughput  tokens/step  acceptance by position  verdict"
     ]
-    base = result.servers.get(0)
     for c in result.concurrencies:
-        b = baseline_runs(base, c)
-        if b is not None:
-            out.append(
-                f"{0:>4}  {c:>11}  {_spread_ms(b['tpot_ms']):>12}  "  # type: ignore[arg-type]
-                f"{_spread_tput(b['throughput']):>7}  {'-':>27}  {'-':>20}  {'-':>10}  "  # type: ignore[arg-type]
-                f"{'1.00':>11}  {'-':<22}  baseline"
-            )
-        end = baseline_runs(result.again, c)
-        if end is not None:
-            out.append(
-                f"{0:>4}  {c:>11}  {_spread_ms(end['tpot_ms']):>12}  "  # type: ignore[arg-type]
-                f"{_spread_tput(end['throughput']):>7}  {'':>27}  {'':>20}  {'':>10}  "  # type: ignore[arg-type]
-                f"{'1.00':>11}  {'-':<22}  baseline again, after every k"
-            )
+        out += _baseline_row(c, baseline_runs(result.servers.get(0), c), "baseline")
+        out += _baseline_row(c, baseline_runs(result.again, c), "baseline again, after every k")
         for k in result.ks:
             point = result.cells.get((k, c))
             if k and point is not None:
                 out += _cell_lines(k, c, point)
+    return out
+
+
+def lines(result: SweepResult) -> list[str]:
+    out = _table(result)
     for k, c in result.no_drafts:
         out.append(f"k = {k}, concurrency {c}: the server made no drafts under the load")
     again = [(0, result.again)] if result.again is not None else []
