@@ -82,7 +82,7 @@ def test_where_every_k_was_judged_and_none_pays_the_verdict_is_the_best_class_me
     r = _result({(1, 1): [0.8, 0.8], (2, 1): [1.0, 1.0]}, [0, 1, 2], [1])
     assert r.best(1)[0] == 0 and r.verdict().verdict == "break-even"
     text = "\n".join(render_sweep.lines(r))
-    assert "no k pays (the best, k = 2: 1.00x, break-even)" in text, text
+    assert "no k pays (the best, k = 2: 1.00x per-token, break-even)" in text, text
     two = _result({(1, 1): [0.8, 0.8], (1, 4): [0.97, 0.98]}, [0, 1], [1, 4])
     assert two.verdict().verdict == "break-even"
 

@@ -161,8 +161,9 @@ def payoff_sweep(
                 say(line)
             result = sweep.run(python, args, plan, say)
     except KeyboardInterrupt:
+        logs = f" (logs in {plan.log_dir})" if plan.log_dir != Path() else ""
         raise SweepInterrupted(
-            f"interrupted; every server this sweep started is stopped (logs in {plan.log_dir})"
+            f"interrupted; every server this sweep started is stopped{logs}"
         ) from None
     judged = result.verdict()
     code = EXIT_OK if judged.verdict in ("pays", "unknown") else EXIT_CHECK_FAILED

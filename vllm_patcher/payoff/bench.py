@@ -19,7 +19,7 @@ from typing import Any
 from ..errors import EXIT_CHECK_FAILED, EXIT_OK, BadSetting, NoDrafts, ServerUnreachable
 from . import scrape
 from .analysis import Analysis, analyse
-from .judge import MARGIN, PAYS, UNKNOWN, Judgement, judge, more_needed, span, spread
+from .judge import MARGIN, NOISE_CAP, PAYS, UNKNOWN, Judgement, judge, more_needed, span, spread
 from .stall import WATCH_EVERY_S, Stall
 from .window import Window, between
 
@@ -108,7 +108,7 @@ class Point:
     @property
     def margin(self) -> float:
         """The break-even band's half width: 5%, or the baseline's own spread when wider."""
-        return max(MARGIN, self.noise)
+        return max(MARGIN, min(self.noise, NOISE_CAP))
 
     def foreign(self) -> str | None:
         """Why the two servers cannot be set against each other: they serve different models
@@ -135,6 +135,13 @@ class Point:
             return Judgement(UNKNOWN, foreign)
         if self.drift:
             return Judgement(UNKNOWN, self.drift)
+        if self.noise > NOISE_CAP:  # break-even that wide would hide a 3x loss
+            return Judgement(
+                UNKNOWN,
+                f"the baseline's own runs are {self.noise:.0%} apart (more than "
+                f"{NOISE_CAP:.0%}): the host is too noisy to tell a speedup from it; measure on a "
+                "quiet host, or with more prompts per run",
+            )
         reset = [run for run in self.runs if run.window.reset or run.base_window.reset]
         if reset:  # a window since a restart is not the load's: its client figures may hold
             return Judgement(  # requests the dead server never finished either
@@ -152,9 +159,9 @@ class Point:
             return judged
         values = [v for vs in series.values() for v in vs]
         hint = (
-            more_needed(values, self.prompts)
+            more_needed(values, self.prompts, self.margin)
             if len(self.runs) > 1
-            else more_needed([], self.prompts)
+            else more_needed([], self.prompts, self.margin)
         )
         return Judgement(UNKNOWN, f"{judged.reason}; {hint}")
 

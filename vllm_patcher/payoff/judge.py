@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 PAYS, BREAK_EVEN, LOSES, UNKNOWN = "pays", "break-even", "loses", "unknown"
 MARGIN = 0.05  # within +-5% of 1.0x is break-even
+NOISE_CAP = 2 * MARGIN  # a baseline whose own runs spread wider than this settles no class
 RANGE_MODEL = (
     "two cost models from one served k, not a measurement: low = a speculative step costs the "
     "same at every k (T(k') = T(k)), high = all of its extra cost is per draft token "
@@ -73,23 +74,23 @@ def spread(values: list[float]) -> float:
     return (max(values) - min(values)) / (sum(values) / len(values))
 
 
-def room(center: float) -> float:
+def room(center: float, margin: float = MARGIN) -> float:
     """How far a figure may move before it changes class."""
-    if center >= 1 + MARGIN:
-        return center - (1 + MARGIN)
-    if center <= 1 - MARGIN:
-        return (1 - MARGIN) - center
-    return min(1 + MARGIN - center, center - (1 - MARGIN))
+    if center >= 1 + margin:
+        return center - (1 + margin)
+    if center <= 1 - margin:
+        return (1 - margin) - center
+    return min(1 + margin - center, center - (1 - margin))
 
 
-def more_needed(values: list[float], prompts: int) -> str:
+def more_needed(values: list[float], prompts: int, margin: float = MARGIN) -> str:
     """How many prompts per run would make repeats this far apart fall in one class (a model:
-    a run's spread shrinks as 1/sqrt(prompts))."""
+    a run's spread shrinks as 1/sqrt(prompts)); ``margin``: the break-even band used."""
     if len(values) < 2:
         return "one run shows no spread: repeat it (--repeat 3) to see whether the verdict holds"
     center = sum(values) / len(values)
     half = max(abs(v - center) for v in values)
-    free = room(center)
+    free = room(center, margin)
     if free < 0.005:
         return (
             f"the figures centre on {center:.2f}x, on a threshold: no number of prompts settles "

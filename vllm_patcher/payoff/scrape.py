@@ -39,6 +39,8 @@ class Reading:
     request_tpot_sum: float = 0.0  # request_time_per_output_token_seconds
     request_tpot_count: float = 0.0
     running: float = 0.0  # num_requests_running (a gauge: the batch now)
+    waiting: float = 0.0  # num_requests_waiting (a gauge: queued, not yet scheduled)
+    prompt_tokens: float = 0.0  # prompt_tokens_total: prefill done
     created: float | None = None  # the earliest spec counter's _created (single-process mode)
     model: str = ""
     engines: tuple[str, ...] = field(default_factory=tuple)
@@ -131,6 +133,8 @@ def parse(text: str, source: str, at: float) -> Reading:
         request_tpot_sum=sums.get("request_time_per_output_token_seconds_sum", 0.0),
         request_tpot_count=sums.get("request_time_per_output_token_seconds_count", 0.0),
         running=sums.get("num_requests_running", 0.0),
+        waiting=sums.get("num_requests_waiting", 0.0),
+        prompt_tokens=sums.get("prompt_tokens_total", 0.0),
         created=min(created) if created else None,
         model=model,
         engines=tuple(sorted(engines)),

@@ -94,9 +94,11 @@ def _measure(
 
 
 def _served_k(started: Started) -> set[int]:
-    """The k each run's server really drafted with (its per-position series; 0: no drafts)."""
+    """The k the server really drafted with, from the runs that made drafts (their per-position
+    series); {0} when none did. A concurrency with no drafts is the cell's own matter
+    (``no_drafts``), not the server's."""
     windows = [m.window for runs in started.runs.values() for m in runs]
-    return {w.k if w.spec and w.drafts > 0 else 0 for w in windows}
+    return {w.k for w in windows if w.spec and w.drafts > 0} or {0}
 
 
 def _serve_one(
@@ -180,7 +182,14 @@ def _running_one(
         say(f"k = {k}: {started.failure.reason}")
         return started
     served = _served_k(started)
-    if served != {k}:
+    if served != {k} and name:  # the baseline measured again: its failure, the report kept
+        said = ", ".join(str(x) for x in sorted(served))
+        started.runs.clear()
+        started.failure = server.StartFailure(
+            f"{url} served k = {said} under the load, no longer {k}", None, None, ()
+        )
+        say(f"k = {k} again: {started.failure.reason}")
+    elif served != {k}:
         said = ", ".join(str(x) for x in sorted(served))
         raise BadSetting(
             f"--url {k}={url} served k = {said} under the load (its drafts' positions): give each "
@@ -352,25 +361,26 @@ def baseline_drift(
     """The baseline's own spread at concurrency ``c`` over both its servers' runs (the
     break-even band is at least this wide), and why there is no verdict when its two
     measurements, at the sweep's start and end, disagree by more than the margin (the host's
-    speed moved: a k measured in between is set against a speed it may not have had)."""
+    speed moved: a k measured in between is set against a speed it may not have had), or the
+    second cannot stand for the first (failed requests, another model, a restart, no figure)."""
     if again is None or again.failure is not None or not again.runs.get(c):
         why = "its server failed" if again is not None and again.failure else "it was not run"
-        return 0.0, (
-            f"the baseline was not measured again at the end of the sweep ({why}): no check "
-            "that the host's speed held while the k were measured"
-        )
-    tpot = (
-        [_num(m.result.get("mean_tpot_ms")) for m in first],
-        [_num(m.result.get("mean_tpot_ms")) for m in again.runs[c]],
-    )
-    tput = (
-        [_num(m.result.get("output_throughput")) for m in first],
-        [_num(m.result.get("output_throughput")) for m in again.runs[c]],
-    )
-    for name, unit, (start, end) in (("per-token time", "ms", tpot), ("throughput", "tok/s", tput)):
-        a, b = [v for v in start if v], [v for v in end if v]
-        if not a or not b:
-            continue
+        return 0.0, _not_again(why)
+    end = again.runs[c]
+    failed = sum(_failed(m.result) for m in end)
+    if failed:
+        return 0.0, _not_again(f"{failed} of its requests failed")
+    models = {m.window.model for m in first + end if m.window.model}
+    if len(models) > 1:
+        return 0.0, _not_again(f"it served another model: {', '.join(sorted(models))}")
+    if any(m.window.reset for m in end):
+        return 0.0, _not_again("its server restarted under the load")
+    for name, unit, key in (("per-token time", "ms", "mean_tpot_ms"),
+                            ("throughput", "tok/s", "output_throughput")):  # fmt: skip
+        a = [v for m in first if (v := _num(m.result.get(key)))]
+        b = [v for m in end if (v := _num(m.result.get(key)))]
+        if len(a) != len(first) or len(b) != len(end):
+            return 0.0, _not_again(f"a run of either measurement has no {name}")
         ma, mb = sum(a) / len(a), sum(b) / len(b)
         if abs(mb / ma - 1) > MARGIN:
             return 0.0, (
@@ -378,8 +388,24 @@ def baseline_drift(
                 f"{ma:.2f} {unit} at the start and {mb:.2f} {unit} at the end ({mb / ma:.2f}x), "
                 f"more than the {MARGIN:.0%} margin; run it again on a quiet host"
             )
-    values = [[v for v in side[0] + side[1] if v] for side in (tpot, tput)]
-    return max(spread(v) for v in values), None
+    spreads = [
+        spread([v for m in first + end if (v := _num(m.result.get(key)))])
+        for key in ("mean_tpot_ms", "output_throughput")
+    ]
+    return max(spreads), None
+
+
+def _not_again(why: str) -> str:
+    return (
+        f"the baseline was not measured again at the end of the sweep ({why}): no check that the "
+        "host's speed held while the k were measured"
+    )
+
+
+def _failed(result: dict[str, object]) -> int:
+    asked, done, bad = (result.get(n) for n in ("num_prompts", "completed", "failed"))
+    missing = asked - done if isinstance(asked, int) and isinstance(done, int) else 0
+    return max(bad if isinstance(bad, int) else 0, missing)
 
 
 def _num(value: object) -> float | None:

@@ -82,31 +82,27 @@ class SweepResult:
             more = f"; judged to pay: k = {', '.join(map(str, paying))}" if paying else ""
             return None, Judgement(UNKNOWN, f"{said} unknown or not measured{more}")
         top = max(points, key=lambda kk: points[kk].speedup or 0.0)
-        sure = sorted(
-            (k for k, p in points.items() if judged[k].verdict == PAYS),
-            key=lambda kk: points[kk].speedup or 0.0,
-            reverse=True,
-        )
+        sure = [k for k, p in points.items() if judged[k].verdict == PAYS]
         if not sure:
             return 0, judged[top]  # every k judged, none pays: serve without speculation
-        if len(sure) > 1 and not _beats(points[sure[0]], points[sure[1]]):
-            first, second = sure[0], sure[1]
+        tied = self.tie(c)
+        if tied:
+            said = " and ".join(f"k = {k} ({_figures(points[k])})" for k in tied)
             return None, Judgement(
                 PAYS,
-                f"k = {first} and k = {second} tie: their runs overlap ("
-                f"{_figures(points[first])} against {_figures(points[second])}); both pay, "
-                "neither is measured to be the better",
+                f"{said} tie: no one's worst run beats every other's best on per-token time and "
+                "throughput alike; they all pay, none is measured to be the better",
             )
-        return sure[0], judged[sure[0]]
+        best = tied_or_best(points, sure)[0]
+        return best, judged[best]
 
     def tie(self, c: int) -> list[int]:
-        """The two paying k that tie at concurrency ``c`` (no best k between them), or []."""
-        best, judged = self.best(c)
-        if best is not None or judged.verdict != PAYS:
-            return []
+        """The paying k at concurrency ``c`` none of which beats all the others (no best k
+        between them), or [] when one does or none pays."""
         points = {k: p for (k, cc), p in self.cells.items() if cc == c}
         sure = [k for k, p in points.items() if p.judgement().verdict == PAYS]
-        return sorted(sure, key=lambda kk: points[kk].speedup or 0.0, reverse=True)[:2]
+        found = tied_or_best(points, sure) if len(sure) > 1 else []
+        return found if len(found) > 1 else []
 
     @property
     def no_k_pays_above(self) -> int | None:
@@ -160,6 +156,16 @@ class SweepResult:
             "no_drafts": [{"k": k, "concurrency": c} for k, c in self.no_drafts],
             "log_dir": str(self.log_dir),
         }
+
+
+def tied_or_best(points: dict[int, Point], sure: list[int]) -> list[int]:
+    """[the paying k that beats every other paying k], or the paying k that tie: those not
+    beaten by another (a cell with no client figure cannot be ranked: it ties)."""
+    winners = [k for k in sure if all(_beats(points[k], points[o]) for o in sure if o != k)]
+    if winners:
+        return winners[:1]
+    unbeaten = [k for k in sure if not any(_beats(points[o], points[k]) for o in sure if o != k)]
+    return sorted(unbeaten or sure)
 
 
 def _beats(first: Point, second: Point) -> bool:

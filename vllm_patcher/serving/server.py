@@ -85,7 +85,8 @@ class Server:
     def follow(self) -> None:
         """Note the server's descendants now (a load's start): one that leaves the group later
         (``setsid``) is still stopped with it."""
-        self.known.update(family.descendants(self.pid))
+        if self.process.poll() is None:  # reaped: its pid may be a stranger's now
+            self.known.update(family.descendants(self.pid))
 
     def exit_note(self) -> tuple[str, int | None]:
         """How the server ended, if it did: for a failure during the load."""
@@ -176,7 +177,9 @@ def stop(
     found now), SIGKILL to what is left after ``grace_s``; returns when none is left (the leader
     reaped, its children gone)."""
     pgid = proc.pid
-    seen = {**(known or {}), **family.descendants(pgid)}
+    seen = dict(known or {})
+    if proc.poll() is None:  # not reaped: its pid is still its own, so are the children found
+        seen.update(family.descendants(pgid))
     with contextlib.suppress(ProcessLookupError):
         os.killpg(pgid, signal.SIGTERM)
     family.signal_all(family.outside(seen, pgid), signal.SIGTERM)
@@ -310,7 +313,7 @@ def running(
                             log_tail(log),
                         )
                     )
-                known.update(family.descendants(proc.pid))
+                known.update(family.descendants(proc.pid))  # polled alive just now
                 time.sleep(POLL_S)
             known.update(family.descendants(proc.pid))
             yield Server(url, proc.pid, log, time.monotonic() - started, proc, known)

@@ -64,12 +64,13 @@ def lines(result: SweepResult) -> list[str]:
     out = _table(result)
     for k, c in result.no_drafts:
         out.append(f"k = {k}, concurrency {c}: the server made no drafts under the load")
-    again = [(0, result.again)] if result.again is not None else []
-    for k, s in [*sorted(result.servers.items()), *again]:
+    again = [("k = 0 again (end of sweep)", result.again)] if result.again is not None else []
+    for name, s in [*((f"k = {k}", s) for k, s in sorted(result.servers.items())), *again]:
         if s.failure is not None:
             sig = s.failure.signal_name or ""
             sig = f", {sig}" if sig and sig not in s.failure.reason else ""
-            out.append(f"k = {k}: not measured: {s.failure.reason}{sig}; its log: {s.log}")
+            where = f"its log: {s.log}" if s.log is not None else f"the server: {s.url}"
+            out.append(f"{name}: not measured: {s.failure.reason}{sig}; {where}")
             out += [f"    {line}" for line in s.failure.tail[-5:]]
     if (
         0 in result.ks
@@ -92,7 +93,7 @@ def lines(result: SweepResult) -> list[str]:
         if best:
             cell = result.cells[(best, c)]
             out.append(
-                f"concurrency {c}: best k = {best} ({cell.speedup or 0:.2f}x per-token, measured):"
+                f"concurrency {c}: best k = {best} ({_figure(cell)}, measured):"
                 f" set num_speculative_tokens to {best} for traffic like this"
             )
         elif best == 0:
@@ -102,7 +103,7 @@ def lines(result: SweepResult) -> list[str]:
             )
             out.append(
                 f"concurrency {c}: no k pays (the best, k = {top}: "
-                f"{result.cells[(top, c)].speedup or 0:.2f}x, {judged.verdict}): serve without "
+                f"{_figure(result.cells[(top, c)])}, {judged.verdict}): serve without "
                 "speculation for traffic like this"
             )
         else:
@@ -140,3 +141,11 @@ def _spread_ms(values: list[float]) -> str:
 
 def _spread_tput(values: list[float]) -> str:
     return _tput(sum(values) / len(values)) if values else "-"
+
+
+def _figure(point: Point) -> str:
+    """The cell's speedup as the report names it: per-token (the client's), else throughput."""
+    if point.speedup is not None:
+        return f"{point.speedup:.2f}x per-token"
+    ratio = point.to_dict()["throughput_ratio"]
+    return f"{ratio:.2f}x throughput" if isinstance(ratio, int | float) else "no client figure"
