@@ -31,9 +31,13 @@ def write_json(path: Path, data: dict[str, Any]) -> Path:
 
 
 def write_safetensors(
-    path: Path, tensors: dict[str, tuple[str, list[int]]], metadata: dict[str, str] | None = None
+    path: Path,
+    tensors: dict[str, tuple[str, list[int]]],
+    metadata: dict[str, str] | None = None,
+    values: dict[str, list[int]] | None = None,
 ) -> None:
-    """A real safetensors file: length, JSON header, then zero bytes (sparse) for every tensor."""
+    """A real safetensors file: length, JSON header, then zero bytes (sparse) for every tensor,
+    but those of ``values`` (I64 tensors: their values, little-endian)."""
     header: dict[str, Any] = {"__metadata__": metadata or {"format": "pt"}}
     offset = 0
     for name, (dtype, shape) in tensors.items():
@@ -46,6 +50,9 @@ def write_safetensors(
         fh.write(struct.pack("<Q", len(raw)))
         fh.write(raw)
         fh.truncate(8 + len(raw) + offset)
+        for name, numbers in (values or {}).items():
+            fh.seek(8 + len(raw) + header[name]["data_offsets"][0])
+            fh.write(struct.pack(f"<{len(numbers)}q", *numbers))
 
 
 def deepseek_target(root: Path) -> Path:

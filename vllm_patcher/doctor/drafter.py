@@ -16,6 +16,7 @@ from ..models.families import (
     is_granite,
     is_minimax_m2,
 )
+from .acceptance import check_acceptance
 
 
 def check_drafter(drafter: DrafterModel, target: TargetModel) -> list[Finding]:
@@ -27,6 +28,7 @@ def check_drafter(drafter: DrafterModel, target: TargetModel) -> list[Finding]:
         *_check_hidden_size(drafter, target),
         _check_vocab(vocab, target),
         _check_draft_vocab(drafter, vocab or target.vocab_size),
+        *check_acceptance(drafter, target),
         *_check_weight_names(drafter),
     ]
 

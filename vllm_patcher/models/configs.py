@@ -41,6 +41,9 @@ DTYPE_BYTES = {
 }
 
 
+INT_FORMATS = {"I64": "q", "I32": "i", "U32": "I", "I16": "h", "U8": "B", "I8": "b"}
+
+
 @dataclass(frozen=True)
 class TargetModel:
     """The facts doctor needs from the target's config (its text config for Kimi-K2.5)."""
@@ -51,12 +54,34 @@ class TargetModel:
     hidden_size: int
     num_layers: int
     vocab_size: int
+    max_positions: int | None = None  # max_position_embeddings
+    rope_scaling: dict[str, Any] | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
 class Tensor:
     dtype: str
     shape: tuple[int, ...]
+    file: str = field(default="", compare=False)  # where its bytes are
+    start: int = field(default=0, compare=False)  # their offset in that file
+
+    def integers(self, limit: int = 1 << 20) -> list[int] | None:
+        """The values of a small integer tensor, read from its bytes (no torch); None when it is
+        not one (another dtype, over ``limit`` values) or cannot be read."""
+        fmt = INT_FORMATS.get(self.dtype)
+        count = math.prod(self.shape)
+        if fmt is None or not self.file or count > limit:
+            return None
+        width = struct.calcsize(fmt)
+        try:
+            with open(self.file, "rb") as fh:
+                fh.seek(self.start)
+                raw = fh.read(width * count)
+        except OSError:
+            return None
+        if len(raw) != width * count:
+            return None
+        return list(struct.unpack(f"<{count}{fmt}", raw))
 
 
 @dataclass(frozen=True)
@@ -118,6 +143,7 @@ def target_from_config(root: Path, config: dict[str, Any]) -> TargetModel:
             raise ModelFilesError(f"{path} has no positive integer {key} at {where}")
         values[key] = value
     model_type = str(config.get("model_type", ""))
+    rope = text_config.get("rope_scaling")
     return TargetModel(
         path=str(root),
         model_type=model_type,
@@ -125,6 +151,8 @@ def target_from_config(root: Path, config: dict[str, Any]) -> TargetModel:
         hidden_size=values["hidden_size"],
         num_layers=values["num_hidden_layers"],
         vocab_size=values["vocab_size"],
+        max_positions=positive_int(text_config, "max_position_embeddings"),
+        rope_scaling=rope if isinstance(rope, dict) else None,
     )
 
 
@@ -176,7 +204,7 @@ def read_safetensors_header(path: str | Path) -> dict[str, Tensor]:
             raise corrupt(
                 f"entry {name!r} holds {offsets[1] - offsets[0]} bytes, not {dtype} x {shape}"
             )
-        tensors[name] = Tensor(dtype=dtype, shape=tuple(shape))
+        tensors[name] = Tensor(dtype, tuple(shape), str(file), 8 + length + offsets[0])
     return tensors
 
 

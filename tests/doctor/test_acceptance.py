@@ -1,0 +1,107 @@
+"""doctor finds why acceptance will be low, before the load (issue 38, items 1 and 3): a d2t
+written as absolute target ids (vLLM reads offsets), one mapping outside the target's vocabulary
+or two draft ids onto one target id; a drafter trained on fewer positions than the target serves,
+or with other rope scaling. Each on a drafter written here with the fault, and a correct one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from vllm_patcher.doctor import OK, PROBLEM, WARNING, check
+
+from ..models.model_files import (
+    KIMI_VOCAB,
+    drafter_weights,
+    kimi_target,
+    specforge_drafter,
+    write_json,
+    write_safetensors,
+)
+from .reports import by_check, doctor_json
+
+DRAFT = 8
+# a frequency-sorted id map: draft ids 0-4 are target ids 0-4, then 100, 101, 5000
+SORTED_TARGET_IDS = [0, 1, 2, 3, 4, 100, 101, 5000]
+
+
+def _drafter(root: Path, d2t: list[int], **config: object) -> Path:
+    weights = drafter_weights()
+    weights["d2t"] = ("I64", [len(d2t)])
+    path = specforge_drafter(
+        root, nested=[2, 30, 58], draft_vocab_size=len(d2t),
+        eagle_aux_hidden_state_layer_ids=[3, 31, 59], **config,
+    )  # fmt: skip
+    write_safetensors(path / "model.safetensors", weights, values={"d2t": d2t})
+    return path
+
+
+@pytest.mark.parametrize(
+    ("d2t", "level", "said"),
+    [
+        ([t - i for i, t in enumerate(SORTED_TARGET_IDS)], OK, "8 offsets, every draft id maps"),
+        ([0] * DRAFT, OK, "8 offsets"),
+        (SORTED_TARGET_IDS, PROBLEM, "d2t holds absolute target ids (0, 1, ... 5000"),
+        ([0] * 7 + [KIMI_VOCAB], PROBLEM, "outside the target's vocabulary of 163840"),
+        ([0, 0, 0, 0, 0, 0, 0, -1], WARNING, "1 draft id(s) onto a target id another"),
+    ],
+)
+def test_d2t_is_read_from_its_bytes_and_judged_as_vllm_reads_it(
+    tmp_path: Path, d2t: list[int], level: str, said: str
+) -> None:
+    report = check(kimi_target(tmp_path), _drafter(tmp_path, d2t), "0.15.1")
+    [(found, message)] = by_check(report, "d2t")
+    assert found == level and said in message, message
+    assert report.ok is (level != PROBLEM)
+
+
+def test_absolute_d2t_is_a_problem_the_command_names_with_its_fix(tmp_path: Path) -> None:
+    target = kimi_target(tmp_path)
+    drafter = _drafter(tmp_path, SORTED_TARGET_IDS)
+    code, data = doctor_json("--model", str(target), "--drafter", str(drafter),
+                             "--vllm-version", "0.15.1")  # fmt: skip
+    [finding] = [f for f in data["findings"] if f["check"] == "d2t"]
+    assert code == 1 and finding["level"] == PROBLEM
+    assert "d2t[i] = target_id[i] - i" in finding["fix"]
+
+
+def _with_positions(root: Path, target_extra: dict[str, object]) -> Path:
+    target = kimi_target(root)
+    config = __import__("json").loads((target / "config.json").read_text())
+    config["text_config"].update(target_extra)
+    write_json(target / "config.json", config)
+    return target
+
+
+YARN = {"type": "yarn", "factor": 64.0, "original_max_position_embeddings": 4096}
+
+
+@pytest.mark.parametrize(
+    ("drafter_extra", "level", "said"),
+    [
+        ({"max_position_embeddings": 262144, "rope_scaling": YARN}, OK, "cover the target's"),
+        (
+            {"max_position_embeddings": 2048, "rope_scaling": YARN},
+            WARNING,
+            "below the target's 262144",
+        ),
+        (
+            {"max_position_embeddings": 262144},
+            WARNING,
+            "the target scales its rope (yarn x64.0), the drafter does not",
+        ),
+        (
+            {"max_position_embeddings": 262144, "rope_scaling": {"type": "linear", "factor": 2.0}},
+            WARNING,
+            "differently (linear x2.0)",
+        ),
+    ],
+)
+def test_a_drafter_trained_on_other_positions_is_warned_of(
+    tmp_path: Path, drafter_extra: dict[str, object], level: str, said: str
+) -> None:
+    target = _with_positions(tmp_path, {"max_position_embeddings": 262144, "rope_scaling": YARN})
+    drafter = _drafter(tmp_path, [0] * DRAFT, **drafter_extra)
+    found = by_check(check(target, drafter, "0.15.1"), "positions")
+    assert any(lvl == level and said in msg for lvl, msg in found), found

@@ -1,0 +1,120 @@
+"""doctor's checks for a drafter that loads and runs but will rarely be accepted (issue 38), each
+read from the two checkpoints before any weight is loaded:
+
+- ``d2t``: a drafter with a draft vocabulary smaller than the target's maps each draft id to a
+  target id through its ``d2t`` tensor, which vLLM reads as offsets (``target = draft +
+  d2t[draft]``). A converter that wrote absolute target ids makes nearly every drafted token
+  wrong. The tensor is read from the safetensors bytes (no torch): offsets of a sorted id map
+  never decrease, and repeat wherever consecutive draft ids map to consecutive target ids;
+  absolute ids are each at least their index and never repeat. Every mapped id must fall inside
+  the target's vocabulary.
+- ``positions``: the drafter trained on a shorter context than the target serves, or with other
+  rope scaling (Kimi-K2.5's YaRN): past its range its positions are not the target's, and
+  acceptance falls on long contexts.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..findings import OK, PROBLEM, WARNING, Finding
+from ..models.configs import DrafterModel, TargetModel, positive_int
+
+
+def check_acceptance(drafter: DrafterModel, target: TargetModel) -> list[Finding]:
+    out = []
+    d2t = check_d2t(drafter, target)
+    if d2t is not None:
+        out.append(d2t)
+    out += check_positions(drafter, target)
+    return out
+
+
+def check_d2t(drafter: DrafterModel, target: TargetModel) -> Finding | None:
+    """None when there is no d2t to read (the draft-vocab check says why)."""
+    tensor = drafter.tensors.get("d2t")
+    values = tensor.integers() if tensor is not None and len(tensor.shape) == 1 else None
+    if values is None or not values:
+        return None
+    vocab = target.vocab_size
+    mapped = [i + v for i, v in enumerate(values)]
+    outside = [i for i, t in enumerate(mapped) if not 0 <= t < vocab]
+    absolute = len(values) > 1 and all(
+        v >= i and (i == 0 or v > values[i - 1]) for i, v in enumerate(values)
+    )
+    if absolute and all(0 <= v < vocab for v in values):
+        return Finding(
+            "d2t",
+            PROBLEM,
+            f"d2t holds absolute target ids ({values[0]}, {values[1]}, ... {values[-1]}: each at "
+            "least its index, none repeated), but vLLM adds d2t[i] to draft id i as an offset: "
+            "nearly every drafted token maps to the wrong target token",
+            f"re-export the drafter with offsets: d2t[i] = target_id[i] - i (in {drafter.path})",
+        )
+    if outside:
+        first = outside[0]
+        return Finding(
+            "d2t",
+            PROBLEM,
+            f"d2t maps {len(outside)} draft id(s) outside the target's vocabulary of {vocab} "
+            f"(draft id {first} -> {mapped[first]}, as vLLM reads it: id + d2t[id])",
+            "re-export the drafter with this target's tokenizer and d2t as offsets",
+        )
+    if len(set(mapped)) < len(mapped):
+        return Finding(
+            "d2t",
+            WARNING,
+            f"d2t maps {len(mapped) - len(set(mapped))} draft id(s) onto a target id another "
+            "draft id has: those draft tokens can never be told apart",
+        )
+    return Finding(
+        "d2t",
+        OK,
+        f"d2t: {len(values)} offsets, every draft id maps inside the target's vocabulary",
+    )
+
+
+def _rope(config: dict[str, Any] | None) -> str:
+    if not config:
+        return "none"
+    kind = config.get("rope_type") or config.get("type") or "?"
+    factor = config.get("factor")
+    return f"{kind}" + (f" x{factor}" if factor is not None else "")
+
+
+def check_positions(drafter: DrafterModel, target: TargetModel) -> list[Finding]:
+    """The drafter's trained context and rope scaling against the target's."""
+    out: list[Finding] = []
+    mine = positive_int(drafter.config, "max_position_embeddings")
+    theirs = target.max_positions
+    if mine is not None and theirs is not None and mine < theirs:
+        out.append(
+            Finding(
+                "positions",
+                WARNING,
+                f"drafter max_position_embeddings {mine} is below the target's {theirs}: past "
+                f"{mine} tokens of context the drafter runs outside the positions it was trained "
+                "on, and acceptance falls there",
+                f"serve with --max-model-len {mine} or less, or use a drafter trained for "
+                f"{theirs} positions",
+            )
+        )
+    rope = drafter.config.get("rope_scaling")
+    drafter_rope = rope if isinstance(rope, dict) else None
+    if target.rope_scaling is not None and _rope(drafter_rope) != _rope(target.rope_scaling):
+        out.append(
+            Finding(
+                "positions",
+                WARNING,
+                f"the target scales its rope ({_rope(target.rope_scaling)}), the drafter "
+                f"{'does not' if drafter_rope is None else f'differently ({_rope(drafter_rope)})'}: "
+                "on long contexts the drafter's positions are not the target's",
+                "use a drafter trained with the target's rope_scaling, or copy it into the "
+                "drafter's config.json if it was trained with it",
+            )
+        )
+    if not out and mine is not None and theirs is not None:
+        out.append(
+            Finding("positions", OK, f"drafter positions {mine} cover the target's {theirs}")
+        )
+    return out
