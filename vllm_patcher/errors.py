@@ -1,4 +1,5 @@
-"""Every exit code the tool uses, and the expected failures mapped to them (the README lists them).
+"""Every exit code the tool uses, and the expected failures mapped to them (docs/commands.md
+lists them).
 
 A ``PatcherError`` is a failure we anticipated: the CLI prints its message on one line and exits
 with its code. Codes from 3 up leave every file as it was.

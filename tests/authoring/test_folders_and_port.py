@@ -37,7 +37,7 @@ def _tree(tmp_path: Path, version: str) -> Path:
 
 def _captured(tmp_path: Path, folder: Path, name: str = "my-fix", *extra: str) -> Path:
     """0.15.1 with the built-ins applied, then glm4_moe added to the EAGLE-3 allow-list by hand
-    and captured as NAME into ``folder`` (as the README's walkthrough does)."""
+    and captured as NAME into ``folder`` (as docs/own-patches.md's walkthrough does)."""
     site = _tree(tmp_path, "0.15.1")
     run_cli("--target", str(site), "apply", check=True)
     spec = site / SPEC

@@ -1,5 +1,6 @@
 """The README's promises a new user types first: its first code block (patch the venv you already
-have) and the Dockerfile recipe, run as written; and every test it cites exists.
+have) and the Dockerfile recipe (docs/deployment.md), run as written; every test the README and
+docs/ cite exists; and every link between them lands on a file and heading that exist.
 
 Only what cannot exist here is moved: the placeholders `/path/to/vllm-patcher` (a copy of this
 checkout's committed files) and `/path/to/your-venv` (a hard-linked copy of the real vLLM 0.15.1
@@ -26,10 +27,12 @@ from ..conftest import (
 )
 
 README = (REPO / "README.md").read_text(encoding="utf-8")
+DEPLOYMENT = (REPO / "docs" / "deployment.md").read_text(encoding="utf-8")  # the Dockerfile recipe
+PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 
 
-def code_blocks(language: str) -> list[str]:
-    return re.findall(rf"^```{language}\n(.*?)^```", README, flags=re.M | re.S)
+def code_blocks(language: str, text: str = README) -> list[str]:
+    return re.findall(rf"^```{language}\n(.*?)^```", text, flags=re.M | re.S)
 
 
 def clean_env(home: Path) -> dict[str, str]:
@@ -89,7 +92,10 @@ def _image_python(root: Path) -> Path:
 
 
 def test_the_dockerfile_recipe_builds_the_wheel_and_patches_the_image_vllm(tmp_path: Path) -> None:
-    build, dockerfile = code_blocks("bash")[-1], code_blocks("dockerfile")[0]
+    build, dockerfile = (
+        code_blocks("bash", DEPLOYMENT)[-1],
+        code_blocks("dockerfile", DEPLOYMENT)[0],
+    )
     assert "pip wheel" in build, build
     image_bin = _image_python(tmp_path / "image-python")
     context = tmp_path / "context"
@@ -116,13 +122,45 @@ def test_the_dockerfile_recipe_builds_the_wheel_and_patches_the_image_vllm(tmp_p
     assert (site / ".vllm-patcher" / "state.json").exists()
 
 
-def test_every_test_and_test_path_the_readme_cites_exists() -> None:
-    """The Guarantees table names the test that proves each row: a moved or renamed test must take
-    its citation with it."""
+def test_every_test_and_test_path_the_readme_or_a_docs_page_cites_exists() -> None:
+    """The Guarantees table (docs/guarantees.md) names the test that proves each row: a moved or
+    renamed test must take its citation with it."""
     tests = REPO / "tests"
     source = "\n".join(p.read_text(encoding="utf-8") for p in tests.rglob("*.py"))
-    names = set(re.findall(r"`(test_[a-z0-9_]+)`", README))
-    paths = set(re.findall(r"`(tests/[^`\s]+)`", README))
+    text = "\n".join(p.read_text(encoding="utf-8") for p in PAGES)
+    names = set(re.findall(r"`(test_[a-z0-9_]+)`", text))
+    paths = set(re.findall(r"`(tests/[^`\s]+)`", text))
     assert names and paths
     assert not [n for n in sorted(names) if not re.search(rf"^(async )?def {n}\(", source, re.M)]
     assert not [p for p in sorted(paths) if not (REPO / p).exists()]
+
+
+def _anchors(text: str) -> set[str]:
+    """GitHub's heading anchors: lowercase, punctuation dropped, spaces to '-', repeats -1, -2."""
+    anchors: set[str] = set()
+    counts: dict[str, int] = {}
+    for line in re.sub(r"^```.*?^```", "", text, flags=re.M | re.S).splitlines():
+        if heading := re.match(r"#{1,6} (.*)", line):
+            slug = re.sub(r"[^\w\- ]", "", heading[1].strip().lower()).replace(" ", "-")
+            seen = counts.get(slug, 0)
+            counts[slug] = seen + 1
+            anchors.add(f"{slug}-{seen}" if seen else slug)
+    return anchors
+
+
+def test_every_link_in_the_readme_and_docs_lands_on_a_file_and_heading() -> None:
+    """The reference moved from the README into docs/, one page per capability: a link left
+    pointing at a section that moved, or at a heading renamed since, is found here."""
+    broken = []
+    for page in PAGES:
+        text = page.read_text(encoding="utf-8")
+        for target in re.findall(r"\]\(([^)\s]+)\)", text):
+            if re.match(r"[a-z]+:", target):
+                continue  # http(s), mailto: not checked offline
+            path, _, anchor = target.partition("#")
+            dest = (page.parent / path).resolve() if path else page
+            if not dest.exists():
+                broken.append(f"{page.relative_to(REPO)}: {target} (no such file)")
+            elif anchor and anchor not in _anchors(dest.read_text(encoding="utf-8")):
+                broken.append(f"{page.relative_to(REPO)}: {target} (no such heading)")
+    assert not broken, "\n".join(broken)

@@ -1,6 +1,6 @@
 """The GPU proof's reading and reporting (``tests/gpu/proof.py``), kept apart so CI tests them:
 the engine's own exception line out of a traceback, a rehearsal's outcome out of its JSON, a
-patch's state out of ``status --json``, and the table the README carries."""
+patch's state out of ``status --json``, and the tables docs/gpu-proof.md carries."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@ diff and manifest), and the ``Catalogue`` of them in series order.
 
 These are on the start-up path of every status, apply and revert, so they are named tuples and
 plain classes: defining a dataclass costs about as much as reading every patch folder (it
-compiles its methods at import), see the README's Benchmarks."""
+compiles its methods at import), see docs/benchmarks.md."""
 
 from __future__ import annotations
 
