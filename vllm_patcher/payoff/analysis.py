@@ -321,6 +321,6 @@ def _advise(a: Analysis) -> None:
     if a.prefix and a.prefix[0] < 0.3:
         say(
             f"only {a.prefix[0]:.0%} of drafts get their first token accepted: check the drafter "
-            "fits the target (vllm-patcher doctor --model ... --drafter ...: aux layers, "
-            "vocabulary, hidden size)"
+            f"fits the target (vllm-patcher doctor --model {a.window.model or 'TARGET'} --drafter "
+            "DRAFTER: aux layers, vocabulary, hidden size, the d2t map, positions)"
         )
