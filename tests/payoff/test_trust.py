@@ -379,3 +379,23 @@ def test_a_concurrency_without_drafts_is_that_cells_matter_not_the_servers() -> 
     spec, plain = _point(1, 2, [1.4]).runs[0].window, _point(1, 2, [1.4]).runs[0].base_window
     started.runs = {1: [sweep.Measured({}, spec)], 4: [sweep.Measured({}, plain)]}
     assert sweep._served_k(started) == {2}
+
+
+def test_no_drafts_because_every_request_failed_says_the_requests_failed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The tryout: a prompt longer than --max-model-len is answered 400, so nothing is drafted;
+    payoff bench said 'is it the speculative server?' and sent the user to check the URLs."""
+    from vllm_patcher.errors import NoDrafts
+    from vllm_patcher.payoff import bench
+
+    quiet = metrics(per_pos=(0.0, 0.0))
+    monkeypatch.setattr(
+        bench, "client", lambda *a, **k: {"num_prompts": 8, "completed": 0, "failed": 8}
+    )
+    monkeypatch.setattr(
+        scrape, "fetch", lambda url, timeout=10.0: scrape.parse(quiet, url, time.time())
+    )
+    with pytest.raises(NoDrafts, match="but 8 of 8 requests failed.*--max-model-len"):
+        bench.run(sys.executable, SPEC, BASE, [1], 8, "random")
+    assert bench.failed_note([{"num_prompts": 8, "completed": 8, "failed": 0}]) == ""

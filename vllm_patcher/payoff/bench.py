@@ -388,6 +388,25 @@ def run(
     return out
 
 
+def failed_note(results: list[dict[str, Any]]) -> str:
+    """ ", but N of M requests failed (...)" when the client counted failures: the reason there
+    were no drafts is then the requests (a prompt longer than --max-model-len answers 400), not
+    the server; else ""."""
+    failed = sent = 0
+    for r in results:
+        asked, done, bad = r.get("num_prompts"), r.get("completed"), r.get("failed")
+        missing = asked - done if isinstance(asked, int) and isinstance(done, int) else 0
+        failed += max(bad if isinstance(bad, int) else 0, missing)
+        sent += asked if isinstance(asked, int) else 0
+    if not failed:
+        return ""
+    return (
+        f", but {failed} of {sent or '?'} requests failed: the server refused them (its log "
+        "says why; a prompt longer than --max-model-len is answered 400: set the client's "
+        "--random-input-len and --random-output-len to fit)"
+    )
+
+
 def base_noise(runs: list[Run]) -> float:
     """The plain server's own spread over the repeats (per-token time or throughput, the wider):
     no speedup inside it is told from 1.0x."""
@@ -428,7 +447,11 @@ def _one_run(
         results[side] = client(python, argv, watch=Stall(base_url))
         windows[side] = between(before, scrape.fetch(base_url))
     if not windows["spec"].spec or windows["spec"].drafts <= 0:
-        raise NoDrafts(f"{url} made no drafts under the benchmark: is it the speculative server?")
+        note = failed_note([results["spec"]])
+        raise NoDrafts(
+            f"{url} made no drafts under the benchmark"
+            + (note or ": is it the speculative server?")
+        )
     if windows["base"].spec and windows["base"].drafts > 0:
         raise BadSetting(
             f"the baseline {baseline_url} made drafts under the benchmark: give the same "

@@ -24,7 +24,7 @@ from ..serving import server
 from ..serving.args import ServeArgs
 from . import scrape
 from .analysis import analyse
-from .bench import Point, Run, check_client_args, client, merged
+from .bench import Point, Run, check_client_args, client, failed_note, merged
 from .judge import MARGIN, spread
 from .stall import Stall
 from .sweep_result import Measured, Started, SweepResult
@@ -153,6 +153,7 @@ def _serve_one(
         said = ", ".join(map(str, sorted(served)))
         why = (
             "it made no drafts under the load"
+            + failed_note([m.result for rs in started.runs.values() for m in rs])
             if served == {0}
             else f"it served k = {said}, not {k}: a speculative config reached it from elsewhere "
             "(--config FILE, -sc, --speculative_config, --spec-*): give it as "
@@ -311,11 +312,12 @@ def run(
     started_at = time.monotonic()
     servers: dict[int, Started] = {}
     with tempfile.TemporaryDirectory(prefix="vllm-patcher-sweep-") as tmp:
+        total = len(p.ks) + 1  # each k, then k = 0 again
+        what = "measuring" if args is None else "starting"
         for i, k in enumerate(p.ks):
             elapsed = time.monotonic() - started_at
-            rest = f", about {elapsed / i * (len(p.ks) - i):.0f} s to go" if i else ""
-            what = "measuring" if args is None else "starting"
-            tell(f"k = {k}: {what} server {i + 1} of {len(p.ks)} ({elapsed:.0f} s so far{rest})")
+            rest = f", about {elapsed / i * (total - i):.0f} s to go" if i else ""
+            tell(f"k = {k}: {what} server {i + 1} of {total} ({elapsed:.0f} s so far{rest})")
             if args is None:
                 servers[k] = _running_one(python, p.urls[k], k, p, tmp, tell)
                 servers[k].url = p.urls[k]
@@ -326,8 +328,9 @@ def run(
                 break
         again = None
         if servers[0].failure is None and any(s.failure is None for s in servers.values() if s.k):
-            tell("k = 0 again: the baseline measured a second time, to see whether the host's "
-                 "speed held over the sweep")  # fmt: skip
+            elapsed = time.monotonic() - started_at
+            tell(f"k = 0 again: {what} server {total} of {total} ({elapsed:.0f} s so far): the "
+                 "baseline a second time, to see whether the host's speed held")  # fmt: skip
             if args is None:
                 again = _running_one(python, p.urls[0], 0, p, tmp, tell, "k0-again")
                 again.url = p.urls[0]
