@@ -58,6 +58,22 @@ def _key(name: str) -> str | None:
     return None
 
 
+FIELDS = {  # Reading's summed counters and gauges, by the series (less "vllm:") each is read from
+    "drafts": f"{SPEC}drafts_total",
+    "draft_tokens": f"{SPEC}draft_tokens_total",
+    "accepted": f"{SPEC}accepted_tokens_total",
+    "generation_tokens": "generation_tokens_total",
+    "first_tokens": "time_to_first_token_seconds_count",
+    "step_seconds": "inter_token_latency_seconds_sum",
+    "steps": "inter_token_latency_seconds_count",
+    "request_tpot_sum": "request_time_per_output_token_seconds_sum",
+    "request_tpot_count": "request_time_per_output_token_seconds_count",
+    "running": "num_requests_running",
+    "waiting": "num_requests_waiting",
+    "prompt_tokens": "prompt_tokens_total",
+}
+
+
 def parse(text: str, source: str, at: float) -> Reading:
     """A reading from Prometheus exposition text; ServerUnreachable when it is none."""
     from prometheus_client.parser import text_string_to_metric_families
@@ -117,27 +133,15 @@ def parse(text: str, source: str, at: float) -> Reading:
     )
     if problem:
         raise ServerUnreachable(f"{source}: {problem}: these are not one vLLM server's counters")
-    model = next(iter(models), "")
     return Reading(
         source=source,
         at=at,
         spec=spec,
-        drafts=sums.get(f"{SPEC}drafts_total", 0.0),
-        draft_tokens=sums.get(f"{SPEC}draft_tokens_total", 0.0),
-        accepted=sums.get(f"{SPEC}accepted_tokens_total", 0.0),
         per_pos=counts,
-        generation_tokens=sums.get("generation_tokens_total", 0.0),
-        first_tokens=sums.get("time_to_first_token_seconds_count", 0.0),
-        step_seconds=sums.get("inter_token_latency_seconds_sum", 0.0),
-        steps=sums.get("inter_token_latency_seconds_count", 0.0),
-        request_tpot_sum=sums.get("request_time_per_output_token_seconds_sum", 0.0),
-        request_tpot_count=sums.get("request_time_per_output_token_seconds_count", 0.0),
-        running=sums.get("num_requests_running", 0.0),
-        waiting=sums.get("num_requests_waiting", 0.0),
-        prompt_tokens=sums.get("prompt_tokens_total", 0.0),
         created=min(created) if created else None,
-        model=model,
+        model=next(iter(models), ""),
         engines=tuple(sorted(engines)),
+        **{field: sums.get(series, 0.0) for field, series in FIELDS.items()},
     )
 
 
