@@ -12,6 +12,8 @@ import sys
 import time
 from pathlib import Path
 
+from .procs import alive
+
 ROOT = Path(__file__).resolve().parents[2]
 
 TOOL = """
@@ -21,14 +23,6 @@ child = "import os, time; open(sys.argv[1], 'w').write(str(os.getpid())); time.s
 runtime.run_script(sys.executable, ["-c", "import sys; " + child, sys.argv[1]], timeout=600,
                    isolated=False, own_group=True)
 """
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state != "Z"
 
 
 def test_a_sigkill_of_the_tool_stops_the_child_it_started_in_its_own_group(
@@ -47,18 +41,18 @@ def test_a_sigkill_of_the_tool_stops_the_child_it_started_in_its_own_group(
             assert time.monotonic() < deadline, "the child never started"
             time.sleep(0.1)
         child = int(pid_file.read_text())
-        assert _alive(child)
+        assert alive(child)
         assert os.getpgid(child) != os.getpgid(tool.pid)  # its own group: a killpg would miss it
         tool.send_signal(signal.SIGKILL)
         tool.wait(timeout=30)
         deadline = time.monotonic() + 30
-        while _alive(child) and time.monotonic() < deadline:
+        while alive(child) and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert not _alive(child), f"child {child} outlived the SIGKILLed tool"
+        assert not alive(child), f"child {child} outlived the SIGKILLed tool"
     finally:
         if tool.poll() is None:
             tool.kill()
-        if pid_file.exists() and pid_file.read_text() and _alive(int(pid_file.read_text())):
+        if pid_file.exists() and pid_file.read_text() and alive(int(pid_file.read_text())):
             os.kill(int(pid_file.read_text()), signal.SIGKILL)
 
 

@@ -16,6 +16,8 @@ import pytest
 from vllm_patcher.serving import server
 from vllm_patcher.serving.args import ServeArgs
 
+from .procs import alive
+
 FAKE = """
 import http.server, os, subprocess, sys
 port, pid_file = int(sys.argv[1]), sys.argv[2]
@@ -31,14 +33,6 @@ class H(http.server.BaseHTTPRequestHandler):
 
 http.server.HTTPServer(("127.0.0.1", port), H).serve_forever()
 """
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state != "Z"
 
 
 @pytest.mark.parametrize("followed", [True, False])
@@ -67,11 +61,11 @@ def test_a_child_that_called_setsid_is_stopped_with_the_server(
                 assert time.monotonic() < deadline, "the fake server started no child"
                 time.sleep(0.05)
             child = int(pid_file.read_text())
-            assert _alive(child) and os.getpgid(child) != srv.pid  # a killpg alone misses it
+            assert alive(child) and os.getpgid(child) != srv.pid  # a killpg alone misses it
             if followed:
                 srv.follow()
                 assert child in srv.known
-        assert not _alive(child), f"the server's setsid child {child} outlived its stop"
+        assert not alive(child), f"the server's setsid child {child} outlived its stop"
     finally:
-        if child is not None and _alive(child):
+        if child is not None and alive(child):
             os.kill(child, signal.SIGKILL)

@@ -93,17 +93,7 @@ class Point:
     def failed_requests(self) -> tuple[int, int]:
         """(requests that failed, requests sent) over the runs, both servers: the client's
         ``failed``, or the prompts it sent less those it ``completed``."""
-        failed = sent = 0
-        for run in self.runs:
-            for result in (run.spec, run.base):
-                asked = result.get("num_prompts")
-                done = result.get("completed")
-                bad = result.get("failed")
-                n = asked if isinstance(asked, int) else self.prompts
-                missing = n - done if isinstance(done, int) and n else 0
-                failed += max(bad if isinstance(bad, int) else 0, missing)
-                sent += n
-        return failed, sent
+        return failures([r for run in self.runs for r in (run.spec, run.base)], self.prompts)
 
     @property
     def margin(self) -> float:
@@ -388,16 +378,25 @@ def run(
     return out
 
 
+def failures(results: list[dict[str, Any]], prompts: int = 0) -> tuple[int, int]:
+    """(requests that failed, requests sent) over vllm bench serve's results: the client's
+    ``failed``, or the prompts it sent (``num_prompts``, else ``prompts``) less those it
+    ``completed``."""
+    failed = sent = 0
+    for result in results:
+        asked, done, bad = (result.get(n) for n in ("num_prompts", "completed", "failed"))
+        n = asked if isinstance(asked, int) else prompts
+        missing = n - done if isinstance(done, int) and n else 0
+        failed += max(bad if isinstance(bad, int) else 0, missing)
+        sent += n
+    return failed, sent
+
+
 def failed_note(results: list[dict[str, Any]]) -> str:
     """ ", but N of M requests failed (...)" when the client counted failures: the reason there
     were no drafts is then the requests (a prompt longer than --max-model-len answers 400), not
     the server; else ""."""
-    failed = sent = 0
-    for r in results:
-        asked, done, bad = r.get("num_prompts"), r.get("completed"), r.get("failed")
-        missing = asked - done if isinstance(asked, int) and isinstance(done, int) else 0
-        failed += max(bad if isinstance(bad, int) else 0, missing)
-        sent += asked if isinstance(asked, int) else 0
+    failed, sent = failures(results)
     if not failed:
         return ""
     return (

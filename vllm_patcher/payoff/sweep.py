@@ -24,7 +24,7 @@ from ..serving import server
 from ..serving.args import ServeArgs
 from . import scrape
 from .analysis import analyse
-from .bench import Point, Run, check_client_args, client, failed_note, merged
+from .bench import Point, Run, check_client_args, client, failed_note, failures, merged
 from .judge import MARGIN, spread
 from .stall import Stall
 from .sweep_result import Measured, Started, SweepResult
@@ -353,13 +353,13 @@ def run(
             if not window.spec or window.drafts <= 0:
                 out.no_drafts.append((k, c))  # judged as not run: nothing to say of it
                 continue
-            noise, drift = baseline_drift(base.runs.get(c, []), again, c)
+            noise, drift = baseline_drift(base.runs.get(c, []), again, c, p.prompts)
             out.cells[(k, c)] = Point(c, runs, analyse(window), p.prompts, noise, drift)
     return out
 
 
 def baseline_drift(
-    first: list[Measured], again: Started | None, c: int
+    first: list[Measured], again: Started | None, c: int, prompts: int = 0
 ) -> tuple[float, str | None]:
     """The baseline's own spread at concurrency ``c`` over both its servers' runs (the
     break-even band is at least this wide), and why there is no verdict when its two
@@ -370,7 +370,7 @@ def baseline_drift(
         why = "its server failed" if again is not None and again.failure else "it was not run"
         return 0.0, _not_again(why)
     end = again.runs[c]
-    failed = sum(_failed(m.result) for m in end)
+    failed = failures([m.result for m in end], prompts)[0]
     if failed:
         return 0.0, _not_again(f"{failed} of its requests failed")
     models = {m.window.model for m in first + end if m.window.model}
@@ -403,12 +403,6 @@ def _not_again(why: str) -> str:
         f"the baseline was not measured again at the end of the sweep ({why}): no check that the "
         "host's speed held while the k were measured"
     )
-
-
-def _failed(result: dict[str, object]) -> int:
-    asked, done, bad = (result.get(n) for n in ("num_prompts", "completed", "failed"))
-    missing = asked - done if isinstance(asked, int) and isinstance(done, int) else 0
-    return max(bad if isinstance(bad, int) else 0, missing)
 
 
 def _num(value: object) -> float | None:
