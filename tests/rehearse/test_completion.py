@@ -25,11 +25,32 @@ def _serve(behaviour: str) -> Iterator[str]:
     srv.listen(4)
     stop = threading.Event()
 
+    def read_request(conn: socket.socket) -> None:
+        """The whole request, body included: a close with unread bytes would send a reset
+        (ECONNRESET at the client) rather than the end of a short body."""
+        data = b""
+        while b"\r\n\r\n" not in data:
+            chunk = conn.recv(65536)
+            if not chunk:
+                return
+            data += chunk
+        head, _, body = data.partition(b"\r\n\r\n")
+        length = next(
+            (int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
+             if line.lower().startswith(b"content-length:")), 0,
+        )  # fmt: skip
+        while len(body) < length:
+            chunk = conn.recv(65536)
+            if not chunk:
+                return
+            body += chunk
+
     def handle(conn: socket.socket) -> None:
         with conn:
-            conn.recv(65536)
+            read_request(conn)
             if behaviour == "cut":  # promises 200 bytes, sends 10, closes
                 conn.sendall(b'HTTP/1.1 200 OK\r\nContent-Length: 200\r\n\r\n{"choices"')
+                conn.shutdown(socket.SHUT_WR)  # the end of the answer, read as such
             else:  # one byte every 0.2 s, for 20 s (a per-read timeout never fires)
                 conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n")
                 for _ in range(100):
