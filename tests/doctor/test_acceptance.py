@@ -56,6 +56,32 @@ def test_d2t_is_read_from_its_bytes_and_judged_as_vllm_reads_it(
     assert report.ok is (level != PROBLEM)
 
 
+def test_a_d2t_saved_as_floats_is_read_too(tmp_path: Path) -> None:
+    """A converter that kept d2t in the weights' float dtype: its values are still the ids."""
+    drafter = _drafter(tmp_path, SORTED_TARGET_IDS)
+    path = drafter / "model.safetensors"
+    from vllm_patcher.models.configs import read_safetensors_header
+
+    start = read_safetensors_header(path)["d2t"]
+    raw = bytearray(path.read_bytes())
+    import json as _json
+    import struct
+
+    length = struct.unpack("<Q", raw[:8])[0]
+    header = _json.loads(raw[8 : 8 + length])
+    header["d2t"]["dtype"] = "BF16"  # the same ids in bf16: the upper half of each float32
+    lo, hi = header["d2t"]["data_offsets"]
+    header["d2t"]["data_offsets"] = [lo, lo + 2 * DRAFT]
+    bf16 = b"".join(struct.pack("<f", float(v))[2:] for v in SORTED_TARGET_IDS)
+    raw[start.start : start.start + 2 * DRAFT] = bf16
+    text = _json.dumps(header).encode()
+    text += b" " * (length - len(text))
+    raw[8 : 8 + length] = text
+    path.write_bytes(bytes(raw))
+    [(level, message)] = by_check(check(kimi_target(tmp_path), drafter, "0.15.1"), "d2t")
+    assert level == PROBLEM and "absolute target ids" in message
+
+
 def test_absolute_d2t_is_a_problem_the_command_names_with_its_fix(tmp_path: Path) -> None:
     target = kimi_target(tmp_path)
     drafter = _drafter(tmp_path, SORTED_TARGET_IDS)

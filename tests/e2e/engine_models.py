@@ -65,7 +65,10 @@ def _save(d: Path, weights: dict[str, torch.Tensor], config: dict[str, object]) 
     from tokenizers import Tokenizer, models, pre_tokenizers
 
     d.mkdir(parents=True, exist_ok=True)
-    tensors = {k: v.to(torch.bfloat16).contiguous() for k, v in weights.items()}
+    tensors = {  # weights in bf16; an id map (d2t) stays int64, as converters write it
+        k: (v.to(torch.bfloat16) if v.is_floating_point() else v).contiguous()
+        for k, v in weights.items()
+    }
     save_file(tensors, str(d / "model.safetensors"))
     (d / "config.json").write_text(json.dumps(config, indent=1))
     tok = Tokenizer(models.WordLevel({f"t{i}": i for i in range(V)}, unk_token="t0"))

@@ -42,6 +42,7 @@ DTYPE_BYTES = {
 
 
 INT_FORMATS = {"I64": "q", "I32": "i", "U32": "I", "I16": "h", "U8": "B", "I8": "b"}
+FLOAT_FORMATS = {"F64": "d", "F32": "f", "F16": "e", "BF16": "f"}  # an id map saved as floats
 
 
 @dataclass(frozen=True)
@@ -68,11 +69,11 @@ class Tensor:
     def integers(self, limit: int = 1 << 20) -> list[int] | None:
         """The values of a small integer tensor, read from its bytes (no torch); None when it is
         not one (another dtype, over ``limit`` values) or cannot be read."""
-        fmt = INT_FORMATS.get(self.dtype)
+        fmt = INT_FORMATS.get(self.dtype) or FLOAT_FORMATS.get(self.dtype)
         count = math.prod(self.shape)
         if fmt is None or not self.file or count > limit:
             return None
-        width = struct.calcsize(fmt)
+        width = 2 if self.dtype == "BF16" else struct.calcsize(fmt)
         try:
             with open(self.file, "rb") as fh:
                 fh.seek(self.start)
@@ -81,7 +82,12 @@ class Tensor:
             return None
         if len(raw) != width * count:
             return None
-        return list(struct.unpack(f"<{count}{fmt}", raw))
+        if self.dtype == "BF16":  # the upper half of a float32
+            raw = b"".join(b"\0\0" + raw[i : i + 2] for i in range(0, len(raw), 2))
+        values = struct.unpack(f"<{count}{fmt}", raw)
+        if fmt in "efd" and not all(float(v).is_integer() for v in values):
+            return None  # not an id map
+        return [int(v) for v in values]
 
 
 @dataclass(frozen=True)
