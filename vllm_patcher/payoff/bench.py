@@ -407,12 +407,17 @@ def failed_note(results: list[dict[str, Any]]) -> str:
 
 
 def base_noise(runs: list[Run]) -> float:
-    """The plain server's own spread over the repeats (per-token time or throughput, the wider):
-    no speedup inside it is told from 1.0x."""
+    """The plain server's own spread over the repeats: no speedup inside it is told from 1.0x."""
+    return noise([r.base for r in runs])
+
+
+def noise(results: list[dict[str, Any]]) -> float:
+    """How far apart one server's runs are (vllm bench serve's results): per-token time or
+    throughput, the wider spread."""
     widest = 0.0
     for key in ("mean_tpot_ms", "output_throughput"):
-        values = [v for r in runs if isinstance(v := r.base.get(key), int | float) and v > 0]
-        widest = max(widest, spread([float(v) for v in values]))
+        values = [float(v) for r in results if isinstance(v := r.get(key), int | float) and v > 0]
+        widest = max(widest, spread(values))
     return widest
 
 

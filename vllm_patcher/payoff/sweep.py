@@ -24,8 +24,8 @@ from ..serving import server
 from ..serving.args import ServeArgs
 from . import scrape
 from .analysis import analyse
-from .bench import Point, Run, check_client_args, client, failed_note, failures, merged
-from .judge import MARGIN, spread
+from .bench import Point, Run, check_client_args, client, failed_note, failures, merged, noise
+from .judge import MARGIN
 from .stall import Stall
 from .sweep_result import Measured, Started, SweepResult
 from .window import NotOneWindow, between
@@ -391,11 +391,7 @@ def baseline_drift(
                 f"{ma:.2f} {unit} at the start and {mb:.2f} {unit} at the end ({mb / ma:.2f}x), "
                 f"more than the {MARGIN:.0%} margin; run it again on a quiet host"
             )
-    spreads = [
-        spread([v for m in first + end if (v := _num(m.result.get(key)))])
-        for key in ("mean_tpot_ms", "output_throughput")
-    ]
-    return max(spreads), None
+    return noise([m.result for m in first + end]), None
 
 
 def _not_again(why: str) -> str:
