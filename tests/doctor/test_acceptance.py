@@ -115,12 +115,12 @@ YARN = {"type": "yarn", "factor": 64.0, "original_max_position_embeddings": 4096
         (
             {"max_position_embeddings": 262144},
             WARNING,
-            "the target scales its rope (yarn x64.0), the drafter does not",
+            "the target's rope scaling is yarn x64.0, the drafter's none",
         ),
         (
             {"max_position_embeddings": 262144, "rope_scaling": {"type": "linear", "factor": 2.0}},
             WARNING,
-            "differently (linear x2.0)",
+            "the drafter's linear x2.0",
         ),
     ],
 )
@@ -131,3 +131,27 @@ def test_a_drafter_trained_on_other_positions_is_warned_of(
     drafter = _drafter(tmp_path, [0] * DRAFT, **drafter_extra)
     found = by_check(check(target, drafter, "0.15.1"), "positions")
     assert any(lvl == level and said in msg for lvl, msg in found), found
+
+
+def test_a_drafter_that_scales_its_rope_where_the_target_does_not_is_warned_of_too(
+    tmp_path: Path,
+) -> None:
+    target = _with_positions(tmp_path, {"max_position_embeddings": 4096})
+    drafter = _drafter(tmp_path, [0] * DRAFT, max_position_embeddings=4096, rope_scaling=YARN)
+    found = by_check(check(target, drafter, "0.15.1"), "positions")
+    assert found == [(WARNING, found[0][1])] and "the target's rope scaling is none" in found[0][1]
+
+
+def test_a_d2t_that_cannot_be_read_as_ids_is_said_not_passed(tmp_path: Path) -> None:
+    drafter = _drafter(tmp_path, [0] * DRAFT)
+    path = drafter / "model.safetensors"
+    raw = path.read_bytes()
+    path.write_bytes(raw.replace(b'"d2t": {"dtype": "I64"', b'"d2t": {"dtype": "F64"', 1))
+    data = bytearray(path.read_bytes())
+    from vllm_patcher.models.configs import read_safetensors_header
+
+    start = read_safetensors_header(path)["d2t"].start
+    data[start : start + 8 * DRAFT] = b"\x01\0\0\0\0\0\0\0" * DRAFT  # tiny subnormal floats
+    path.write_bytes(bytes(data))
+    [(level, message)] = by_check(check(kimi_target(tmp_path), drafter, "0.15.1"), "d2t")
+    assert level == WARNING and "could not be read as an id map" in message

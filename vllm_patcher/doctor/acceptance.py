@@ -33,9 +33,16 @@ def check_acceptance(drafter: DrafterModel, target: TargetModel) -> list[Finding
 def check_d2t(drafter: DrafterModel, target: TargetModel) -> Finding | None:
     """None when there is no d2t to read (the draft-vocab check says why)."""
     tensor = drafter.tensors.get("d2t")
-    values = tensor.integers() if tensor is not None and len(tensor.shape) == 1 else None
-    if values is None or not values:
+    if tensor is None or len(tensor.shape) != 1 or not tensor.shape[0]:
         return None
+    values = tensor.integers()
+    if values is None:  # never a silent pass: say what could not be read
+        return Finding(
+            "d2t",
+            WARNING,
+            f"d2t ({tensor.dtype}, {tensor.shape[0]} values) could not be read as an id map "
+            "(not an integer dtype, or values that are not whole numbers): not checked",
+        )
     vocab = target.vocab_size
     mapped = [i + v for i, v in enumerate(values)]
     outside = [i for i, t in enumerate(mapped) if not 0 <= t < vocab]
@@ -101,14 +108,14 @@ def check_positions(drafter: DrafterModel, target: TargetModel) -> list[Finding]
         )
     rope = drafter.config.get("rope_scaling")
     drafter_rope = rope if isinstance(rope, dict) else None
-    if target.rope_scaling is not None and _rope(drafter_rope) != _rope(target.rope_scaling):
+    if _rope(drafter_rope) != _rope(target.rope_scaling):
         out.append(
             Finding(
                 "positions",
                 WARNING,
-                f"the target scales its rope ({_rope(target.rope_scaling)}), the drafter "
-                f"{'does not' if drafter_rope is None else f'differently ({_rope(drafter_rope)})'}: "
-                "on long contexts the drafter's positions are not the target's",
+                f"the target's rope scaling is {_rope(target.rope_scaling)}, the drafter's "
+                f"{_rope(drafter_rope)}: on long contexts the drafter's positions are not the "
+                "target's",
                 "use a drafter trained with the target's rope_scaling, or copy it into the "
                 "drafter's config.json if it was trained with it",
             )
