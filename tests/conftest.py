@@ -113,7 +113,7 @@ VENV_0171_FILES = frozenset({"test_real_releases.py"})  # and test_formats' 0.17
 ENGINE_FILES = frozenset(
     {
         "test_granite_engine.py",
-        "test_d2t_engine.py",
+        "test_doctor_engine.py",
         "test_payoff_engine.py",
         "test_amx_engine.py",
         "test_sweep_engine.py",

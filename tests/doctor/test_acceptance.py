@@ -155,3 +155,33 @@ def test_a_d2t_that_cannot_be_read_as_ids_is_said_not_passed(tmp_path: Path) -> 
     path.write_bytes(bytes(data))
     [(level, message)] = by_check(check(kimi_target(tmp_path), drafter, "0.15.1"), "d2t")
     assert level == WARNING and "could not be read as an id map" in message
+
+
+@pytest.mark.parametrize(
+    ("config", "expected"),
+    [
+        ({"target_num_hidden_layers": 61}, [OK]),  # Kimi-K2.5's 61 layers
+        ({"target_num_hidden_layers": 36}, [PROBLEM]),  # a drafter for another size
+        ({"eagle_config": {"target_num_hidden_layers": 36}}, [PROBLEM]),
+        ({}, []),  # nothing stated: nothing judged
+    ],
+)
+def test_a_drafter_trained_for_another_size_of_the_family_is_named(
+    tmp_path: Path, config: dict[str, object], expected: list[str]
+) -> None:
+    drafter = specforge_drafter(
+        tmp_path, nested=[2, 30, 58], eagle_aux_hidden_state_layer_ids=[3, 31, 59], **config
+    )
+    if "eagle_config" in config:  # keep SpecForge's nested ids beside the stated layer count
+        eagle = {"eagle_aux_hidden_state_layer_ids": [2, 30, 58], **config["eagle_config"]}  # type: ignore[dict-item]
+        drafter = specforge_drafter(
+            tmp_path, "drafter2", eagle_aux_hidden_state_layer_ids=[3, 31, 59], eagle_config=eagle
+        )
+    code, report = doctor_json(
+        "--model", str(kimi_target(tmp_path)), "--drafter", str(drafter), "--vllm-version", "0.15.1"
+    )
+    found = by_check(report, "trained-for")
+    assert [level for level, _ in found] == expected, found
+    assert code == (1 if PROBLEM in expected else 0), report
+    if expected == [PROBLEM]:
+        assert "36 layers" in found[0][1] and "61" in found[0][1], found

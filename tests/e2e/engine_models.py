@@ -150,9 +150,17 @@ def drafter(
     layers: tuple[int, ...] = RIGHT_LAYERS,
     seed: int = 0,
     d2t: list[int] | None = None,
+    no_aux: str | None = None,
 ) -> None:
     """``d2t``: a draft vocabulary of ``len(d2t)`` ids, draft id j predicting target token
-    ``NARROW[j]``, with this d2t tensor written (vLLM adds it to j as an offset)."""
+    ``NARROW[j]``, with this d2t tensor written (vLLM adds it to j as an offset).
+
+    ``no_aux``: a drafter that reads the target's last hidden state, not aux layers (EAGLE-1
+    style, as some EAGLE-3 heads do), saying so with ``use_aux_hidden_state: false`` where vLLM
+    reads it (``"nested"``: under ``eagle_config``) or where no release reads it (``"top"``).
+    Its ``fc`` is an untrained leftover (random): read, it fills the hidden half's spare dims
+    with noise the attention's value turns into wrong drafts; skipped, the last hidden state
+    has nothing there."""
     out, key = _codes(seed)
     g = torch.Generator().manual_seed(seed + 1)
     right = torch.rand(V, generator=g) < right_share
@@ -193,6 +201,8 @@ def drafter(
         p + "mlp.up_proj.weight": torch.zeros(INTER, H),
         p + "mlp.down_proj.weight": torch.zeros(H, INTER),
     }
+    if no_aux is not None:
+        w["fc.weight"] = torch.randn(H, 3 * H, generator=g)
     if d2t is not None:  # the draft vocabulary: NARROW's target tokens, in draft-id order
         w["lm_head.weight"] = lm_head[torch.tensor(NARROW[: len(d2t)])]
         w["d2t"] = torch.tensor(d2t, dtype=torch.long)
@@ -207,6 +217,12 @@ def drafter(
         "norm_before_residual": True,
         "eagle_aux_hidden_state_layer_ids": list(layers),
     }
+    if no_aux == "nested":
+        del config["eagle_aux_hidden_state_layer_ids"]
+        config["eagle_config"] = {"use_aux_hidden_state": False}
+    elif no_aux == "top":
+        del config["eagle_aux_hidden_state_layer_ids"]
+        config["use_aux_hidden_state"] = False
     _save(d, w, config)
 
 
@@ -220,6 +236,9 @@ def build(root: Path) -> None:
     # same map written as absolute target ids (draft id j -> 2 j + 64 as vLLM reads it: wrong)
     drafter(root / "narrow", 1.0, d2t=[t - j for j, t in enumerate(NARROW)])
     drafter(root / "narrow-absolute", 1.0, d2t=list(NARROW))
+    # a drafter without aux layers: the flag where vLLM reads it, and where no release does
+    drafter(root / "no-aux", 1.0, no_aux="nested")
+    drafter(root / "no-aux-top", 1.0, no_aux="top")
 
 
 if __name__ == "__main__":

@@ -6,7 +6,9 @@ Everything is read from the two ``config.json`` files and the drafter's safetens
 (``vllm_patcher.models``). The aux-layer rules (``rules``) follow what each vLLM release really
 reads from the drafter's config, because a one-layer shift there does not crash: it silently costs
 acceptance. ``checks`` judges (``aux_layers`` and ``drafter`` hold the two big checks; ``acceptance``
-those of a drafter that runs but will rarely be accepted: its d2t map, its positions), ``faults`` holds vLLM's own faults measured on a
+those of a drafter that runs but will rarely be accepted: its d2t map, its positions, the target
+it was trained for), ``flags`` the drafter flags each release reads, ``capture`` the targets whose
+vLLM class claims EAGLE-3 and captures nothing, ``faults`` vLLM's own faults measured on a
 GPU with their workarounds, ``fix`` writes the key ``--fix`` can, ``serve_args`` prints the
 speculative config; ``report`` holds what doctor found, for the renderers.
 """

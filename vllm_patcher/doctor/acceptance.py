@@ -11,6 +11,10 @@ read from the two checkpoints before any weight is loaded:
 - ``positions``: the drafter trained on a shorter context than the target serves, or with other
   rope scaling (Kimi-K2.5's YaRN): past its range its positions are not the target's, and
   acceptance falls on long contexts.
+- ``trained-for``: the drafter's config states the layer count of the target it was trained on
+  (``target_num_hidden_layers``, top level or under ``eagle_config``, as TorchSpec and DFlash
+  exports write it) and it is not this target's: a drafter for another size of the family, whose
+  aux layers may well be in range and still the wrong features.
 """
 
 from __future__ import annotations
@@ -27,7 +31,39 @@ def check_acceptance(drafter: DrafterModel, target: TargetModel) -> list[Finding
     if d2t is not None:
         out.append(d2t)
     out += check_positions(drafter, target)
+    out += check_trained_for(drafter, target)
     return out
+
+
+TRAINED_FOR_KEY = "target_num_hidden_layers"
+
+
+def check_trained_for(drafter: DrafterModel, target: TargetModel) -> list[Finding]:
+    """Nothing when the drafter does not say which target it was trained on."""
+    eagle = drafter.config.get("eagle_config")
+    stated = positive_int(drafter.config, TRAINED_FOR_KEY)
+    if stated is None and isinstance(eagle, dict):
+        stated = positive_int(eagle, TRAINED_FOR_KEY)
+    if stated is None:
+        return []
+    if stated != target.num_layers:
+        return [
+            Finding(
+                "trained-for",
+                PROBLEM,
+                f"the drafter was trained on a target of {stated} layers ({TRAINED_FOR_KEY} "
+                f"in its config), this target has {target.num_layers}: its aux layers are "
+                "another model's features, and few drafts will be accepted",
+                f"use a drafter trained for this target ({target.num_layers} layers)",
+            )
+        ]
+    return [
+        Finding(
+            "trained-for",
+            OK,
+            f"the drafter was trained on a target of {stated} layers, as this one has",
+        )
+    ]
 
 
 def check_d2t(drafter: DrafterModel, target: TargetModel) -> Finding | None:

@@ -24,8 +24,10 @@ from ..models.families import (
 )
 from ..models.hub import ModelSource, locate_model
 from .aux_layers import check_aux_layers
+from .capture import check_capture
 from .drafter import check_drafter
 from .faults import findings as fault_findings
+from .flags import check_flags
 from .report import DoctorReport
 from .rules import release_version
 
@@ -200,7 +202,9 @@ def check(
     drafter = read_drafter(drafter_source.path, drafter_config)
     plan, aux_findings = check_aux_layers(drafter, target, vllm_version)
     findings = check_drafter(drafter, target) + aux_findings
+    findings += check_flags(drafter.config, vllm_version)
     findings += fault_findings(target.model_type, vllm_version)
+    findings += check_capture(target, vllm_version)
     missing_model = check_model_file(vllm_version, target, catalogue)
     if missing_model is not None:
         findings.insert(0, missing_model)
