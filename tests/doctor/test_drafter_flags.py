@@ -188,3 +188,33 @@ def test_doctor_names_the_flag_and_passes_the_drafter_that_puts_it_where_vllm_re
         )
         found[name] = (code, [level for level, _ in by_check(report, "flags")])
     assert found == {"top": (1, [PROBLEM]), "nested": (0, [OK])}, found
+
+
+def _first(cell: str) -> str | None:
+    """ "0.18.0 and newer" -> "0.18.0"; "never read" -> None."""
+    return None if cell.startswith("never") else cell.split()[0]
+
+
+def test_the_readme_s_flag_table_says_what_the_tool_reads() -> None:
+    from vllm_patcher.doctor.rules import READS_NESTED_FROM, READS_TOP_LEVEL_FROM
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme.split("## Drafter flags each release reads", 1)[1].split("\n## ", 1)[0]
+    rows = [line.split("|")[1:-1] for line in section.splitlines() if line.startswith("| `")]
+    table = {
+        key.strip(" `"): (_first(top.strip()), _first(nested.strip()))
+        for keys, top, nested in rows
+        for key in keys.split(",")
+    }
+    expected = {
+        f.key: (
+            None if f.top is None else str(f.top),
+            None if f.nested is None else str(f.nested),
+        )
+        for f in FLAGS
+    }
+    expected["eagle_aux_hidden_state_layer_ids"] = (
+        str(READS_TOP_LEVEL_FROM),
+        str(READS_NESTED_FROM),
+    )
+    assert table == expected
