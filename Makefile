@@ -33,7 +33,7 @@ TP            ?= 8
 NUM_SPEC      ?= 3
 PORT          ?= 8000
 REHEARSE      ?= 1
-SERVE_FLAGS   ?=# any other vllm serve flags (e.g. --max-model-len 32768), rehearsed and served alike
+SERVE_FLAGS   ?=# any other vllm serve flags (e.g. --enable-chunked-prefill), rehearsed and served alike
 
 # make cluster-pre-deploy: the Ray cluster a multi-node server runs on (auto = the local head).
 RAY_ADDRESS   ?= auto
@@ -83,14 +83,17 @@ cluster-pre-deploy: $(VENV)/.vllm-$(VLLM_VERSION)
 # REHEARSE=1 (default): between doctor and vllm serve, the same vllm serve with dummy weights
 # (`vllm-patcher rehearse`: minutes, no checkpoint read); its failure stops the recipe with the
 # cause and fix. REHEARSE=0 skips it.
+# MAX_MODEL_LEN=N: the served context, passed to vllm serve and to doctor (the drafter's positions)
+LEN_FLAG       = $(if $(MAX_MODEL_LEN),--max-model-len $(MAX_MODEL_LEN))
 serve: pre-deploy
-	$(VENV)/bin/vllm-patcher doctor --model $(MODEL) --drafter $(DRAFTER)
+	$(VENV)/bin/vllm-patcher doctor --model $(MODEL) --drafter $(DRAFTER) $(LEN_FLAG)
 	spec="$$($(VENV)/bin/vllm-patcher serve-args --model $(MODEL) --drafter $(DRAFTER) \
-	  --num-speculative-tokens $(NUM_SPEC))" && \
+	  --num-speculative-tokens $(NUM_SPEC) $(LEN_FLAG))" && \
 	if [ "$(REHEARSE)" != 0 ]; then $(VENV)/bin/vllm-patcher rehearse -- $(MODEL) \
-	  --tensor-parallel-size $(TP) $(SERVE_FLAGS) --speculative-config "$$spec" || exit $$?; fi && \
-	$(VENV)/bin/vllm serve $(MODEL) --port $(PORT) --tensor-parallel-size $(TP) $(SERVE_FLAGS) \
-	  --speculative-config "$$spec"
+	  --tensor-parallel-size $(TP) $(LEN_FLAG) $(SERVE_FLAGS) --speculative-config "$$spec" \
+	  || exit $$?; fi && \
+	$(VENV)/bin/vllm serve $(MODEL) --port $(PORT) --tensor-parallel-size $(TP) $(LEN_FLAG) \
+	  $(SERVE_FLAGS) --speculative-config "$$spec"
 
 # --- development ---------------------------------------------------------------------------------
 $(DEV_VENV)/.ready: pyproject.toml

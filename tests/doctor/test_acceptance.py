@@ -185,3 +185,32 @@ def test_a_drafter_trained_for_another_size_of_the_family_is_named(
     assert code == (1 if PROBLEM in expected else 0), report
     if expected == [PROBLEM]:
         assert "36 layers" in found[0][1] and "61" in found[0][1], found
+
+
+@pytest.mark.parametrize(
+    ("served", "level", "said"),
+    [
+        ("8192", WARNING, "below --max-model-len 16384"),  # the served context, not the target's
+        ("4096", OK, "cover --max-model-len 4096"),  # a served context the drafter covers
+    ],
+)
+def test_the_served_max_model_len_is_what_the_drafter_s_positions_are_judged_against(
+    tmp_path: Path, served: str, level: str, said: str
+) -> None:
+    target = _with_positions(tmp_path, {"max_position_embeddings": 262144, "rope_scaling": YARN})
+    drafter = _drafter(tmp_path, [0] * DRAFT, max_position_embeddings=8192, rope_scaling=YARN)
+    length = "16384" if level == WARNING else served
+    code, report = doctor_json("--model", str(target), "--drafter", str(drafter),
+                               "--vllm-version", "0.15.1", "--max-model-len", length)  # fmt: skip
+    found = by_check(report, "positions")
+    assert [(lvl, said in msg) for lvl, msg in found] == [(level, True)], found
+    assert code == 0, report
+
+
+def test_a_max_model_len_that_is_not_a_positive_number_is_a_usage_error(tmp_path: Path) -> None:
+    from ..conftest import run_cli
+
+    proc = run_cli("doctor", "--model", str(kimi_target(tmp_path)), "--drafter", str(tmp_path),
+                   "--vllm-version", "0.15.1", "--max-model-len", "0")  # fmt: skip
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert "Error: Invalid value for '--max-model-len'" in proc.stderr, proc.stderr

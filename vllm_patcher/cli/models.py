@@ -17,6 +17,15 @@ _VLLM_VERSION_OPTION = click.option(
     default=None,
     help="Judge for this vLLM release instead of the installed one (no vLLM needed).",
 )
+_MAX_MODEL_LEN_OPTION = click.option(
+    "--max-model-len",
+    "served_len",
+    type=click.IntRange(min=1),
+    default=None,
+    metavar="N",
+    help="The context the server will run with (vllm serve --max-model-len): the drafter's "
+    "positions are judged against it instead of the target's.",
+)
 _MODEL_HELP = "Target model: a directory, or a Hugging Face repo id found in the local cache."
 _DRAFTER_HELP = "EAGLE-3 drafter: a directory, or a Hugging Face repo id found in the local cache."
 
@@ -35,6 +44,7 @@ def _doctor_release(opts: Options, vllm_version: str | None) -> str:
 @click.option("--model", "model_dir", required=True, metavar="DIR|REPO", help=_MODEL_HELP)
 @click.option("--drafter", "drafter_dir", required=True, metavar="DIR|REPO", help=_DRAFTER_HELP)
 @_VLLM_VERSION_OPTION
+@_MAX_MODEL_LEN_OPTION
 @click.option(
     "--fix",
     is_flag=True,
@@ -42,7 +52,12 @@ def _doctor_release(opts: Options, vllm_version: str | None) -> str:
 )
 @pass_app
 def doctor(
-    app: Application, model_dir: str, drafter_dir: str, vllm_version: str | None, fix: bool
+    app: Application,
+    model_dir: str,
+    drafter_dir: str,
+    vllm_version: str | None,
+    served_len: int | None,
+    fix: bool,
 ) -> None:
     """Preflight: check the drafter against the target for this vLLM release, before any load."""
     opts = app.options
@@ -56,6 +71,7 @@ def doctor(
         fix=fix,
         python=lambda: locate_mod.hub_python(opts.python, opts.directory),
         catalogue=opts.catalogue(),
+        served_len=served_len,
     )
     app.show(render.doctor(report, fix))
 
@@ -70,6 +86,7 @@ def doctor(
 )
 @click.option("--drafter", "drafter_dir", required=True, metavar="DIR|REPO", help=_DRAFTER_HELP)
 @_VLLM_VERSION_OPTION
+@_MAX_MODEL_LEN_OPTION
 @click.option(
     "--num-speculative-tokens",
     type=click.IntRange(min=1),
@@ -83,6 +100,7 @@ def serve_args(
     model_dir: str,
     drafter_dir: str,
     vllm_version: str | None,
+    served_len: int | None,
     num_speculative_tokens: int,
 ) -> None:
     """Run doctor's checks, then print the JSON for vllm serve --speculative-config.
@@ -100,6 +118,7 @@ def serve_args(
         release,
         python=lambda: locate_mod.hub_python(opts.python, opts.directory),
         catalogue=opts.catalogue(),
+        served_len=served_len,
     )
     if not report.ok:
         app.display(render.serve_args_problems(report))

@@ -25,12 +25,15 @@ from ..findings import OK, PROBLEM, WARNING, Finding
 from ..models.configs import DrafterModel, TargetModel, positive_int
 
 
-def check_acceptance(drafter: DrafterModel, target: TargetModel) -> list[Finding]:
+def check_acceptance(
+    drafter: DrafterModel, target: TargetModel, served_len: int | None = None
+) -> list[Finding]:
+    """``served_len``: the ``--max-model-len`` the server will run with, when known."""
     out = []
     d2t = check_d2t(drafter, target)
     if d2t is not None:
         out.append(d2t)
-    out += check_positions(drafter, target)
+    out += check_positions(drafter, target, served_len)
     out += check_trained_for(drafter, target)
     return out
 
@@ -125,17 +128,21 @@ def _rope(config: dict[str, Any] | None) -> str:
     return f"{kind}" + (f" x{factor}" if factor is not None else "")
 
 
-def check_positions(drafter: DrafterModel, target: TargetModel) -> list[Finding]:
-    """The drafter's trained context and rope scaling against the target's."""
+def check_positions(
+    drafter: DrafterModel, target: TargetModel, served_len: int | None = None
+) -> list[Finding]:
+    """The drafter's trained context against the served one (``--max-model-len`` when given, else
+    the target's own range), and its rope scaling against the target's."""
     out: list[Finding] = []
     mine = positive_int(drafter.config, "max_position_embeddings")
-    theirs = target.max_positions
+    theirs = served_len if served_len is not None else target.max_positions
+    whose = "--max-model-len" if served_len is not None else "the target's"
     if mine is not None and theirs is not None and mine < theirs:
         out.append(
             Finding(
                 "positions",
                 WARNING,
-                f"drafter max_position_embeddings {mine} is below the target's {theirs}: past "
+                f"drafter max_position_embeddings {mine} is below {whose} {theirs}: past "
                 f"{mine} tokens of context the drafter runs outside the positions it was trained "
                 "on, and acceptance falls there",
                 f"serve with --max-model-len {mine} or less, or use a drafter trained for "
@@ -157,7 +164,5 @@ def check_positions(drafter: DrafterModel, target: TargetModel) -> list[Finding]
             )
         )
     if not out and mine is not None and theirs is not None:
-        out.append(
-            Finding("positions", OK, f"drafter positions {mine} cover the target's {theirs}")
-        )
+        out.append(Finding("positions", OK, f"drafter positions {mine} cover {whose} {theirs}"))
     return out

@@ -179,8 +179,10 @@ def check(
     vllm_version: str,
     python: Callable[[], str] | None = None,
     catalogue: Catalogue | None = None,
+    served_len: int | None = None,
 ) -> DoctorReport:
-    """Every check, reading only; nothing is written.
+    """Every check, reading only; nothing is written. ``served_len``: the server's
+    ``--max-model-len``, when given.
 
     ``model_dir`` and ``drafter_dir`` may be Hugging Face repo ids, looked up in the local cache
     through ``python()``'s huggingface_hub (this interpreter's when None). ``catalogue`` is the
@@ -201,7 +203,7 @@ def check(
     target = target_from_config(Path(model_source.path), model_config)
     drafter = read_drafter(drafter_source.path, drafter_config)
     plan, aux_findings = check_aux_layers(drafter, target, vllm_version)
-    findings = check_drafter(drafter, target) + aux_findings
+    findings = check_drafter(drafter, target, served_len) + aux_findings
     findings += check_flags(drafter.config, vllm_version)
     findings += fault_findings(target.model_type, vllm_version)
     findings += check_capture(target, vllm_version)

@@ -19,7 +19,9 @@ from ..models.families import (
 from .acceptance import check_acceptance
 
 
-def check_drafter(drafter: DrafterModel, target: TargetModel) -> list[Finding]:
+def check_drafter(
+    drafter: DrafterModel, target: TargetModel, served_len: int | None = None
+) -> list[Finding]:
     """Architecture, hidden size, vocabulary and weight names: everything but the aux layers."""
     vocab = positive_int(drafter.config, "vocab_size")
     return [
@@ -28,7 +30,7 @@ def check_drafter(drafter: DrafterModel, target: TargetModel) -> list[Finding]:
         *_check_hidden_size(drafter, target),
         _check_vocab(vocab, target),
         _check_draft_vocab(drafter, vocab or target.vocab_size),
-        *check_acceptance(drafter, target),
+        *check_acceptance(drafter, target, served_len),
         *_check_weight_names(drafter),
     ]
 
