@@ -296,6 +296,27 @@ def test_each_check_file_has_its_own_workdir_removed_after_all_checks(tmp_path: 
     assert not workdirs[0].parent.exists()
 
 
+def test_ctx_upstream_is_the_tool_s_verdict_for_the_check_s_own_patch(tmp_path: Path) -> None:
+    path = write(
+        tmp_path / "p" / "checks" / "c.py",
+        """
+        def check_upstream(ctx):
+            return str(ctx.upstream)
+        """,
+    )
+    checks = [("p", path), ("q", path)]
+    results = verify.run_probe(Path(sys.executable), [], checks, "9.9.9", frozenset({"p"}))
+    assert [c.detail for c in results] == ["True", "False"], results
+    # the verdict the tool passes: a release candidate of a patch's fixed_in is not upstream
+    # (the patch applies to it), the release itself is; one owner, not a version rule per check
+    kimi = "kimi-k25-image-token"
+    upstream = {
+        v: layout(CATALOGUE, v, {}).verdicts[kimi].name == "UPSTREAM"
+        for v in ("0.18.0rc1", "0.18.0")
+    }
+    assert upstream == {"0.18.0rc1": False, "0.18.0": True}, upstream
+
+
 def test_a_monkeypatch_left_on_vllm_fails_its_check_and_is_put_back(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

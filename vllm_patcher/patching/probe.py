@@ -8,7 +8,8 @@ The request::
 
     {"modules": ["vllm.config.speculative", ...],           # import tier, one check per module
      "checks": [{"patch": "eagle3-whitelist", "path": "/abs/checks/x.py"}, ...],
-     "version": "0.15.1"}                                    # optional: ctx.version
+     "version": "0.15.1",                                    # optional: ctx.version
+     "upstream": ["eagle3-whitelist"]}                       # optional: ctx.upstream
 
 The check API (check files live in ``patches/<patch-name>/checks/*.py``):
 
@@ -16,7 +17,9 @@ The check API (check files live in ``patches/<patch-name>/checks/*.py``):
   name: only the standard library, torch and vLLM (and what vLLM depends on) are importable;
   vllm_patcher is not.
 - Every top-level function whose name starts with ``check_`` is called, in definition order, with
-  one argument ``ctx``: ``ctx.version`` (the installed vLLM's version string), ``ctx.workdir`` (a
+  one argument ``ctx``: ``ctx.version`` (the installed vLLM's version string), ``ctx.upstream``
+  (True when the tool counts the check's patch as upstream in this release, so not applied: the
+  tool's own verdict, which a check never works out again from the version), ``ctx.workdir`` (a
   temporary folder private to the check file, shared by its checks, removed after all checks) and
   ``ctx.skip(reason)``, which raises: the check is recorded as not applicable, with that reason
   (shown, never a failure).
@@ -136,9 +139,10 @@ class Skipped(BaseException):
 
 
 class Context:
-    def __init__(self, version: str, workdir: str) -> None:
+    def __init__(self, version: str, workdir: str, upstream: bool = False) -> None:
         self.version = version
         self.workdir = workdir
+        self.upstream = upstream
 
     def skip(self, reason: str) -> None:
         raise Skipped(reason)
@@ -240,7 +244,7 @@ def run_check(
     record("behaviour", name, ok, detail, skipped)
 
 
-def run_checks(checks: list[dict[str, str]], version: str) -> None:
+def run_checks(checks: list[dict[str, str]], version: str, upstream: frozenset[str]) -> None:
     expose_library()
     guard = PatchGuard()
     root = tempfile.mkdtemp(prefix="vllm-patcher-checks-")
@@ -266,7 +270,7 @@ def run_checks(checks: list[dict[str, str]], version: str) -> None:
                 )
             workdir = os.path.join(root, str(index))
             os.mkdir(workdir)
-            ctx = Context(version, workdir)
+            ctx = Context(version, workdir, patch in upstream)
             for func in check_functions(module):
                 run_check(patch, path, func, ctx, guard)
     finally:
@@ -303,7 +307,8 @@ def main() -> None:
         if not imported:
             record("behaviour", "behaviour checks", False, "not run: an import failed")
         else:
-            run_checks(checks, request.get("version") or installed_version())
+            version = request.get("version") or installed_version()
+            run_checks(checks, version, frozenset(request.get("upstream", [])))
     sys.stdout.write("\n" + json.dumps({"checks": CHECKS}) + "\n")
     sys.stdout.flush()
 

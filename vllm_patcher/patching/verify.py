@@ -123,12 +123,17 @@ def check_files(lay: Layout) -> list[tuple[str, Path]]:
 
 
 def probe_request(
-    modules: list[str], checks: list[tuple[str, Path]], version: str | None = None
+    modules: list[str],
+    checks: list[tuple[str, Path]],
+    version: str | None = None,
+    upstream: frozenset[str] = frozenset(),
 ) -> str:
-    """The JSON request ``probe.py`` takes as argv[1]."""
+    """The JSON request ``probe.py`` takes as argv[1]; ``upstream``: the patches the tool counts
+    as upstream in this release (``ctx.upstream`` in their checks)."""
     request: dict[str, object] = {
         "modules": modules,
         "checks": [{"patch": name, "path": str(Path(path).resolve())} for name, path in checks],
+        "upstream": sorted(upstream),
     }
     if version:
         request["version"] = version
@@ -148,11 +153,12 @@ def run_probe(
     modules: list[str],
     checks: list[tuple[str, Path]],
     version: str | None = None,
+    upstream: frozenset[str] = frozenset(),
 ) -> list[Check]:
     """Import ``modules``, then run the ``(patch, file)`` behaviour checks, in ``python``."""
     probe = Path(__file__).with_name("probe.py")
     env = probe_env()
-    request = probe_request(modules, checks, version)
+    request = probe_request(modules, checks, version, upstream)
     # Another environment's interpreter runs isolated, as it was located; this interpreter keeps
     # the sys.path (PYTHONPATH, user site) through which the tool found vLLM in the first place.
     isolated = Path(python) != Path(sys.executable)
@@ -185,8 +191,13 @@ def probe_tiers(target: Target, catalogue: Catalogue) -> list[Check]:
     only once it passes; on an unpatched release they show what is missing)."""
     assert target.python is not None, "the probe runs in the target's interpreter"
     lay = layout(catalogue, target.version, target.record)
+    upstream = frozenset(n for n, v in lay.verdicts.items() if v == Verdict.UPSTREAM)
     return run_probe(
-        target.python, _touched_modules(target, catalogue), check_files(lay), target.version
+        target.python,
+        _touched_modules(target, catalogue),
+        check_files(lay),
+        target.version,
+        upstream,
     )
 
 

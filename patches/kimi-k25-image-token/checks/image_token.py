@@ -41,15 +41,6 @@ class _ReachedLanguageModel(Exception):
     """Raised by the stand-in target right after the image-token branch has run."""
 
 
-def _upstream(version: str) -> bool:
-    """At or past 0.18.0, where upstream vLLM has the Kimi-K2.5 branch itself."""
-    parts = []
-    for piece in version.split("+")[0].split(".")[:2]:
-        digits = "".join(ch for ch in piece if ch.isdigit())
-        parts.append(int(digits or 0))
-    return tuple(parts) >= (0, 18)
-
-
 def check_image_token(ctx: Any) -> str:
     """EAGLE proposer reads Kimi-K2.5's image token from media_placeholder_token_id
 
@@ -138,9 +129,9 @@ def check_image_token(ctx: Any) -> str:
     except _ReachedLanguageModel:
         pass
     except Exception as exc:  # what the release raised is the finding
-        if "model parallel group is not initialized" in str(exc) and _upstream(ctx.version):
+        if "model parallel group is not initialized" in str(exc) and ctx.upstream:
             ctx.skip(
-                f"vLLM {ctx.version} has this change upstream (from 0.18.0), and its "
+                f"vLLM {ctx.version} has this change upstream, and its "
                 f"{stage} needs an initialised tensor-parallel group before it reaches the "
                 "image-token branch, which this check cannot stand in for"
             )

@@ -20,22 +20,9 @@ import torch
 from vllm_patcher_checklib import eagle3
 
 
-def _upstream(version: str) -> bool:
-    """Whether vllm-patcher counts ``version`` as having the changes upstream (catalog.classify).
-
-    0.18.0 and later, except a pre-release, dev or local build numbered 0.18-0.21 (the tool
-    patches those, so our layer-0 handling is in them).
-    """
-    from packaging.version import Version
-
-    parsed = Version(version)
-    base = Version(parsed.base_version)
-    unfinished = parsed.is_prerelease or parsed.is_devrelease or parsed.local is not None
-    return base >= Version("0.18.0") and not (unfinished and base < Version("0.22.0"))
-
-
 def _wanted(ctx: Any) -> tuple[int, ...]:
-    return (1, 3, 5) if _upstream(ctx.version) else (0, 3, 5)
+    # the tool's verdict: upstream here means our layer-0 handling is not in this release
+    return (1, 3, 5) if ctx.upstream else (0, 3, 5)
 
 
 # the stand-in decoder layer (records the residual stream entering it) and final norm
