@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 from pathlib import Path
 
@@ -242,7 +243,10 @@ def test_two_scrapes_of_the_server_given_later_first_are_refused(tmp_path: Path)
     )
     os.utime(s1, (1000.0, 1000.0))
     os.utime(s2, (1005.0, 1005.0))
-    assert run_cli("payoff", "--metrics", str(s1), str(s2)).returncode in (0, 1)
+    forward = run_cli("--json", "payoff", "--metrics", str(s1), str(s2))
+    report = json.loads(forward.stdout)
+    # read in order: the window between the two scrapes (200 - 100 drafts), not the earlier alone
+    assert (forward.returncode, report["drafts"], report["window_s"]) == (0, 100, 5.0), report
     assert_refused(run_cli("payoff", "--metrics", str(s2), str(s1)), 2, "give the earlier")
 
 

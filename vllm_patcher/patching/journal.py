@@ -121,8 +121,26 @@ def state_dir(root: Path) -> Path:
     return root / STATE_DIR
 
 
+# The state folder's entries, named here only (patch-package's stateFile.ts is the model): the
+# journal, the pristine copies, the lock, and the copies of edits revert --force saved.
+def state_file(root: Path) -> Path:
+    return state_dir(root) / "state.json"
+
+
+def pristine_dir(root: Path) -> Path:
+    return state_dir(root) / "pristine"
+
+
+def lock_file(root: Path) -> Path:
+    return state_dir(root) / "lock"
+
+
+def saved_dir(root: Path) -> Path:
+    return state_dir(root) / "saved"
+
+
 def pristine_path(root: Path, rel: str) -> Path:
-    return state_dir(root) / "pristine" / rel
+    return pristine_dir(root) / rel
 
 
 def _fix_hint(root: Path) -> str:
@@ -147,7 +165,7 @@ def check_state_dir(root: Path) -> None:
 def load(root: Path) -> Journal | None:
     """The journal, or None when nothing is recorded. Read once per command."""
     check_state_dir(root)
-    path = state_dir(root) / "state.json"
+    path = state_file(root)
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
@@ -189,18 +207,18 @@ def load(root: Path) -> Journal | None:
 
 
 def save(root: Path, journal: Journal) -> None:
-    fileops.atomic_write(state_dir(root) / "state.json", journal.to_json().encode("utf-8"))
+    fileops.atomic_write(state_file(root), journal.to_json().encode("utf-8"))
     fileops.fault_point("journal")
 
 
 def clear(root: Path, rels: list[str]) -> None:
     """Forget the record, then the pristine copies of ``rels`` (only ever called under the lock)."""
-    fileops.remove(state_dir(root) / "state.json")
+    fileops.remove(state_file(root))
     for rel in rels:
         fileops.remove(pristine_path(root, rel))
-    fileops.prune_empty_dirs(state_dir(root) / "pristine")
+    fileops.prune_empty_dirs(pristine_dir(root))
     with contextlib.suppress(OSError):
-        (state_dir(root) / "pristine").rmdir()
+        (pristine_dir(root)).rmdir()
 
 
 def lock_timeout() -> float:
@@ -235,7 +253,7 @@ def locked(
         timeout = lock_timeout()
     check_state_dir(root)
     directory = state_dir(root)
-    lock_path = directory / "lock"
+    lock_path = lock_file(root)
     try:
         fileops.ensure_dir(directory)
         fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
@@ -301,7 +319,7 @@ def observed(root: Path) -> Iterator[bool]:
     When no run holds it, a shared lock is held while the caller reads, so no run can start
     changing files halfway through the reading.
     """
-    lock_path = state_dir(root) / "lock"
+    lock_path = lock_file(root)
     try:
         fd = os.open(lock_path, os.O_RDONLY | os.O_NOFOLLOW)
     except OSError:
@@ -327,7 +345,8 @@ def left_in_place(root: Path) -> str:
     except OSError:
         names = []
     try:
-        copies = "saved" in names and any((folder / "saved").iterdir())
+        saved = saved_dir(root)
+        copies = saved.name in names and any(saved.iterdir())
     except OSError:  # a saved/ it cannot list may hold copies all the same
         copies = True
     if copies:

@@ -23,7 +23,7 @@ def tidy(target: Target, journal: Journal | None, rels: list[str]) -> None:
     """Remove what a killed run may have left: temp files, and pristine copies no record names."""
     root = target.site_packages
     directory = journal_mod.state_dir(root)
-    pristine = directory / "pristine"
+    pristine = journal_mod.pristine_dir(root)
     folders = {target.path(rel).parent for rel in rels} | {directory}
     if pristine.is_dir():
         named = set(journal.files) if journal is not None else set()
@@ -134,7 +134,7 @@ def save_edits(
     saved: dict[str, str] = {}
     if not edited:
         return saved
-    folder = _new_saved_folder(journal_mod.state_dir(target.site_packages) / "saved")
+    folder = _new_saved_folder(journal_mod.saved_dir(target.site_packages))
     try:
         for rel in edited:
             dest = folder / rel

@@ -143,7 +143,7 @@ def read_status_laid(target: Target, catalogue: Catalogue, every: Layout) -> Sta
     """:func:`read_status` with the catalogue already laid over the release (``every``: the
     layout of every patch, which no journal changes); the release is not classified again."""
     root = target.site_packages
-    had_lock = (journal_mod.state_dir(root) / "lock").exists()
+    had_lock = journal_mod.lock_file(root).exists()
     with journal_mod.observed(root) as busy:
         journal = journal_mod.load(root)
         lay = every.narrowed(catalogue, recorded_files(journal))

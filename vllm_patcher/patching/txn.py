@@ -137,7 +137,7 @@ def apply(
     # the selection is that one narrowed (below, once the journal is read under the lock).
     every = layout(catalogue.unselected(), target.version, target.record)
     root = target.site_packages
-    if every.all_upstream and not (journal_mod.state_dir(root) / "state.json").exists():
+    if every.all_upstream and not journal_mod.state_file(root).exists():
         return ApplyResult(
             [],
             dry_run,
@@ -209,10 +209,7 @@ def revert(
     ``force``, over edits made after apply too (each kept under ``saved/`` first)."""
     root = target.site_packages
     journal_mod.check_state_dir(root)
-    if (
-        not (journal_mod.state_dir(root) / "state.json").exists()
-        and not (journal_mod.state_dir(root) / "pristine").exists()
-    ):
+    if not journal_mod.state_file(root).exists() and not journal_mod.pristine_dir(root).exists():
         return RevertResult()  # never applied here: no lock, no state folder created
     with journal_mod.locked(root, on_wait=on_wait):
         journal = journal_mod.load(root)
