@@ -73,9 +73,11 @@ def test_a_server_that_exits_before_it_is_ready_is_a_start_failure_with_its_log(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     _serve(monkeypatch, tmp_path, EXITS)
-    with pytest.raises(server.ServerDidNotStart) as caught:
-        with server.running(sys.executable, ServeArgs("m", ()), tmp_path / "log", 60):
-            raise AssertionError("yielded a server that exited")
+    with (
+        pytest.raises(server.ServerDidNotStart) as caught,
+        server.running(sys.executable, ServeArgs("m", ()), tmp_path / "log", 60),
+    ):
+        raise AssertionError("yielded a server that exited")
     failure = caught.value.failure
     assert failure.reason == "the server exited with code 3 before it was ready"
     assert (failure.returncode, failure.signal_name) == (3, None)
@@ -88,11 +90,13 @@ def test_a_server_never_ready_is_stopped_at_the_bound(
 ) -> None:
     _serve(monkeypatch, tmp_path, SILENT)
     started: list[int] = []
-    with pytest.raises(server.ServerDidNotStart) as caught:
-        with server.running(
+    with (
+        pytest.raises(server.ServerDidNotStart) as caught,
+        server.running(
             sys.executable, ServeArgs("m", ()), tmp_path / "log", 1, on_start=started.append
-        ):
-            raise AssertionError("yielded a server that never answered")
+        ),
+    ):
+        raise AssertionError("yielded a server that never answered")
     failure = caught.value.failure
     assert failure.reason == "the server was not ready within 1 s" and failure.returncode is None
     assert failure.tail == ("loading",)
