@@ -5,6 +5,7 @@ or with other rope scaling. Each on a drafter written here with the fault, and a
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -115,12 +116,12 @@ YARN = {"type": "yarn", "factor": 64.0, "original_max_position_embeddings": 4096
         (
             {"max_position_embeddings": 262144},
             WARNING,
-            "the target's rope scaling is yarn x64.0, the drafter's none",
+            "the target's rope scaling is yarn, factor 64.0",
         ),
         (
             {"max_position_embeddings": 262144, "rope_scaling": {"type": "linear", "factor": 2.0}},
             WARNING,
-            "the drafter's linear x2.0",
+            "the drafter's linear, factor 2.0",
         ),
     ],
 )
@@ -214,3 +215,61 @@ def test_a_max_model_len_that_is_not_a_positive_number_is_a_usage_error(tmp_path
                    "--vllm-version", "0.15.1", "--max-model-len", "0")  # fmt: skip
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
     assert "Error: Invalid value for '--max-model-len'" in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        {"target_num_hidden_layers": "61"},
+        {"target_num_hidden_layers": True},
+        {"target_num_hidden_layers": 0},
+        {"target_num_hidden_layers": 61, "eagle_config": {"target_num_hidden_layers": 60}},
+    ],
+)
+def test_a_trained_for_count_that_cannot_be_read_is_said_not_checked(
+    tmp_path: Path, config: dict[str, object]
+) -> None:
+    drafter = specforge_drafter(tmp_path, eagle_aux_hidden_state_layer_ids=[3, 31, 59], **config)
+    _, report = doctor_json(
+        "--model", str(kimi_target(tmp_path)), "--drafter", str(drafter), "--vllm-version", "0.15.1"
+    )
+    [(level, message)] = by_check(report, "trained-for")
+    assert level == WARNING and "not checked" in message, message
+
+
+@pytest.mark.parametrize(
+    ("drafter_rope", "target_rope", "same"),
+    [
+        ({"type": "yarn", "factor": 40.0}, {"rope_type": "yarn", "factor": 40}, True),
+        ({"rope_type": "default"}, None, True),
+        (
+            {"type": "yarn", "factor": 40, "original_max_position_embeddings": 8192},
+            {"type": "yarn", "factor": 40, "original_max_position_embeddings": 4096},
+            False,
+        ),
+    ],
+)
+def test_rope_scaling_is_compared_by_value_not_by_its_text(
+    tmp_path: Path, drafter_rope: dict[str, object], target_rope: object, same: bool
+) -> None:
+    extra: dict[str, object] = {"max_position_embeddings": 262144}
+    if target_rope is not None:
+        extra["rope_scaling"] = target_rope
+    target = _with_positions(tmp_path, extra)
+    drafter = _drafter(
+        tmp_path, [0] * DRAFT, max_position_embeddings=262144, rope_scaling=drafter_rope
+    )
+    levels = [level for level, _ in by_check(check(target, drafter, "0.15.1"), "positions")]
+    assert levels == ([OK] if same else [WARNING]), levels
+
+
+def test_a_drafter_without_max_position_embeddings_is_judged_at_llama_s_default(
+    tmp_path: Path,
+) -> None:
+    target = _with_positions(tmp_path, {"max_position_embeddings": 262144, "rope_scaling": YARN})
+    drafter = _drafter(tmp_path, [0] * DRAFT, rope_scaling=YARN)
+    config = json.loads((drafter / "config.json").read_text())
+    config.pop("max_position_embeddings", None)
+    write_json(drafter / "config.json", config)
+    [(level, message)] = by_check(check(target, drafter, "0.15.1"), "positions")
+    assert level == WARNING and "2048 (not in its config" in message, message

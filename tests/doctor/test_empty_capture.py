@@ -6,6 +6,7 @@ and says a release past the last one read was not read."""
 from __future__ import annotations
 
 import ast
+import json
 from pathlib import Path
 
 import pytest
@@ -79,7 +80,7 @@ def _mimo_target(root: Path) -> Path:
 @pytest.mark.parametrize(
     ("release", "level", "says"),
     [
-        ("0.15.1", PROBLEM, "allow-list refuses"),
+        ("0.15.1", PROBLEM, "allow-list lets the drafter through"),
         ("0.22.0", PROBLEM, "gets one tensor back"),
         ("0.34.0", PROBLEM, "gets one tensor back"),
         ("0.35.0", WARNING, "was not read"),
@@ -96,6 +97,27 @@ def test_doctor_names_a_target_that_claims_eagle3_and_captures_nothing(
     assert [lvl for lvl, _ in found] == [level], found
     assert says in found[0][1] and "MiMoModel.forward" in found[0][1], found
     assert code == (1 if level == PROBLEM else 0), report
+
+
+@pytest.mark.parametrize(
+    ("architectures", "model_type", "found"),
+    [
+        (["MiMoForCausalLM"], "qwen2", True),  # the class vLLM builds decides, not model_type
+        (["Qwen2ForCausalLM"], "mimo", False),
+    ],
+)
+def test_the_capture_check_goes_by_the_class_vllm_builds(
+    tmp_path: Path, architectures: list[str], model_type: str, found: bool
+) -> None:
+    target = _mimo_target(tmp_path)
+    config = json.loads((target / "config.json").read_text())
+    config.update(architectures=architectures, model_type=model_type)
+    write_json(target / "config.json", config)
+    drafter = specforge_drafter(tmp_path, eagle_aux_hidden_state_layer_ids=[3, 31, 59])
+    _, report = doctor_json(
+        "--model", str(target), "--drafter", str(drafter), "--vllm-version", "0.22.0"
+    )
+    assert bool(by_check(report, "capture")) is found, report
 
 
 def test_a_target_whose_class_captures_gets_no_capture_finding(tmp_path: Path) -> None:

@@ -202,3 +202,22 @@ def test_serve_args_warns_of_vllms_granite_graph_fault_on_stderr_and_still_print
                      "--vllm-version", "0.25.0")  # fmt: skip
     assert doctor.returncode == 0, doctor.stdout + doctor.stderr
     assert "warning  engine-fault" in doctor.stdout
+
+
+def test_serve_args_repeats_the_low_acceptance_warnings_on_stderr_and_still_prints(
+    tmp_path: Path,
+) -> None:
+    target, drafter = _granite_pair(tmp_path)
+    config = json.loads((drafter / "config.json").read_text())
+    config.update(max_position_embeddings=4096, norm_before_fc=True)
+    (drafter / "config.json").write_text(json.dumps(config))
+    args = ("serve-args", "--model", str(target), "--drafter", str(drafter))
+    proc = run_cli(*args, "--vllm-version", "0.17.1", "--max-model-len", "32768")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["method"] == "eagle3"  # stdout stays vLLM's input alone
+    assert "vllm-patcher: warning: positions: drafter max_position_embeddings 4096" in proc.stderr
+    assert "below --max-model-len 32768" in proc.stderr
+    assert "vllm-patcher: warning: flags: the drafter's config sets norm_before_fc" in proc.stderr
+    # the served context inside the drafter's, on a release that reads the flag: quiet
+    quiet = run_cli(*args, "--vllm-version", "0.18.0", "--max-model-len", "4096")
+    assert quiet.returncode == 0 and quiet.stderr == "", quiet.stderr

@@ -126,8 +126,8 @@ def serve_args(
             f"serve-args: doctor found {len(report.problems)} problem"
             f"{'s' * (len(report.problems) != 1)} (above); nothing printed for "
             f"--speculative-config (vllm-patcher doctor --model {model_dir} --drafter "
-            f"{drafter_dir}{f' --vllm-version {vllm_version}' if vllm_version else ''} shows the "
-            "whole report)"
+            f"{drafter_dir}{f' --vllm-version {vllm_version}' if vllm_version else ''}"
+            f"{f' --max-model-len {served_len}' if served_len else ''} shows the whole report)"
         )
     assert report.drafter_source is not None
     app.display(render.serve_args_faults(report))

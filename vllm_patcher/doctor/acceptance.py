@@ -19,6 +19,7 @@ read from the two checkpoints before any weight is loaded:
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from ..findings import OK, PROBLEM, WARNING, Finding
@@ -44,11 +45,26 @@ TRAINED_FOR_KEY = "target_num_hidden_layers"
 def check_trained_for(drafter: DrafterModel, target: TargetModel) -> list[Finding]:
     """Nothing when the drafter does not say which target it was trained on."""
     eagle = drafter.config.get("eagle_config")
-    stated = positive_int(drafter.config, TRAINED_FOR_KEY)
-    if stated is None and isinstance(eagle, dict):
-        stated = positive_int(eagle, TRAINED_FOR_KEY)
-    if stated is None:
+    places: dict[str, object] = {"top level": drafter.config.get(TRAINED_FOR_KEY)}
+    if isinstance(eagle, dict):
+        places["eagle_config"] = eagle.get(TRAINED_FOR_KEY)
+    declared = {where: v for where, v in places.items() if v is not None}
+    if not declared:
         return []
+    counts = [v for v in declared.values() if isinstance(v, int) and not isinstance(v, bool)]
+    if len(counts) != len(declared) or len(set(counts)) != 1 or counts[0] <= 0:
+        shown = ", ".join(f"{w} {json.dumps(v)}" for w, v in declared.items())
+        return [
+            Finding(
+                "trained-for",
+                WARNING,
+                f"the drafter's {TRAINED_FOR_KEY} ({shown}) is not one whole number of layers: "
+                "the target it was trained on is not checked",
+                f"state it once, as the trained target's layer count ({target.num_layers} for "
+                "this one)",
+            )
+        ]
+    stated = counts[0]
     if stated != target.num_layers:
         return [
             Finding(
@@ -120,12 +136,38 @@ def check_d2t(drafter: DrafterModel, target: TargetModel) -> Finding | None:
     )
 
 
-def _rope(config: dict[str, Any] | None) -> str:
+# What transformers' LlamaConfig (the drafter's class) assumes when the config has no
+# max_position_embeddings: the positions the drafter is built for.
+LLAMA_DEFAULT_POSITIONS = 2048
+NOT_SCALING = (
+    "type",
+    "rope_type",
+    "rope_theta",
+)  # the kind is compared apart; theta is not scaling
+
+
+def _number(value: object) -> object:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else value
+
+
+def _rope_key(config: dict[str, Any] | None) -> tuple[str, tuple[tuple[str, str], ...]] | None:
+    """Rope scaling as a comparable value: its kind and every parameter, numbers as floats (40
+    is 40.0); none, or the kind "default" with nothing else, is no scaling."""
     if not config:
+        return None
+    kind = str(config.get("rope_type") or config.get("type") or "default")
+    params = sorted((str(k), repr(_number(v))) for k, v in config.items() if k not in NOT_SCALING)
+    if kind == "default" and not params:
+        return None
+    return (kind, tuple(params))
+
+
+def _rope(config: dict[str, Any] | None) -> str:
+    key = _rope_key(config)
+    if key is None:
         return "none"
-    kind = config.get("rope_type") or config.get("type") or "?"
-    factor = config.get("factor")
-    return f"{kind}" + (f" x{factor}" if factor is not None else "")
+    kind, params = key
+    return kind + "".join(f", {k} {v}" for k, v in params)
 
 
 def check_positions(
@@ -135,6 +177,9 @@ def check_positions(
     the target's own range), and its rope scaling against the target's."""
     out: list[Finding] = []
     mine = positive_int(drafter.config, "max_position_embeddings")
+    stated = "" if "max_position_embeddings" in drafter.config else " (not in its config: "
+    if stated:
+        mine, stated = LLAMA_DEFAULT_POSITIONS, stated + "transformers' LlamaConfig default)"
     theirs = served_len if served_len is not None else target.max_positions
     whose = "--max-model-len" if served_len is not None else "the target's"
     if mine is not None and theirs is not None and mine < theirs:
@@ -142,7 +187,7 @@ def check_positions(
             Finding(
                 "positions",
                 WARNING,
-                f"drafter max_position_embeddings {mine} is below {whose} {theirs}: past "
+                f"drafter max_position_embeddings {mine}{stated} is below {whose} {theirs}: past "
                 f"{mine} tokens of context the drafter runs outside the positions it was trained "
                 "on, and acceptance falls there",
                 f"serve with --max-model-len {mine} or less, or use a drafter trained for "
@@ -150,8 +195,10 @@ def check_positions(
             )
         )
     rope = drafter.config.get("rope_scaling")
+    if not isinstance(rope, dict):  # transformers v5 writes rope_parameters
+        rope = drafter.config.get("rope_parameters")
     drafter_rope = rope if isinstance(rope, dict) else None
-    if _rope(drafter_rope) != _rope(target.rope_scaling):
+    if _rope_key(drafter_rope) != _rope_key(target.rope_scaling):
         out.append(
             Finding(
                 "positions",

@@ -37,9 +37,11 @@ EMPTY_CAPTURES = (MIMO,)
 
 
 def check_capture(target: TargetModel, vllm_version: str) -> list[Finding]:
+    """Matched on the target's ``architectures``: the class vLLM builds (its model_type only
+    decides what the allow-list, before 0.22.0, says)."""
     release = release_version(vllm_version)
     for fault in EMPTY_CAPTURES:
-        if fault.model_type not in (target.model_type, target.text_model_type):
+        if fault.architecture not in target.architectures:
             continue
         claim = (
             f"vLLM's {fault.architecture} lists SupportsEagle3 (through {fault.claims_through}) "
@@ -55,7 +57,7 @@ def check_capture(target: TargetModel, vllm_version: str) -> list[Finding]:
                 )
             ]
         when = (
-            "its allow-list refuses the drafter, and past it the engine would get no aux layers"
+            "the engine gets no aux layers from it, where its allow-list lets the drafter through"
             if release < ALLOW_LIST_GONE
             else "the runner asks it for aux layers and gets one tensor back: the engine fails"
         )

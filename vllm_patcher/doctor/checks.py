@@ -203,7 +203,7 @@ def check(
     target = target_from_config(Path(model_source.path), model_config)
     drafter = read_drafter(drafter_source.path, drafter_config)
     plan, aux_findings = check_aux_layers(drafter, target, vllm_version)
-    findings = check_drafter(drafter, target, served_len) + aux_findings
+    findings = check_drafter(drafter, target, vllm_version, served_len) + aux_findings
     findings += check_flags(drafter.config, vllm_version)
     findings += fault_findings(target.model_type, vllm_version)
     findings += check_capture(target, vllm_version)

@@ -17,17 +17,21 @@ from ..models.families import (
     is_minimax_m2,
 )
 from .acceptance import check_acceptance
+from .flags import AUX_COUNT_READ_FROM, aux_count
 
 
 def check_drafter(
-    drafter: DrafterModel, target: TargetModel, served_len: int | None = None
+    drafter: DrafterModel,
+    target: TargetModel,
+    vllm_version: str,
+    served_len: int | None = None,
 ) -> list[Finding]:
     """Architecture, hidden size, vocabulary and weight names: everything but the aux layers."""
     vocab = positive_int(drafter.config, "vocab_size")
     return [
         _check_target(target),
         _check_architecture(drafter),
-        *_check_hidden_size(drafter, target),
+        *_check_hidden_size(drafter, target, aux_count(drafter.config, vllm_version)),
         _check_vocab(vocab, target),
         _check_draft_vocab(drafter, vocab or target.vocab_size),
         *check_acceptance(drafter, target, served_len),
@@ -67,11 +71,12 @@ def _check_architecture(drafter: DrafterModel) -> Finding:
     )
 
 
-def _check_hidden_size(drafter: DrafterModel, target: TargetModel) -> list[Finding]:
-    """The declared target hidden size, and the fc weight that takes 3 x it."""
+def _check_hidden_size(drafter: DrafterModel, target: TargetModel, aux: int) -> list[Finding]:
+    """The declared target hidden size, and the fc weight that takes ``aux`` (3, or what the
+    release reads from the config: ``flags.aux_count``) x it."""
     config, tensors = drafter.config, drafter.tensors
     fc_name = next((n for n in tensors if n == "fc.weight" or n.endswith(".fc.weight")), None)
-    fc_in = 3 * target.hidden_size
+    fc_in = aux * target.hidden_size
     fc_fits = fc_name is not None and tensors[fc_name].shape[1:2] == (fc_in,)
     key = "target_hidden_size" if "target_hidden_size" in config else "hidden_size"
     declared = positive_int(config, key)
@@ -83,7 +88,7 @@ def _check_hidden_size(drafter: DrafterModel, target: TargetModel) -> list[Findi
     else:
         fix = (
             f'set "target_hidden_size": {target.hidden_size} in {drafter.config_path} (its fc '
-            f"weight already takes 3 x {target.hidden_size})"
+            f"weight already takes {aux} x {target.hidden_size})"
             if fc_fits
             else f"use a drafter trained for a target with hidden size {target.hidden_size}"
         )
@@ -92,7 +97,7 @@ def _check_hidden_size(drafter: DrafterModel, target: TargetModel) -> list[Findi
                 "hidden-size",
                 PROBLEM,
                 f"drafter {key} is {json.dumps(config.get(key))}, the target's hidden size is "
-                f"{target.hidden_size} (the fc layer takes 3 x target hidden size)",
+                f"{target.hidden_size} (the fc layer takes {aux} x target hidden size)",
                 fix,
             )
         )
@@ -100,15 +105,16 @@ def _check_hidden_size(drafter: DrafterModel, target: TargetModel) -> list[Findi
         shape = list(tensors[fc_name].shape)
         if fc_fits:
             findings.append(
-                Finding("fc-weight", OK, f"{fc_name} {shape} takes 3 x {target.hidden_size}")
+                Finding("fc-weight", OK, f"{fc_name} {shape} takes {aux} x {target.hidden_size}")
             )
         else:
             findings.append(
                 Finding(
                     "fc-weight",
                     PROBLEM,
-                    f"{fc_name} has shape {shape}; vLLM needs {fc_in} (3 x {target.hidden_size}) inputs",
-                    f"use a drafter trained for a target with hidden size {target.hidden_size}",
+                    f"{fc_name} has shape {shape}; vLLM needs {fc_in} ({aux} x "
+                    f"{target.hidden_size}) inputs",
+                    _fc_fix(tensors[fc_name].shape, aux, target.hidden_size),
                 )
             )
     elif drafter.weight_files:
@@ -120,6 +126,20 @@ def _check_hidden_size(drafter: DrafterModel, target: TargetModel) -> list[Findi
             )
         )
     return findings
+
+
+def _fc_fix(shape: tuple[int, ...], aux: int, hidden: int) -> str:
+    """A fc built for another number of aux layers of this target is a count to state, not a
+    drafter to replace."""
+    inputs = shape[1] if len(shape) > 1 else 0
+    if inputs and inputs % hidden == 0 and inputs // hidden != aux:
+        layers = inputs // hidden
+        return (
+            f"its fc takes {layers} aux layers of this target, vLLM builds it for {aux}: serve "
+            f'with vLLM {AUX_COUNT_READ_FROM} or newer and "num_aux_hidden_states": {layers} in its '
+            "config"
+        )
+    return f"use a drafter trained for a target with hidden size {hidden}"
 
 
 def _check_vocab(vocab: int | None, target: TargetModel) -> Finding:

@@ -4,10 +4,12 @@ for behaviour its release does not implement.
 An EAGLE-3 drafter's ``config.json`` may carry flags that change what its layers compute. vLLM's
 drafter class (``Eagle3LlamaForCausalLM`` in ``model_executor/models/llama_eagle3.py``) reads each
 one at the top level of the config, under ``eagle_config``, or not at all, and from a given
-release on. A flag it does not read is silently dropped: the drafter loads, runs and is rarely
-accepted. ``FLAGS`` is the one owner of those facts, read from the wheels of 0.11.0 to 0.34.0
-(``tests/doctor/test_drafter_flags.py`` derives them again from each release's pristine
-``llama_eagle3.py``); a release newer than the last one read is taken to read what it read.
+release on; where it reads both, the one under ``eagle_config`` wins. It tests each switch as a
+truth value (``if flag:``), so the string ``"false"`` switches it on. A flag it does not read is
+silently dropped: the drafter loads, runs and is rarely accepted. ``FLAGS`` is the one owner of
+those facts, read from the wheels of 0.11.0 to 0.34.0 (``tests/doctor/test_drafter_flags.py``
+derives them again from each release's pristine ``llama_eagle3.py``); a release newer than the
+last one read is taken to read what it read.
 """
 
 from __future__ import annotations
@@ -19,10 +21,16 @@ from typing import Any
 from packaging.version import Version
 
 from ..findings import OK, PROBLEM, WARNING, Finding
+from ..models.configs import AUX_KEY
 from .rules import release_version
 
 TOP, NESTED = "top-level", "eagle_config"
+FIRST_READ = Version("0.11.0")  # the oldest release read (older ones: doctor's release check)
 LAST_READ = Version("0.34.0")  # the newest release whose drafter class these facts come from
+EAGLE_CONFIG_READ_FROM = Version("0.12.0")  # the first release whose drafter reads eagle_config
+# from 0.22.0 the fc takes num_aux_hidden_states aux layers (else as many as the nested ids name)
+AUX_COUNT_READ_FROM = Version("0.22.0")
+DEFAULT_AUX_COUNT = 3
 
 
 @dataclass(frozen=True)
@@ -36,6 +44,10 @@ class Flag:
 
     def read_from(self, where: str) -> Version | None:
         return self.top if where == TOP else self.nested
+
+    @property
+    def switch(self) -> bool:
+        return isinstance(self.default, bool)
 
 
 def _v(text: str) -> Version:
@@ -66,13 +78,7 @@ FLAGS = (
         _v("0.22.0"),
         "the aux layers reach the fc without the norm the drafter was trained with",
     ),
-    Flag(
-        "fc_norm",
-        False,
-        _v("0.22.0"),
-        None,
-        "each aux layer reaches the fc without its own norm",
-    ),
+    Flag("fc_norm", False, _v("0.22.0"), None, "each aux layer reaches the fc without its norm"),
     Flag(
         "norm_output",
         False,
@@ -82,7 +88,7 @@ FLAGS = (
     ),
     Flag(
         "num_aux_hidden_states",
-        3,
+        DEFAULT_AUX_COUNT,
         _v("0.22.0"),
         None,
         "vLLM builds the fc for three aux layers (the checkpoint's fc does not fit)",
@@ -115,61 +121,153 @@ def _reads(flag: Flag, where: str, release: Version) -> bool:
     return first is not None and release >= first
 
 
-def _fix(flag: Flag, where: str, value: object, release: Version) -> str:
-    """Move it where this release reads it, else serve with the first release that does."""
+def _meaning(flag: Flag, value: object) -> object:
+    """What vLLM makes of the value: a switch is a truth value, a count a whole number."""
+    if flag.switch:
+        return bool(value)
+    return value
+
+
+def _asks(flag: Flag, value: object) -> bool:
+    """The value asks for something other than the class's default."""
+    return flag.default is not None and _meaning(flag, value) != flag.default
+
+
+def _show(value: object) -> str:
+    return json.dumps(value)
+
+
+def _spot(flag: Flag, where: str, value: object) -> str:
+    pair = f'"{flag.key}": {_show(value)}'
+    return f'"eagle_config": {{{pair}}}' if where == NESTED else f"the top level ({pair})"
+
+
+def _fix(flag: Flag, where: str, value: object, release: Version, shown: str) -> str:
+    """Move it where this release reads it; else the earliest (place, release) that reads it."""
     other = NESTED if where == TOP else TOP
-    shown = json.dumps(value)
     if _reads(flag, other, release):
-        spot = f'"eagle_config": {{"{flag.key}": {shown}}}' if other == NESTED else flag.key
-        return f"move it to {spot} in the drafter's config.json, where vLLM {release} reads it"
-    firsts = [v for v in (flag.top, flag.nested) if v is not None and v > release]
-    if firsts:
-        return f"serve with vLLM {min(firsts)} or newer, the first release that reads it"
-    return "no vLLM release reads it: use a drafter trained without it"
+        return (
+            f"move it to {_spot(flag, other, value)} in the drafter's config.json, where vLLM "
+            f"{shown} reads it"
+        )
+    later = sorted(
+        (first, place)
+        for place in (TOP, NESTED)
+        if (first := flag.read_from(place)) is not None and first > release
+    )
+    if not later:
+        return "no vLLM release reads it: use a drafter trained without it"
+    first, place = later[0]
+    move = "" if place == where else f"move it to {_spot(flag, place, value)} and "
+    return f"{move}serve with vLLM {first} or newer, the first release that reads it there"
 
 
 def check_flags(config: dict[str, Any], vllm_version: str) -> list[Finding]:
-    """A finding for each flag that asks for non-default behaviour the release does not read; an
-    ok line naming the flags it does read, when any is set. A config in the speculators format
+    """A finding for each flag that asks for non-default behaviour the release does not read, is
+    set twice to different values, or is a string where vLLM tests a truth value; an ok line
+    naming the flags it does read, when any is set. A config in the speculators format
     (``speculators_config``) is converted by vLLM with its own defaults: not judged here."""
-    if "speculators_config" in config:
-        return []
     release = release_version(vllm_version)
+    if "speculators_config" in config or release < FIRST_READ:
+        return []
+    shown = vllm_version if release <= LAST_READ else f"{LAST_READ} (the last release read)"
     out: list[Finding] = []
+    eagle = config.get("eagle_config")
+    if eagle is not None and not isinstance(eagle, dict) and release >= EAGLE_CONFIG_READ_FROM:
+        out.append(
+            Finding(
+                "flags",
+                PROBLEM,
+                f"the drafter's eagle_config is {_show(eagle)}, not an object: vLLM "
+                f"{vllm_version} looks keys up in it and fails while it builds the drafter",
+                'make eagle_config an object ({"use_aux_hidden_state": ...}) or remove it',
+            )
+        )
     honoured = []
     for flag in FLAGS:
         declared = _declared(config, flag.key)
-        # vLLM's own order where it reads both: the nested value wins
-        where = NESTED if NESTED in declared else TOP if TOP in declared else None
-        if where is None or flag.default is None or declared[where] == flag.default:
-            if where is not None and flag.default is None and _reads(flag, where, release):
+        if not declared:
+            continue
+        out += _strings(flag, declared, vllm_version)
+        read = [w for w in (NESTED, TOP) if w in declared and _reads(flag, w, release)]
+        meanings = {_show(_meaning(flag, v)) for v in declared.values()}
+        if len(meanings) > 1:  # set twice, to different values: say which one the release uses
+            used = f"reads the {read[0]} one" if read else "reads neither"
+            out.append(
+                Finding(
+                    "flags",
+                    WARNING,
+                    f"the drafter's config sets {flag.key} twice, to different values ("
+                    + ", ".join(f"{w} {_show(v)}" for w, v in declared.items())
+                    + f"): vLLM {vllm_version} {used}",
+                    f"keep one {flag.key}, the value the drafter was trained with",
+                )
+            )
+            continue
+        where, value = next(iter(declared.items()))
+        if read:
+            if flag.default is not None or _positive(value):
                 honoured.append(flag.key)
             continue
-        value = declared[where]
-        if _reads(flag, where, release):
-            honoured.append(flag.key)
-            continue
-        other = NESTED if where == TOP else TOP
-        also = other in declared and declared[other] == value and _reads(flag, other, release)
-        if also:
-            honoured.append(flag.key)
-            continue
-        newer = " (read from the wheels up to 0.34.0)" if release > LAST_READ else ""
-        out.append(
-            Finding(
-                "flags",
-                flag.level,
-                f"the drafter's config sets {flag.key} = {json.dumps(value)} ({where}), which vLLM "
-                f"{vllm_version} does not read there{newer}: {flag.ignored}",
-                _fix(flag, where, value, release),
+        if flag.default is None or _asks(flag, value):
+            out.append(
+                Finding(
+                    "flags",
+                    flag.level,
+                    f"the drafter's config sets {flag.key} = {_show(value)} ({where}), which vLLM "
+                    f"{shown} does not read there: {flag.ignored}",
+                    _fix(flag, where, value, release, shown),
+                )
             )
-        )
     if not out and honoured:
         out.append(
             Finding(
-                "flags",
-                OK,
-                f"drafter flags read by vLLM {vllm_version}: {', '.join(honoured)}",
+                "flags", OK, f"drafter flags read by vLLM {vllm_version}: {', '.join(honoured)}"
             )
         )
     return out
+
+
+def _positive(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
+def _strings(flag: Flag, declared: dict[str, object], vllm_version: str) -> list[Finding]:
+    """A switch written as a string, or a count that is not a whole number: vLLM reads it other
+    than the author meant."""
+    out = []
+    for where, value in declared.items():
+        if flag.switch and isinstance(value, str):
+            out.append(
+                Finding(
+                    "flags",
+                    flag.level,
+                    f"the drafter's {flag.key} is the string {_show(value)} ({where}): vLLM "
+                    f"{vllm_version} tests it as a truth value, so it means {_show(bool(value))}",
+                    "write it as JSON true or false, without quotes",
+                )
+            )
+        elif flag.key == "num_aux_hidden_states" and not _positive(value):
+            out.append(
+                Finding(
+                    "flags",
+                    PROBLEM,
+                    f"the drafter's num_aux_hidden_states is {_show(value)} ({where}), not a "
+                    f"whole number of layers: vLLM {vllm_version} cannot size the fc with it",
+                    "write the number of aux layers the drafter takes, e.g. 3",
+                )
+            )
+    return out
+
+
+def aux_count(config: dict[str, Any], vllm_version: str) -> int:
+    """How many aux layers the release builds the drafter's fc for: three before 0.22.0; from it,
+    ``num_aux_hidden_states``, else as many as the nested aux-layer ids name, else three."""
+    if release_version(vllm_version) < AUX_COUNT_READ_FROM:
+        return DEFAULT_AUX_COUNT
+    stated = config.get("num_aux_hidden_states")
+    if isinstance(stated, int) and _positive(stated):
+        return stated
+    eagle = config.get("eagle_config")
+    ids = eagle.get(AUX_KEY) if isinstance(eagle, dict) else None
+    return len(ids) if isinstance(ids, list) and ids else DEFAULT_AUX_COUNT

@@ -57,6 +57,7 @@ class TargetModel:
     vocab_size: int
     max_positions: int | None = None  # max_position_embeddings
     rope_scaling: dict[str, Any] | None = field(default=None, compare=False)
+    architectures: tuple[str, ...] = field(default=(), compare=False)  # the class vLLM builds
 
 
 @dataclass(frozen=True)
@@ -150,6 +151,9 @@ def target_from_config(root: Path, config: dict[str, Any]) -> TargetModel:
         values[key] = value
     model_type = str(config.get("model_type", ""))
     rope = text_config.get("rope_scaling")
+    if not isinstance(rope, dict):  # transformers v5 writes rope_parameters
+        rope = text_config.get("rope_parameters")
+    archs = config.get("architectures")
     return TargetModel(
         path=str(root),
         model_type=model_type,
@@ -159,6 +163,9 @@ def target_from_config(root: Path, config: dict[str, Any]) -> TargetModel:
         vocab_size=values["vocab_size"],
         max_positions=positive_int(text_config, "max_position_embeddings"),
         rope_scaling=rope if isinstance(rope, dict) else None,
+        architectures=tuple(a for a in archs if isinstance(a, str))
+        if isinstance(archs, list)
+        else (),
     )
 
 

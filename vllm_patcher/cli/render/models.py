@@ -25,14 +25,19 @@ def serve_args_problems(report: Any) -> Shown:
     return Shown(EXIT_CHECK_FAILED, None, stderr=lines)
 
 
+# Warnings serve-args repeats on stderr: vLLM's own faults (serve-args cannot see the serve flags
+# that avoid them; rehearse can) and the causes of low acceptance a server would not show.
+SERVE_ARGS_WARNS = ("engine-fault", "flags", "positions", "trained-for", "capture", "d2t")
+
+
 def serve_args_faults(report: Any) -> Shown:
-    """vLLM's own faults doctor knows for this target and release, on stderr: warnings, since
-    serve-args cannot see the serve flags that avoid them (rehearse can)."""
+    """The warnings doctor found that a server would not show, on stderr."""
     lines = []
     for f in report.findings:
-        if f.check == "engine-fault":
+        if f.check in SERVE_ARGS_WARNS and f.level == "warning":
             lines.append(f"vllm-patcher: warning: {f.check}: {f.message}")
-            lines.append(f"vllm-patcher:   fix: {f.fix}")
+            if f.fix:
+                lines.append(f"vllm-patcher:   fix: {f.fix}")
     return Shown(EXIT_OK, None, stderr=lines)
 
 
