@@ -256,6 +256,5 @@ def test_the_fc_is_judged_for_as_many_aux_layers_as_the_release_builds_it_for(
     found = by_check(report, "fc-weight")
     assert [level for level, _ in found] == expected, found
     if expected == [PROBLEM] and fc_layers == 4:
-        assert '"num_aux_hidden_states": 4' in report["findings"][
-            [f["check"] for f in report["findings"]].index("fc-weight")
-        ]["fix"]
+        [fc] = [f for f in report["findings"] if f["check"] == "fc-weight"]
+        assert '"num_aux_hidden_states": 4' in fc["fix"], fc
