@@ -349,3 +349,25 @@ def test_revert_says_what_it_leaves_in_site_packages_and_removing_it_is_safe(tre
     shutil.rmtree(state)  # what the line says to do
     data = status_json(run_cli("--json", "--target", str(site), "status"))
     assert {p["state"] for p in data["patches"]} <= {"pending", "not-applicable"}, data
+
+
+def test_one_parser_reads_every_list_of_whole_numbers() -> None:
+    from vllm_patcher.cli import options
+    from vllm_patcher.errors import BadSetting
+
+    assert options.integers("--k", "0, 1,2,,3", "0,1,2,3") == [0, 1, 2, 3]
+    for bad, said in (("1,x", "give integers like 1,4,16"), (",", "at least one value")):
+        with pytest.raises(BadSetting, match=said):
+            options.integers("--concurrency", bad, "1,4,16")
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("payoff", "bench", "http://127.0.0.1:9", "--baseline-url", "http://127.0.0.1:9"),
+        ("payoff", "sweep", "--url", "0=http://127.0.0.1:9", "--url", "1=http://127.0.0.1:9"),
+    ],
+)
+def test_bench_and_sweep_refuse_an_empty_concurrency_list_alike(command: tuple[str, ...]) -> None:
+    proc = run_cli(*command, "--concurrency", ",")
+    assert_refused(proc, 2, "--concurrency: give at least one value, like 1,4,16")

@@ -13,6 +13,7 @@ from ..errors import BadSetting
 from ..payoff import run as payoff_run
 from ..payoff.measure import one_source
 from ..payoff.scrape import is_url
+from . import options
 from .app import SubGroup, pass_app
 from .base import Application, vllm_python
 from .render import payoff as render
@@ -197,19 +198,11 @@ def _stdout_gone_check() -> Any:
 @click.option(
     "--baseline-url", required=True, metavar="URL", help="The same model, no speculation."
 )
-@click.option(
-    "--concurrency", default="1,4,16", show_default=True, help="Comma-separated concurrencies."
-)
-@click.option("--num-prompts", default=64, show_default=True, type=int)
-@click.option(
-    "--repeat",
-    default=2,
-    show_default=True,
-    type=int,
-    help="Runs per concurrency: a verdict only where every run's figures fall in one class.",
-)
-@click.option("--dataset", default="random", show_default=True, help="vllm bench serve's dataset.")
-@click.option("--plot", type=click.Path(path_type=Path), metavar="FILE.png", help="Draw it.")
+@options.concurrency
+@options.num_prompts()
+@options.repeat("concurrency")
+@options.dataset
+@options.plot
 @click.argument("client_args", nargs=-1, type=click.UNPROCESSED, metavar="[-- CLIENT ARGS]")
 @pass_app
 def payoff_bench(
@@ -228,10 +221,7 @@ def payoff_bench(
     from ..payoff import bench
 
     opts = app.options
-    try:
-        levels = [int(c) for c in concurrency.split(",") if c.strip()]
-    except ValueError:
-        raise BadSetting(f"--concurrency {concurrency!r}: give integers like 1,4,16") from None
+    levels = options.integers("--concurrency", concurrency, "1,4,16")
     if plot is not None:
         from ..payoff.plot import check_available
 

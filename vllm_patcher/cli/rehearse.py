@@ -8,19 +8,16 @@ from pathlib import Path
 import click
 
 from ..errors import RehearsalInterrupted
+from . import options
 from .app import ServeCommand, pass_app
 from .base import Application, vllm_python
 from .render import rehearse as render
 
 
 @click.command("rehearse", cls=ServeCommand)
-@click.option(
-    "--ready-timeout",
-    default=1800.0,
-    show_default=True,
-    type=float,
-    help="Seconds the server may take to become ready (no checkpoint is read; torch.compile, "
-    "graph capture and the KV cache are).",
+@options.ready_timeout(
+    "Seconds the server may take to become ready (no checkpoint is read; torch.compile, "
+    "graph capture and the KV cache are)."
 )
 @click.option(
     "--real-drafter",

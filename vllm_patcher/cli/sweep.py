@@ -16,6 +16,7 @@ from ..errors import (
     SweepInterrupted,
 )
 from ..payoff.scrape import is_url
+from . import options
 from .app import ServeCommand, pass_app
 from .base import Application, vllm_python
 from .render import payoff as render
@@ -32,16 +33,6 @@ def _running(urls: tuple[str, ...]) -> dict[int, str]:
             raise BadSetting(f"--url names k = {int(k)} twice")
         out[int(k)] = url.rstrip("/")
     return out
-
-
-def _integers(option: str, value: str) -> list[int]:
-    try:
-        levels = [int(v) for v in value.split(",") if v.strip()]
-    except ValueError:
-        raise BadSetting(f"{option} {value!r}: give integers like 0,1,2,3") from None
-    if not levels:
-        raise BadSetting(f"{option}: give at least one value")
-    return levels
 
 
 def _check_running(running: dict[int, str], serve_args: tuple[str, ...]) -> None:
@@ -61,18 +52,10 @@ def _check_running(running: dict[int, str], serve_args: tuple[str, ...]) -> None
 
 @click.command("sweep", cls=ServeCommand)
 @click.option("--k", "ks", default="0,1,2,3", show_default=True, help="Draft lengths (0: none).")
-@click.option(
-    "--concurrency", default="1,4,16", show_default=True, help="Comma-separated concurrencies."
-)
-@click.option("--num-prompts", default=64, show_default=True, type=int, help="Per run.")
-@click.option(
-    "--repeat",
-    default=2,
-    show_default=True,
-    type=int,
-    help="Runs per cell: a verdict only where every run's figures fall in one class.",
-)
-@click.option("--dataset", default="random", show_default=True, help="vllm bench serve's dataset.")
+@options.concurrency
+@options.num_prompts("Per run.")
+@options.repeat("cell")
+@options.dataset
 @click.option(
     "--client-args",
     default="",
@@ -80,13 +63,7 @@ def _check_running(running: dict[int, str], serve_args: tuple[str, ...]) -> None
     help="More arguments for vllm bench serve, in one quoted string (e.g. '--random-input-len "
     "512 --temperature 0').",
 )
-@click.option(
-    "--ready-timeout",
-    default=1800.0,
-    show_default=True,
-    type=float,
-    help="Seconds a server may take to become ready (a model load included).",
-)
+@options.ready_timeout("Seconds a server may take to become ready (a model load included).")
 @click.option(
     "--log-dir",
     type=click.Path(path_type=Path),
@@ -100,7 +77,7 @@ def _check_running(running: dict[int, str], serve_args: tuple[str, ...]) -> None
     help="Instead of a command: a server you run with k draft tokens (0: without speculation); "
     "repeat for each k, 0 included.",
 )
-@click.option("--plot", type=click.Path(path_type=Path), metavar="FILE.png", help="Draw it.")
+@options.plot
 @click.argument("serve_args", nargs=-1, type=click.UNPROCESSED, metavar="-- SERVE_ARGS...")
 @pass_app
 def payoff_sweep(
@@ -133,8 +110,8 @@ def payoff_sweep(
     except ValueError as exc:
         raise BadSetting(f"--client-args: {exc}") from None
     plan = sweep.plan(
-        sorted(running) if running else _integers("--k", ks),
-        _integers("--concurrency", concurrency),
+        sorted(running) if running else options.integers("--k", ks, "0,1,2,3"),
+        options.integers("--concurrency", concurrency, "1,4,16"),
         repeat,
         num_prompts,
         dataset,

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from ..errors import BadSetting, NoDrafts, NoSpeculation, ServerUnreachable
 from ..serving import server
-from ..serving.args import ServeArgs
+from ..serving.args import ServeArgs, option_name
 from . import scrape
 from .analysis import analyse
 from .bench import Point, Run, check_client_args, client, failed_note, failures, merged, noise
@@ -268,11 +268,9 @@ def plan(
     if not math.isfinite(ready_timeout_s) or ready_timeout_s <= 0:
         raise BadSetting("--ready-timeout takes a finite number of seconds above 0")
     for given in client_extra:
-        name = given.split("=", 1)[0].replace("_", "-")  # vLLM's parser reads both spellings
-        # and takes any unambiguous prefix (--num-p): a prefix of one the sweep sets is refused
-        if given.startswith("--") and any(
-            opt == name or (len(name) > 3 and opt.startswith(name)) for opt in SWEEP_SETS
-        ):
+        # read as vLLM's parser reads it (both spellings, an unambiguous prefix: --num-p)
+        name, _ = option_name(given, tuple(SWEEP_SETS), shortest=len("--ab"))
+        if name in SWEEP_SETS:
             raise BadSetting(
                 f"--client-args {given.split('=', 1)[0]}: the sweep sets it itself (--concurrency, --num-prompts, "
                 "--dataset; its own servers' URLs); leave it out"
