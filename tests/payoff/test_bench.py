@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from vllm_patcher.cli import outcomes
 from vllm_patcher.payoff import bench, scrape
 
 from .scrapes import metrics
@@ -116,7 +117,8 @@ def test_the_summary_line_agrees_with_the_rows(
             assert "unknown" in said and str(c) in said, (rows, said)
     if paying:
         assert any(str(c) in said for c in paying) or "every" in said, (rows, said)
-    assert bench.exit_code(result) == (0 if paying or set(rows) == {"unknown"} else 1), (rows, said)
+    code = outcomes.bench(result.pays_at, [v for _, v in result.verdicts()])
+    assert code == (0 if paying or set(rows) == {"unknown"} else 1), (rows, said)
 
 
 def test_each_rows_acceptance_is_that_concurrencys_own_window(

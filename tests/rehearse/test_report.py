@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from vllm_patcher.cli import outcomes
 from vllm_patcher.payoff import scrape
 from vllm_patcher.rehearse import failures, report, run
 from vllm_patcher.serving import server
@@ -27,19 +28,19 @@ def _rehearsal(speculative: bool, text: str | None, answered: int = 3) -> run.Re
 
 def test_drafts_counted_is_the_only_speculative_success_and_acceptance_is_not_judged() -> None:
     ready = _rehearsal(True, metrics(drafts=5, per_pos=(0, 0, 0), generation=20))
-    assert (ready.outcome, report.exit_code(ready)) == ("ready", 0)
+    assert (ready.outcome, outcomes.of_rehearsal(ready)) == ("ready", 0)
     said = "\n".join(report.lines(ready))
     assert "5 drafts, 15 draft tokens" in said and "random weights it means nothing" in said
     none = _rehearsal(True, metrics(drafts=0, per_pos=(0, 0, 0), generation=20))
-    assert (none.outcome, report.exit_code(none)) == ("no-drafts", 23)
+    assert (none.outcome, outcomes.of_rehearsal(none)) == ("no-drafts", 23)
     hidden = _rehearsal(True, metrics(spec=False, generation=20))  # --disable-log-stats
-    assert (hidden.outcome, report.exit_code(hidden)) == ("no-drafts", 23)
+    assert (hidden.outcome, outcomes.of_rehearsal(hidden)) == ("no-drafts", 23)
     assert "no speculative-decoding counters" in "\n".join(report.lines(hidden))
 
 
 def test_no_speculative_config_succeeds_and_says_speculation_was_not_rehearsed() -> None:
     plain = _rehearsal(False, metrics(spec=False, generation=20))
-    assert (plain.outcome, report.exit_code(plain)) == ("no-speculation", 0)
+    assert (plain.outcome, outcomes.of_rehearsal(plain)) == ("no-speculation", 0)
     assert "speculation was not rehearsed" in "\n".join(report.lines(plain))
     # drafted through a spelling the rehearsal did not read (-sc): counted, so it ran
     other = _rehearsal(False, metrics(drafts=4, per_pos=(1,), generation=20))
@@ -53,16 +54,16 @@ def test_failures_exit_22_or_vllms_usage_2_and_an_unknown_one_shows_the_log() ->
     r.ready_s = None
     r.failure = server.StartFailure("the server exited with code 1 before it was ready", 1, log, ())
     r.cause = failures.classify(lines, "GraniteForCausalLM")
-    assert (r.outcome, report.exit_code(r)) == ("failed", 22)
+    assert (r.outcome, outcomes.of_rehearsal(r)) == ("failed", 22)
     said = report.lines(r)
     assert any(
         line.startswith("fix: vllm-patcher apply (the patch eagle3-granite") for line in said
     )
     r.cause = failures.classify((LOGS / "usage-0.31.0.log").read_text().splitlines())
-    assert report.exit_code(r) == 2
+    assert outcomes.of_rehearsal(r) == 2
     r.cause = None
     r.failure = server.StartFailure("the server was not ready within 60 s", None, log, ("a", "b"))
-    assert (r.outcome, report.exit_code(r)) == ("not-ready", 22)
+    assert (r.outcome, outcomes.of_rehearsal(r)) == ("not-ready", 22)
     said = report.lines(r)
     assert "cause not recognised: the server was not ready within 60 s" in said
     assert "    b" in said and f"log: {r.log}" in said
@@ -75,7 +76,7 @@ def test_a_timeout_is_named_with_its_fix_and_the_fix_of_a_refusal_names_the_user
     r.failure = server.StartFailure("the server was not ready within 5 s", None, log, ())
     r.cause = failures.not_ready(5, ["arguments parsed", "model built"])
     said = report.lines(r)
-    assert (r.outcome, report.exit_code(r)) == ("not-ready", 22)
+    assert (r.outcome, outcomes.of_rehearsal(r)) == ("not-ready", 22)
     assert "cause: the server was not ready within 5 s (the last step reached: model built)" in said
     assert any(line.startswith("fix: give it longer: raise --ready-timeout") for line in said)
     assert not any(line.startswith(("cause not recognised", "vLLM said")) for line in said)
@@ -105,7 +106,7 @@ def test_a_server_that_hides_its_counters_is_speculation_not_counted_not_a_failu
     """--disable-log-stats: /metrics has no vllm: lines at all; the drafter was asked for, so
     exit 23 (speculation not shown to run), and without one exit 0."""
     hidden = _rehearsal(True, None)
-    assert (hidden.outcome, report.exit_code(hidden)) == ("no-drafts", 23)
+    assert (hidden.outcome, outcomes.of_rehearsal(hidden)) == ("no-drafts", 23)
     assert "no speculative-decoding counters" in "\n".join(report.lines(hidden))
     plain = _rehearsal(False, None)
-    assert (plain.outcome, report.exit_code(plain)) == ("no-speculation", 0)
+    assert (plain.outcome, outcomes.of_rehearsal(plain)) == ("no-speculation", 0)

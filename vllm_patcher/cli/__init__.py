@@ -3,7 +3,8 @@
 ``main`` is the program: click's root group (``root``) lists every command; ``app`` holds click's
 machinery and the application object commands receive, ``base`` what needs no click (options,
 display, the one mapping of failures to exit codes), ``streams`` the printing guards, ``options`` the options several commands take (declared once)
-and the one parser of number lists. One module per
+and the one parser of number lists, ``outcomes`` the one table from a finished command's outcome to
+its exit code. One module per
 command group, imported when its command runs: ``patching`` (status, apply, verify, revert, list),
 ``authoring`` (capture, import, port, pin), ``models`` (doctor, serve-args), ``cluster``,
 ``payoff`` and ``sweep`` (payoff sweep), ``rehearse``; each renders through ``render/``."""

@@ -13,7 +13,7 @@ from ..errors import BadSetting
 from ..payoff import run as payoff_run
 from ..payoff.measure import one_source
 from ..payoff.scrape import is_url
-from . import options
+from . import options, outcomes
 from .app import SubGroup, pass_app
 from .base import Application, vllm_python
 from .render import payoff as render
@@ -143,7 +143,7 @@ def payoff_report(
         app.display(render.report(shown, clear))
         return not gone()
 
-    exit_code = payoff_run.report(
+    last = payoff_run.report(
         url,
         metrics,
         log,
@@ -153,7 +153,7 @@ def payoff_report(
         plot=plot,
         show=show,
     )
-    sys.exit(exit_code)
+    sys.exit(outcomes.verdict(last.verdict))
 
 
 def _in_given_order(argv: list[str], files: tuple[Path, ...]) -> tuple[Path, ...]:

@@ -8,15 +8,12 @@ from pathlib import Path
 import click
 
 from ..errors import (
-    EXIT_CHECK_FAILED,
-    EXIT_OK,
-    EXIT_SERVER_NOT_STARTED,
     BadSetting,
     NotWritable,
     SweepInterrupted,
 )
 from ..payoff.scrape import is_url
-from . import options
+from . import options, outcomes
 from .app import ServeCommand, pass_app
 from .base import Application, vllm_python
 from .render import payoff as render
@@ -143,9 +140,8 @@ def payoff_sweep(
             f"interrupted; every server this sweep started is stopped{logs}"
         ) from None
     judged = result.verdict()
-    code = EXIT_OK if judged.verdict in ("pays", "unknown") else EXIT_CHECK_FAILED
-    if any(s.failure is not None for s in [*result.servers.values(), result.again] if s):
-        code = EXIT_SERVER_NOT_STARTED  # after the report, which names each and its log
+    failed = any(s.failure is not None for s in [*result.servers.values(), result.again] if s)
+    code = outcomes.sweep(judged.verdict, failed)
     plot_error = None
     if plot is not None:  # the report is kept whatever happens to the picture
         from ..payoff.plot import draw_sweep

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import EXIT_CHECK_FAILED, EXIT_OK, BadSetting, NoDrafts, ServerUnreachable
+from ..errors import BadSetting, NoDrafts, ServerUnreachable
 from . import scrape
 from .analysis import Analysis, analyse
 from .judge import MARGIN, NOISE_CAP, PAYS, UNKNOWN, Judgement, judge, more_needed, span, spread
@@ -254,14 +254,6 @@ def summary(result: BenchResult) -> str:
 
 def _list(levels: list[int]) -> str:
     return ", ".join(str(c) for c in levels)
-
-
-def exit_code(result: BenchResult) -> int:
-    """As payoff's own verdicts: 1 when no row pays and one at least breaks even or loses."""
-    rows = [v for _, v in result.verdicts()]
-    if result.pays_at or all(v == UNKNOWN for v in rows):
-        return EXIT_OK
-    return EXIT_CHECK_FAILED
 
 
 def check_client_args(python: str, argv: list[str]) -> None:

@@ -10,10 +10,9 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
-from ..errors import EXIT_CHECK_FAILED, EXIT_OK, NoDrafts, NoSpeculation, ServerUnreachable
-from .analysis import BREAK_EVEN, LOSES, Analysis, analyse
+from ..errors import NoDrafts, NoSpeculation, ServerUnreachable
+from .analysis import Analysis, analyse
 from .measure import check, measure
 from .window import NotOneWindow
 
@@ -23,10 +22,6 @@ CARRY_ON = (NoDrafts, NoSpeculation, ServerUnreachable, NotOneWindow)
 # show(a report, or a one-line note on a window it could not judge; refresh) -> whether anyone
 # still reads the output. The command line renders both (text or JSON) in one place.
 Show = Callable[["Analysis | str", bool], bool]
-
-
-def exit_code(data: dict[str, Any]) -> int:
-    return EXIT_CHECK_FAILED if data.get("verdict") in (LOSES, BREAK_EVEN) else EXIT_OK
 
 
 def measure_once(
@@ -52,7 +47,9 @@ def report(
     show: Show,
     once: Callable[..., Analysis] = measure_once,
     sleep: Callable[[float], None] = time.sleep,
-) -> int:
+) -> Analysis:
+    """Measure and show once, or every window until Ctrl-C (``watch``); the last analysis shown
+    (the command line's exit code is judged from it)."""
     check(url, metrics, log, window_s, baseline)
     if plot is not None:
         from .plot import check_available
@@ -61,7 +58,7 @@ def report(
     if not watch or url is None:
         a = once(url, metrics, log, window_s, baseline)
         _publish(a, plot, show, refresh=False)
-        return exit_code(a.to_dict())
+        return a
     last: Analysis | None = None
     failed: Exception | None = None
     try:
@@ -86,7 +83,7 @@ def report(
         if failed is not None:
             raise failed
         raise KeyboardInterrupt
-    return exit_code(last.to_dict())
+    return last
 
 
 def _publish(a: Analysis, plot: Path | None, show: Show, refresh: bool) -> bool:

@@ -4,22 +4,10 @@ its path when no row of the table names it)."""
 
 from __future__ import annotations
 
-from ..errors import EXIT_OK, EXIT_REHEARSAL_FAILED, EXIT_REHEARSAL_NO_DRAFTS, EXIT_USAGE
-from .failures import USAGE
 from .phases import LABEL
 from .run import Rehearsal
 
 RANDOM = "acceptance not judged: with random weights it means nothing"
-
-
-def exit_code(r: Rehearsal) -> int:
-    if r.outcome in ("ready", "no-speculation"):
-        return EXIT_OK
-    if r.outcome == "no-drafts":
-        return EXIT_REHEARSAL_NO_DRAFTS
-    if r.cause is not None and r.cause.key == USAGE:
-        return EXIT_USAGE  # vLLM's own argument parser refused, as `vllm serve` would (2)
-    return EXIT_REHEARSAL_FAILED
 
 
 def _steps(r: Rehearsal) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ...errors import EXIT_OK, NotWritable
-from ...payoff import run as payoff_run
+from .. import outcomes
 from ..base import Shown
 
 if TYPE_CHECKING:  # typing only: payoff bench loads its machinery when it runs
@@ -30,13 +30,14 @@ def report(shown: Analysis | str, clear: bool) -> Shown:
     lines = report_lines(shown)
     if clear:
         lines[:1] = [CLEAR_SCREEN + (lines[0] if lines else "")]
-    return Shown(payoff_run.exit_code(data), data, lines)
+    return Shown(outcomes.verdict(shown.verdict), data, lines)
 
 
 def bench(result: BenchResult) -> Shown:
     from ...payoff import bench as bench_mod
 
-    return Shown(bench_mod.exit_code(result), result.to_dict(), bench_mod.lines(result))
+    code = outcomes.bench(result.pays_at, [v for _, v in result.verdicts()])
+    return Shown(code, result.to_dict(), bench_mod.lines(result))
 
 
 def sweep(

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from .. import outcomes
 from ..base import Shown
 
 if TYPE_CHECKING:  # the rehearsal's machinery is imported when it runs
@@ -16,7 +17,8 @@ def rehearsal(result: Rehearsal) -> Shown:
     from ...rehearse import report
     from ...rehearse import run as rehearsal_mod
 
-    return Shown(report.exit_code(result), rehearsal_mod.to_dict(result), report.lines(result))
+    code = outcomes.of_rehearsal(result)
+    return Shown(code, rehearsal_mod.to_dict(result), report.lines(result))
 
 
 def opening(plan: Plan, known: Sequence[EngineFault] = ()) -> list[str]:
