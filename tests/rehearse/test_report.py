@@ -6,8 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from vllm_patcher.cli import outcomes
+from vllm_patcher.cli.render import rehearsal as report
 from vllm_patcher.payoff import scrape
-from vllm_patcher.rehearse import failures, report, run
+from vllm_patcher.rehearse import failures, run
 from vllm_patcher.serving import server
 from vllm_patcher.serving.args import parse
 

@@ -9,6 +9,7 @@ it."""
 from __future__ import annotations
 
 from collections.abc import Iterable
+from types import MappingProxyType
 from typing import Any
 
 from ..errors import (
@@ -22,22 +23,21 @@ from ..errors import (
 from ..payoff.judge import BREAK_EVEN, LOSES, PAYS, UNKNOWN
 
 # payoff's verdict: only a measured loss (or a draw) fails; unknown says so in the report
-VERDICTS = {
-    PAYS: EXIT_OK,
-    UNKNOWN: EXIT_OK,
-    BREAK_EVEN: EXIT_CHECK_FAILED,
-    LOSES: EXIT_CHECK_FAILED,
-}
+VERDICTS = MappingProxyType(
+    {PAYS: EXIT_OK, UNKNOWN: EXIT_OK, BREAK_EVEN: EXIT_CHECK_FAILED, LOSES: EXIT_CHECK_FAILED}
+)
 
 # a rehearsal's outcome; "usage": vLLM's own argument parser refused, as `vllm serve` would
-REHEARSALS = {
-    "ready": EXIT_OK,
-    "no-speculation": EXIT_OK,
-    "no-drafts": EXIT_REHEARSAL_NO_DRAFTS,
-    "usage": EXIT_USAGE,
-    "failed": EXIT_REHEARSAL_FAILED,
-    "not-ready": EXIT_REHEARSAL_FAILED,
-}
+REHEARSALS = MappingProxyType(
+    {
+        "ready": EXIT_OK,
+        "no-speculation": EXIT_OK,
+        "no-drafts": EXIT_REHEARSAL_NO_DRAFTS,
+        "usage": EXIT_USAGE,
+        "failed": EXIT_REHEARSAL_FAILED,
+        "not-ready": EXIT_REHEARSAL_FAILED,
+    }
+)
 
 
 def verdict(judged: str | None) -> int:

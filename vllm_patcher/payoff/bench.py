@@ -19,7 +19,7 @@ from typing import Any
 from ..errors import BadSetting, NoDrafts, ServerUnreachable
 from . import scrape
 from .analysis import Analysis, analyse
-from .judge import MARGIN, NOISE_CAP, PAYS, UNKNOWN, Judgement, judge, more_needed, span, spread
+from .judge import MARGIN, NOISE_CAP, PAYS, UNKNOWN, Judgement, judge, more_needed, spread
 from .stall import WATCH_EVERY_S, Stall
 from .window import Window, between
 
@@ -454,28 +454,3 @@ def _one_run(
             "model served without --speculative-config"
         )
     return Run(results["spec"], results["base"], windows["spec"], windows["base"])
-
-
-def lines(result: BenchResult) -> list[str]:
-    out = [
-        "concurrency  verdict     per-token (client)  throughput (client)  per-token (/metrics)"
-        "  tok/s spec / base    acceptance  drafts"
-    ]
-    for p in result.points:
-        d = p.to_dict()
-        series = p.series()
-        figures = [span(series[m]) if series[m] else "-" for m in MEASURES]
-        out.append(
-            f"{p.concurrency:>11}  {d['verdict']:<10}  {figures[0]:>18}  {figures[1]:>19}  "
-            f"{figures[2]:>20}  {d['throughput'] or 0:>8.1f} / {d['baseline_throughput'] or 0:<8.1f}"
-            f"  {(d['acceptance_rate'] or 0):>9.1%}  {d['drafts']:>6,}"
-        )
-        if d["unknown_reason"]:
-            out.append(f"{'':>13}unknown: {d['unknown_reason']}")
-    out.append(summary(result))
-    if result.repeat == 1:
-        out.append(
-            "one run per concurrency: its spread is not known (--repeat 3 gives a verdict only "
-            "where three runs agree)"
-        )
-    return out

@@ -3,5 +3,5 @@ classes, random weights, no checkpoint read), asked a few short completions, its
 and stopped: what only a start of the real engine shows, in minutes instead of a full load.
 
 ``phases`` reads the server log for the steps it reached, ``failures`` names a failure's cause and
-fix from the real engine's own messages, ``run`` drives one rehearsal through ``serving``, and
-``report`` renders the result."""
+fix from the real engine's own messages, and ``run`` drives one rehearsal through ``serving`` (the command line renders the result:
+``cli/render/rehearsal``)."""

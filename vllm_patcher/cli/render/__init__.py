@@ -1,4 +1,5 @@
 """Rendering, one module per command group (``patching``, ``authoring``, ``models``,
-``cluster``, ``payoff`` with ``sweep``, its subcommand's table, ``rehearse``): each turns a command's result objects into what it shows
+``cluster``, ``payoff`` with ``payoff_report``, payoff's own report, and ``sweep``, its
+subcommand's table, ``rehearse`` with ``rehearsal``, the rehearsal's report): each turns a command's result objects into what it shows
 (``base.Shown``: the ``--json`` report and the text lines, from the same objects). No printing
 here; ``Application.show`` prints."""

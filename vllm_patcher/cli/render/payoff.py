@@ -24,7 +24,7 @@ def report(shown: Analysis | str, clear: bool) -> Shown:
     cleared first (a refresh on a terminal)."""
     if isinstance(shown, str):
         return Shown(EXIT_OK, None, [shown])
-    from ...payoff.report import lines as report_lines
+    from .payoff_report import lines as report_lines
 
     data = shown.to_dict()
     lines = report_lines(shown)
@@ -34,10 +34,8 @@ def report(shown: Analysis | str, clear: bool) -> Shown:
 
 
 def bench(result: BenchResult) -> Shown:
-    from ...payoff import bench as bench_mod
-
     code = outcomes.bench(result.pays_at, [v for _, v in result.verdicts()])
-    return Shown(code, result.to_dict(), bench_mod.lines(result))
+    return Shown(code, result.to_dict(), bench_lines(result))
 
 
 def sweep(
@@ -80,5 +78,34 @@ def sweep_opening(args: ServeArgs | None, plan: Plan) -> list[str]:
         out.append(
             f"{len(plan.ks) + 1} servers to start, one model load each (k = {ks}, then k = 0 "
             f"again: did the host's speed hold?); {cost}; logs in {plan.log_dir}"
+        )
+    return out
+
+
+def bench_lines(result: BenchResult) -> list[str]:
+    """payoff bench's table: a row per concurrency, its reason where unknown, the summary."""
+    from ...payoff.bench import MEASURES, summary
+    from ...payoff.judge import span
+
+    out = [
+        "concurrency  verdict     per-token (client)  throughput (client)  per-token (/metrics)"
+        "  tok/s spec / base    acceptance  drafts"
+    ]
+    for p in result.points:
+        d = p.to_dict()
+        series = p.series()
+        figures = [span(series[m]) if series[m] else "-" for m in MEASURES]
+        out.append(
+            f"{p.concurrency:>11}  {d['verdict']:<10}  {figures[0]:>18}  {figures[1]:>19}  "
+            f"{figures[2]:>20}  {d['throughput'] or 0:>8.1f} / {d['baseline_throughput'] or 0:<8.1f}"
+            f"  {(d['acceptance_rate'] or 0):>9.1%}  {d['drafts']:>6,}"
+        )
+        if d["unknown_reason"]:
+            out.append(f"{'':>13}unknown: {d['unknown_reason']}")
+    out.append(summary(result))
+    if result.repeat == 1:
+        out.append(
+            "one run per concurrency: its spread is not known (--repeat 3 gives a verdict only "
+            "where three runs agree)"
         )
     return out

@@ -14,8 +14,8 @@ if TYPE_CHECKING:  # the rehearsal's machinery is imported when it runs
 
 
 def rehearsal(result: Rehearsal) -> Shown:
-    from ...rehearse import report
     from ...rehearse import run as rehearsal_mod
+    from . import rehearsal as report
 
     code = outcomes.of_rehearsal(result)
     return Shown(code, rehearsal_mod.to_dict(result), report.lines(result))

@@ -4,8 +4,8 @@ its path when no row of the table names it)."""
 
 from __future__ import annotations
 
-from .phases import LABEL
-from .run import Rehearsal
+from ...rehearse.phases import LABEL
+from ...rehearse.run import Rehearsal
 
 RANDOM = "acceptance not judged: with random weights it means nothing"
 

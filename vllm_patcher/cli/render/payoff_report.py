@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .analysis import UNKNOWN, Analysis
+from ...payoff.analysis import UNKNOWN, Analysis
 
 
 def _pct(value: float | None) -> str:
