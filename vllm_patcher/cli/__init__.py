@@ -6,8 +6,8 @@ display, the one mapping of failures to exit codes), ``streams`` the printing gu
 and the one parser of number lists, ``outcomes`` the one table from a finished command's outcome to
 its exit code. One module per
 command group, imported when its command runs: ``patching`` (status, apply, verify, revert, list),
-``authoring`` (capture, import, port, pin), ``models`` (doctor, serve-args), ``cluster``,
-``payoff`` and ``sweep`` (payoff sweep), ``rehearse``; each renders through ``render/``."""
+``authoring`` (capture, import, port, pin), ``doctor`` (doctor, serve-args), ``cluster``,
+``payoff/`` (a package: a file per subcommand, ``report``, ``bench``, ``sweep``), ``rehearse``; each renders through ``render/``."""
 
 from __future__ import annotations
 

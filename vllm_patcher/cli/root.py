@@ -1,5 +1,5 @@
 """The root command group and its options, for click; each command group is a module of this
-package (patching, authoring, models, cluster, payoff), registered by name in ``COMMANDS`` (a new
+package (patching, authoring, doctor, cluster, payoff), registered by name in ``COMMANDS`` (a new
 group is one line there). The root group makes the run's application object (``base``), which
 every command receives through click's context."""
 
@@ -25,8 +25,8 @@ COMMANDS = MappingProxyType(
         "import": ".authoring:import_",
         "port": ".authoring:port",
         "pin": ".authoring:pin",
-        "doctor": ".models:doctor",
-        "serve-args": ".models:serve_args",
+        "doctor": ".doctor:doctor",
+        "serve-args": ".doctor:serve_args",
         "cluster": ".cluster:cluster",
         "payoff": ".payoff:payoff",
         "rehearse": ".rehearse:rehearse",

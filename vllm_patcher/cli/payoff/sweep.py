@@ -7,16 +7,16 @@ from pathlib import Path
 
 import click
 
-from ..errors import (
+from ...errors import (
     BadSetting,
     NotWritable,
     SweepInterrupted,
 )
-from ..payoff.scrape import is_url
-from . import options, outcomes
-from .app import ServeCommand, pass_app
-from .base import Application, vllm_python
-from .render import payoff as render
+from ...payoff.scrape import is_url
+from .. import options, outcomes
+from ..app import ServeCommand, pass_app
+from ..base import Application, vllm_python
+from ..render import payoff as render
 
 
 def _running(urls: tuple[str, ...]) -> dict[int, str]:
@@ -94,8 +94,8 @@ def payoff_sweep(
     """Start your own `vllm serve` (the arguments after `--`, model first) once per k on
     127.0.0.1, drive the same load with vLLM's benchmark client at each concurrency, stop it, and
     report every cell measured and the best k. One model load per k."""
-    from ..payoff import sweep
-    from ..serving.args import parse
+    from ...payoff import sweep
+    from ...serving.args import parse
 
     opts = app.options
     running = _running(urls)
@@ -118,11 +118,11 @@ def payoff_sweep(
         running,
     )
     if plot is not None:
-        from ..payoff.plot import check_available
+        from ...payoff.plot import check_available
 
         check_available(plot)
     python = vllm_python(opts, "payoff sweep starts vLLM")
-    from ..serving.server import signals_interrupt
+    from ...serving.server import signals_interrupt
 
     def say(line: str) -> None:  # stderr, whatever the output format: JSON stays on stdout
         app.progress(f"payoff sweep: {line}")
@@ -144,7 +144,7 @@ def payoff_sweep(
     code = outcomes.sweep(judged.verdict, failed)
     plot_error = None
     if plot is not None:  # the report is kept whatever happens to the picture
-        from ..payoff.plot import draw_sweep
+        from ...payoff.plot import draw_sweep
 
         try:
             draw_sweep(result, plot)

@@ -1,0 +1,66 @@
+"""``payoff bench``: the same load on two servers with vLLM's own benchmark client."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from .. import options
+from ..app import Command, pass_app
+from ..base import Application, vllm_python
+from ..render import payoff as render
+
+
+@click.command("bench", cls=Command)
+@click.argument("url")
+@click.option(
+    "--baseline-url", required=True, metavar="URL", help="The same model, no speculation."
+)
+@options.concurrency
+@options.num_prompts()
+@options.repeat("concurrency")
+@options.dataset
+@options.plot
+@click.argument("client_args", nargs=-1, type=click.UNPROCESSED, metavar="[-- CLIENT ARGS]")
+@pass_app
+def payoff_bench(
+    app: Application,
+    url: str,
+    baseline_url: str,
+    concurrency: str,
+    num_prompts: int,
+    repeat: int,
+    dataset: str,
+    plot: Path | None,
+    client_args: tuple[str, ...],
+) -> None:
+    """Run the same load on both servers with vLLM's own benchmark client (`vllm bench serve`, in
+    the target interpreter), per concurrency; arguments after `--` go to the client."""
+    from ...payoff import bench
+
+    opts = app.options
+    levels = options.integers("--concurrency", concurrency, "1,4,16")
+    if plot is not None:
+        from ...payoff.plot import check_available
+
+        check_available(plot)
+    from ...errors import BenchInterrupted
+    from ...serving.server import signals_interrupt
+
+    python = vllm_python(opts, "payoff bench runs vLLM's benchmark client")
+    try:
+        with signals_interrupt():  # SIGTERM, SIGHUP: as Ctrl-C, the client's group stopped
+            result = bench.run(
+                python, url, baseline_url, levels, num_prompts, dataset, client_args,
+                progress=lambda line: app.progress(line), repeat=repeat,
+            )  # fmt: skip
+    except KeyboardInterrupt:
+        raise BenchInterrupted(
+            "interrupted; the load client is stopped, neither server is under its load"
+        ) from None
+    if plot is not None:
+        from ...payoff.plot import draw_bench
+
+        draw_bench(result, plot)
+    app.show(render.bench(result))
