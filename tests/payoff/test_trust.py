@@ -20,9 +20,10 @@ import pytest
 
 from vllm_patcher import runtime
 from vllm_patcher.cli.render import sweep as render_sweep
-from vllm_patcher.payoff import scrape, stall, sweep
+from vllm_patcher.payoff import scrape, stall
 from vllm_patcher.payoff.bench import base_noise
 from vllm_patcher.payoff.judge import MARGIN
+from vllm_patcher.sweep import run as sweep
 
 from ..conftest import REPO
 from .scrapes import http_server, metrics

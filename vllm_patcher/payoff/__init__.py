@@ -6,8 +6,9 @@ difference of two readings; ``measure`` takes the server's window and the baseli
 one way (a URL, saved scrapes or a log); ``analysis`` turns a window (and a baseline server's window, when
 given) into acceptance figures, both measured speed ratios and a verdict, judged by ``judge``
 (one class for every figure, or ``unknown``; a shorter draft only a range between two cost
-models); ``run`` drives it (the command line renders it: ``cli/render/payoff_report``) (and ``--watch``); ``bench`` drives vLLM's own
-benchmark client (``bench_client``, run in the target's interpreter) against two servers, and
-``stall`` stops a load whose server generates nothing; ``sweep`` starts the user's server at each k and loads it
-(``sweep_result``: what it found, the best k); ``plot`` draws it (matplotlib, an optional extra).
+models); ``run`` drives it, ``--watch`` too (the command line renders it:
+``cli/render/payoff_report``); ``bench`` drives vLLM's own benchmark client (``bench_client``,
+run in the target's interpreter) against two servers, and ``stall`` stops a load whose server
+generates nothing; ``plot`` draws a report, a bench or a sweep (matplotlib, an optional extra).
+The sweep over k, which leans on ``bench``, is a folder of its own (``vllm_patcher.sweep``).
 """

@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING, Any
 from ..errors import BadSetting, NotWritable
 
 if TYPE_CHECKING:
+    from ..sweep.result import SweepResult
     from .analysis import Analysis
     from .bench import BenchResult
-    from .sweep_result import SweepResult
 
 
 def _pyplot() -> Any:

@@ -94,8 +94,8 @@ def payoff_sweep(
     """Start your own `vllm serve` (the arguments after `--`, model first) once per k on
     127.0.0.1, drive the same load with vLLM's benchmark client at each concurrency, stop it, and
     report every cell measured and the best k. One model load per k."""
-    from ...payoff import sweep
     from ...serving.args import parse
+    from ...sweep import run as sweep
 
     opts = app.options
     running = _running(urls)

@@ -11,9 +11,9 @@ from ..base import Shown
 if TYPE_CHECKING:  # typing only: payoff bench loads its machinery when it runs
     from ...payoff.analysis import Analysis
     from ...payoff.bench import BenchResult
-    from ...payoff.sweep import Plan
-    from ...payoff.sweep_result import SweepResult
     from ...serving.args import ServeArgs
+    from ...sweep.result import SweepResult
+    from ...sweep.run import Plan
 
 CLEAR_SCREEN = "\x1b[H\x1b[2J"
 

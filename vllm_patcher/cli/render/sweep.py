@@ -7,11 +7,11 @@ from typing import TYPE_CHECKING
 
 from ...payoff.analysis import SMALL_SAMPLE
 from ...payoff.judge import span
-from ...payoff.sweep_result import baseline_runs
+from ...sweep.result import baseline_runs
 
 if TYPE_CHECKING:
     from ...payoff.bench import Point
-    from ...payoff.sweep_result import SweepResult
+    from ...sweep.result import SweepResult
 
 
 def _cell_lines(k: int, c: int, point: Point) -> list[str]:

@@ -9,11 +9,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..payoff.analysis import SMALL_SAMPLE
+from ..payoff.bench import MEASURES, Point
+from ..payoff.judge import BREAK_EVEN, LOSES, PAYS, UNKNOWN, Judgement, span
+from ..payoff.window import Window
 from ..serving import server
-from .analysis import SMALL_SAMPLE
-from .bench import MEASURES, Point
-from .judge import BREAK_EVEN, LOSES, PAYS, UNKNOWN, Judgement, span
-from .window import Window
 
 
 @dataclass

@@ -20,15 +20,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import BadSetting, NoDrafts, NoSpeculation, ServerUnreachable
+from ..payoff import scrape
+from ..payoff.analysis import analyse
+from ..payoff.bench import (
+    Point,
+    Run,
+    check_client_args,
+    client,
+    failed_note,
+    failures,
+    merged,
+    noise,
+)
+from ..payoff.judge import MARGIN
+from ..payoff.stall import Stall
+from ..payoff.window import NotOneWindow, between
 from ..serving import server
 from ..serving.args import ServeArgs, option_name
-from . import scrape
-from .analysis import analyse
-from .bench import Point, Run, check_client_args, client, failed_note, failures, merged, noise
-from .judge import MARGIN
-from .stall import Stall
-from .sweep_result import Measured, Started, SweepResult
-from .window import NotOneWindow, between
+from .result import Measured, Started, SweepResult
 
 WARM_UP_PROMPTS = 4  # the first requests of a new server pay one-off costs: not measured
 # client arguments the sweep sets for each run: a user's copy would silently override them
