@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
+from .. import scripts
 from ..errors import TargetNotFound
 from .dist import DistFolder, dist_key, find_distribution
 from .record import RecordRow
@@ -46,39 +47,6 @@ from .target import (
     WHEEL,
     Target,
 )
-
-# Runs inside the target interpreter (and, through exec, in this one): every vllm distribution on
-# its path, in path order, and where `import vllm` would load the package from. Never imports vLLM.
-_GATHER_SOURCE = """
-def gather(names):
-    import importlib.util
-    import os
-    from importlib import metadata
-
-    dists = []
-    for name in names:
-        for dist in metadata.distributions(name=name):
-            path = getattr(dist, "_path", None)
-            if path is None:
-                record = [f for f in (dist.files or []) if f.name == "RECORD"]
-                path = dist.locate_file(record[0]).parent if record else None
-            if path is None:
-                continue
-            dists.append({"name": dist.metadata["Name"], "version": dist.version,
-                          "path": os.path.abspath(str(path))})
-    package_dir = None
-    spec_error = None
-    try:
-        spec = importlib.util.find_spec("vllm")
-    except Exception as exc:  # a broken editable finder or .pth: report it, do not crash
-        spec, spec_error = None, "%s: %s" % (type(exc).__name__, exc)
-    if spec is not None and spec.origin and os.path.basename(spec.origin) == "__init__.py":
-        package_dir = os.path.dirname(os.path.abspath(spec.origin))
-    return {"dists": dists, "package_dir": package_dir, "spec_error": spec_error}
-"""
-
-
-_LOCATE_SCRIPT = "import json\n" + _GATHER_SOURCE + f"\nprint(json.dumps(gather({DIST_NAMES!r})))\n"
 
 
 def _refuse_two_dist_infos(directory: Path) -> None:
@@ -255,9 +223,9 @@ def _locate(info: dict[str, Any], python: Path | None, who: str) -> Target:
 
 
 def _gather_here() -> dict[str, Any]:
-    namespace: dict[str, Any] = {}
-    exec(compile(_GATHER_SOURCE, "<vllm_patcher.target gather>", "exec"), namespace)
-    result: dict[str, Any] = namespace["gather"](DIST_NAMES)
+    from ..scripts.where_vllm import gather
+
+    result: dict[str, Any] = gather(list(DIST_NAMES))
     return result
 
 
@@ -298,7 +266,7 @@ def _query(python: str) -> dict[str, Any]:
     from ..runtime import ScriptNotRun, run_script
 
     try:
-        proc = run_script(exe, ["-c", _LOCATE_SCRIPT], timeout=60)
+        proc = run_script(exe, [str(scripts.path("where_vllm")), *DIST_NAMES], timeout=60)
     except ScriptNotRun as exc:
         if exc.timed_out:
             raise TargetNotFound(

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
+from .. import scripts
 from ..errors import ModelFilesError
 from ..runtime import ScriptNotRun, environ, run_script
 
@@ -38,21 +39,6 @@ class ModelSource:
 # Run inside the chosen interpreter (the vLLM venv's, which has huggingface_hub because vLLM
 # needs it): the cache is found and read by huggingface_hub itself, as ``vllm serve`` does
 # (HF_HOME, HF_HUB_CACHE and the rest of its settings included), offline.
-_RESOLVE_SCRIPT = """
-import json, sys
-try:
-    import huggingface_hub
-    from huggingface_hub import constants, snapshot_download
-except ImportError as exc:
-    print(json.dumps({"missing": str(exc)}))
-    raise SystemExit(0)
-out = {"version": huggingface_hub.__version__, "cache": str(constants.HF_HUB_CACHE)}
-try:
-    out["path"] = snapshot_download(sys.argv[1], local_files_only=True)
-except Exception as exc:
-    out["error"] = type(exc).__name__ + ": " + str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-print(json.dumps(out))
-"""
 
 
 def is_repo_id(name: str) -> bool:
@@ -91,7 +77,7 @@ def locate_model(given: str | Path, role: str, python: Callable[[], str] | None)
     try:
         proc = run_script(
             exe,
-            ["-c", _RESOLVE_SCRIPT, name],
+            [str(scripts.path("hub_snapshot")), name],
             timeout=120,
             isolated=False,  # huggingface_hub reads HF_HOME and friends from the environment
             env=environ(HF_HUB_OFFLINE="1"),

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .. import scripts
 from ..errors import BadSetting, NoDrafts, ServerUnreachable
 from . import scrape
 from .analysis import Analysis, analyse
@@ -23,7 +24,7 @@ from .judge import MARGIN, NOISE_CAP, PAYS, UNKNOWN, Judgement, judge, more_need
 from .stall import WATCH_EVERY_S, Stall
 from .window import Window, between
 
-CLIENT = Path(__file__).with_name("bench_client.py")
+CLIENT = scripts.path("bench_client")
 TIMEOUT = 3600.0  # one benchmark run
 MEASURES = ("per-token time (client)", "throughput (client)", "per-token time (/metrics)")
 

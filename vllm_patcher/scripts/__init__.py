@@ -1,0 +1,20 @@
+"""Scripts the tool runs in another interpreter (the target's vLLM venv), as files: each needs only
+the standard library and what that venv has, prints one JSON answer as its last line, and is
+run as ``python [-I] FILE ARGS`` (``runtime.run_script``); this folder holds nothing else, so the
+script's own directory on that interpreter's ``sys.path`` shadows no module.
+
+``where_vllm`` every vllm distribution on the path and where ``import vllm`` loads from, without
+importing it (this interpreter imports it as a module); ``hub_snapshot`` a Hugging Face repo id's
+snapshot in the local cache, offline, through that venv's huggingface_hub; ``bench_client``
+vLLM's own ``vllm bench serve`` with its results file. Two more live beside what they need:
+``patching/probe.py`` (its check library, ``checklib/``, is made importable next to it) and
+``cluster/driver.py`` (shipped to the Ray nodes with the tool)."""
+
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+def path(name: str) -> Path:
+    """The file of the script ``name`` (``"where_vllm"``)."""
+    return HERE / f"{name}.py"
