@@ -265,6 +265,12 @@ def chosen_line(target: target_mod.Target) -> str:
 def vllm_python(opts: Options, what: str) -> str:
     """The target's interpreter for a command that runs vLLM (``what``: "payoff bench runs
     vLLM's benchmark client"): a --target tree or no vLLM here is refused, naming --python."""
+    return str(vllm_target(opts, what).python)
+
+
+def vllm_target(opts: Options, what: str) -> target_mod.Target:
+    """The install of a command that runs vLLM, located once (its interpreter is the one to run):
+    a --target tree or no vLLM here is refused, naming --python."""
     if opts.directory is not None:
         raise BadSetting(f"{what}: give --python, not --target")
     try:
@@ -278,4 +284,4 @@ def vllm_python(opts: Options, what: str) -> str:
         ) from None
     if target.python is None:  # pragma: no cover - a located install always has its interpreter
         raise BadSetting(f"{what}: give --python, not --target")
-    return str(target.python)
+    return target

@@ -10,7 +10,7 @@ import click
 from ..errors import RehearsalInterrupted
 from . import options
 from .app import ServeCommand, pass_app
-from .base import Application, vllm_python
+from .base import Application, vllm_target
 from .render import rehearse as render
 
 
@@ -51,11 +51,12 @@ def rehearse(
 
     opts = app.options
     args = parse(serve_args)
-    python = vllm_python(opts, "rehearse starts vLLM")
-    loadable = real_drafter and rehearsal.has_draft_load_config(opts.target().site_packages)
-    apply = opts.target().command("apply")
+    target = vllm_target(opts, "rehearse starts vLLM")  # one locate for the whole run
+    python = str(target.python)
+    loadable = real_drafter and rehearsal.has_draft_load_config(target.site_packages)
+    apply = target.command("apply")
     plan = rehearsal.plan(args, real_drafter, loadable, ready_timeout, log, apply)
-    known = rehearsal.known_faults(plan, opts.target().version)
+    known = rehearsal.known_faults(plan, target.version)
     plan = dataclasses.replace(plan, known_faults=tuple(f.key for f in known))
     say = None if opts.as_json else (lambda line: app.echo(f"rehearse: {line}", err=True))
     if say is not None:
