@@ -23,7 +23,7 @@ from vllm_patcher.patching import txn
 from vllm_patcher.wheels import sources
 
 from ..conftest import CATALOGUE, scratch_tree, snapshot
-from ..patching.test_hostile_input import _rewrite_record
+from ..patching.sites import _rewrite_record
 
 VERSION = "0.15.1"
 CODEMODS = Catalogue(tuple(p for p in CATALOGUE.patches if p.transforms))

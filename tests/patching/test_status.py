@@ -1,7 +1,7 @@
-"""What the state says is true: `applied` means the bytes the patches given now produce, a
-capture never makes a patch the default apply refuses, the method shown is the one apply uses,
-and revert never writes a pristine copy that RECORD contradicts. Real 0.15.1 trees, the real
-command line."""
+"""vllm_patcher/patching/status.py: what the state says is true. `applied` means the bytes the
+patches given now produce (else `outdated`, and apply brings the new version), a capture never
+makes a patch the default apply refuses, and the method shown is the one apply uses. Real 0.15.1
+trees, the real command line."""
 
 from __future__ import annotations
 
@@ -14,7 +14,6 @@ import jsonschema
 import pytest
 
 from vllm_patcher.cluster import nodes as cluster
-from vllm_patcher.install.record import file_hash
 from vllm_patcher.wheels import sources
 
 from ..conftest import (
@@ -27,14 +26,11 @@ from ..conftest import (
     snapshot,
     touched_match_record,
 )
+from .sites import FILES, LOAD, SPEC
 
-SPEC = "vllm/config/speculative.py"
-LOAD = "vllm/config/load.py"
 MINIMAX = "vllm/model_executor/models/minimax_m2.py"
 LIST_0151 = '"kimi_k25", "minimax_m2"]'  # the allow-list's end as the built-ins leave it
 PRISTINE_LIST = '"minicpm", "gpt_oss"]'  # the allow-list's end in the pristine 0.15.1 file
-# config/load.py is no built-in's file: every scratch tree here asks for it by name
-FILES = [*CATALOGUE.all_paths(), LOAD]
 VALIDATOR = jsonschema.Draft202012Validator(
     json.loads((REPO / "vllm_patcher" / "schema" / "output.schema.json").read_text())
 )
@@ -327,25 +323,6 @@ def test_a_patch_without_a_codemod_is_never_labelled_transform(tree_copy, tmp_pa
             assert methods[patch.name] != "transform", methods
     assert methods["eagle3-minimax-m2"] == "pinned-diff", methods
     assert methods["eagle3-whitelist"] == "pinned-diff", methods
-
-
-def test_revert_refuses_a_pristine_copy_that_record_contradicts(tree_copy) -> None:  # type: ignore[no-untyped-def]
-    """The pristine copy and its before-hash in state.json both changed: RECORD still knows."""
-    site = tree_copy("0.15.1", FILES)
-    run_cli("--target", str(site), "apply", check=True)
-    copy = site / ".vllm-patcher" / "pristine" / SPEC
-    planted = copy.read_bytes() + b"# planted\n"
-    copy.write_bytes(planted)
-    state_path = site / ".vllm-patcher" / "state.json"
-    state = json.loads(state_path.read_text())
-    state["files"][SPEC]["before"] = file_hash(planted)
-    state_path.write_text(json.dumps(state, indent=2) + "\n")
-    before = snapshot(site)
-    proc = run_cli("--target", str(site), "revert")
-    # a bare directory: the hint tells pip where (a plain `pip install` would use its own env)
-    hint = f"pip install --force-reinstall --no-deps --upgrade --target {site} vllm==0.15.1"
-    assert_refused(proc, 7, SPEC, "RECORD", hint)
-    assert snapshot(site) == before
 
 
 @pytest.mark.parametrize("how", ["releases-narrowed", "pin-emptied", "pin-deleted"])

@@ -1,0 +1,81 @@
+"""vllm_patcher/patching/recovery.py: the copies ``revert --force`` keeps of edits under saved/,
+through the real command line: a folder of their own per run (never over a copy kept earlier),
+never through a link, and none left behind by a forced revert that failed."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ..conftest import assert_refused, run_cli, snapshot
+
+
+def test_revert_force_never_overwrites_an_edit_it_kept_earlier_in_the_same_second(
+    tree_copy,
+) -> None:  # type: ignore[no-untyped-def]
+    """saved/ is named by the second: an earlier copy of that second (and of the next two
+    minutes, whatever the clock says when revert runs) keeps its bytes, the new one goes beside."""
+    import time
+
+    site = tree_copy("0.15.1")
+    rel = "vllm/config/speculative.py"
+    saved = site / ".vllm-patcher" / "saved"
+    now = time.time()
+    earlier = {}
+    for i in range(120):
+        copy = saved / time.strftime("%Y%m%dT%H%M%S", time.localtime(now + i)) / rel
+        copy.parent.mkdir(parents=True)
+        copy.write_bytes(b"an edit kept by an earlier revert --force %d\n" % i)
+        earlier[copy] = copy.read_bytes()
+    run_cli("--target", str(site), "apply", check=True)
+    edited = site / rel
+    edited.write_text(edited.read_text() + "# tuned by hand\n")
+    mine = edited.read_bytes()
+    forced = run_cli("--target", str(site), "--json", "revert", "--force", check=True)
+    kept = Path(json.loads(forced.stdout)["saved_edits"][rel])
+    assert kept.read_bytes() == mine and kept not in earlier
+    assert {c: c.read_bytes() for c in earlier} == earlier
+    # the run met a taken name (it ran within the two minutes) and went beside it
+    stamp = kept.parents[len(Path(rel).parts) - 1].name
+    assert stamp.endswith("-2") and (saved / stamp[:-2] / rel) in earlier, kept
+
+
+def test_a_saved_folder_that_is_a_link_is_never_written_through(tree_copy, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """saved/ linked elsewhere (or into the package itself): revert --force refuses and changes
+    nothing, like a linked state folder."""
+    for i, aim in enumerate((tmp_path / "elsewhere", Path("../vllm"))):
+        site = tree_copy("0.15.1").rename(tmp_path / f"case-{i}")
+        run_cli("--target", str(site), "apply", check=True)
+        edited = site / "vllm/config/speculative.py"
+        edited.write_text(edited.read_text() + "# tuned by hand\n")
+        if aim.is_absolute():
+            aim.mkdir()
+        (site / ".vllm-patcher" / "saved").symlink_to(aim)
+        before = snapshot(site)
+        proc = run_cli("--target", str(site), "revert", "--force")
+        assert_refused(proc, 5, "saved", "link")
+        assert snapshot(site) == before
+        if aim.is_absolute():
+            assert not any(aim.iterdir())
+
+
+def test_a_forced_revert_that_fails_while_keeping_the_copies_leaves_no_folder(tree_copy) -> None:  # type: ignore[no-untyped-def]
+    """A full disk at each write of a forced revert of two edited files: exit 6, every file as
+    it was, and no saved/<stamp> folder left half-filled (each attempt would add one)."""
+    site = tree_copy("0.15.1")
+    run_cli("--target", str(site), "apply", check=True)
+    for rel in ("vllm/config/speculative.py", "vllm/v1/spec_decode/eagle.py"):
+        (site / rel).write_bytes((site / rel).read_bytes() + b"# tuned by hand\n")
+    before = snapshot(site)
+    saved = site / ".vllm-patcher" / "saved"
+    for n in (1, 2):  # the first copy's write, then the second's
+        proc = run_cli(
+            "--target",
+            str(site),
+            "revert",
+            "--force",
+            env={"VLLM_PATCHER_FAULT": f"enospc@write#{n}"},
+        )
+        assert_refused(proc, 6, "no space left")
+        assert snapshot(site) == before
+        assert not saved.exists() or not any(saved.iterdir()), list(saved.iterdir())
