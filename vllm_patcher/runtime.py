@@ -65,8 +65,9 @@ PR_SET_PDEATHSIG = 1  # linux/prctl.h
 def die_with_parent() -> Callable[[], None] | None:
     """``preexec_fn`` for a child the tool must not leave behind when it is killed by a signal it
     cannot catch (a supervisor's SIGKILL, the OOM killer): the kernel sends the child SIGTERM,
-    and a vLLM server or load client stops its own group then. Linux only (PR_SET_PDEATHSIG);
-    elsewhere None, and only the tool's own exits stop its children."""
+    and a vLLM server stops its own group then; the load client (no handler of its own) ends,
+    and a process it started would outlive it (vLLM's client starts none). Linux only
+    (PR_SET_PDEATHSIG); elsewhere None, and only the tool's own exits stop its children."""
     if not sys.platform.startswith("linux"):
         return None
     parent = os.getpid()

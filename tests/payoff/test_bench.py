@@ -5,7 +5,7 @@ repeats whose spread decides whether there is a verdict."""
 from __future__ import annotations
 
 import itertools
-import os
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -160,25 +160,27 @@ def test_the_load_client_gets_the_servers_api_key_as_vllm_bench_serve_reads_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """issue 35, 14: `payoff sweep -- ... --api-key K` gave the client no key, so every request
-    after k = 0's load was answered 401. vLLM's client sends OPENAI_API_KEY as its Bearer token."""
+    after k = 0's load was answered 401. vLLM's client sends OPENAI_API_KEY as its Bearer token:
+    each request to the client process carries it (bench_client.environment puts it over the
+    client's environment for that request only)."""
     import json as json_mod
 
-    from vllm_patcher import runtime
     from vllm_patcher.payoff import bench as bench_mod
+    from vllm_patcher.serving import client as client_mod
 
-    result = tmp_path / "result.json"
-    result.write_text(json_mod.dumps({"completed": 1}))
-    seen: list[dict[str, str] | None] = []
-
-    def fake_run_script(python, args, **kw):  # type: ignore[no-untyped-def]
-        env = kw.get("env")
-        seen.append(None if env is None else dict(env))
-        return runtime.ScriptRun(0, "", "", {"result_file": str(result)})
-
-    monkeypatch.setattr(runtime, "run_script", fake_run_script)
-    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    assert bench_mod.client("python", ["--x"], api_key="K") == {"completed": 1}
-    assert bench_mod.client("python", ["--x"]) == {"completed": 1}
-    assert seen[0] is not None and seen[0]["OPENAI_API_KEY"] == "K"
-    assert seen[0]["PATH"] == os.environ["PATH"]  # the rest of the environment kept
-    assert seen[1] is None  # no key: the environment as it is
+    fake = tmp_path / "client.py"
+    fake.write_text(
+        "import json, sys\n"
+        "for n, line in enumerate(sys.stdin):\n"
+        f"    path = {str(tmp_path)!r} + f'/result-{{n}}.json'\n"
+        "    request = json.loads(line)\n"
+        "    open(path, 'w').write(json.dumps({'completed': 1, 'env': request['env']}))\n"
+        "    print(json.dumps({'id': request['id'], 'result_file': path}), flush=True)\n"
+    )
+    monkeypatch.setattr(client_mod, "SCRIPT", fake)
+    with client_mod.session(sys.executable):
+        keyed = bench_mod.client(sys.executable, ["--x"], api_key="K")
+        plain = bench_mod.client(sys.executable, ["--x"])
+    assert keyed == {"completed": 1, "env": {"OPENAI_API_KEY": "K"}}
+    assert plain == {"completed": 1, "env": {}}  # no key: the environment as it is
+    assert json_mod.loads((tmp_path / "result-1.json").read_text())["env"] == {}

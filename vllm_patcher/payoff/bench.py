@@ -9,23 +9,21 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import scripts
 from ..errors import BadSetting, NoDrafts, ServerUnreachable
+from ..runtime import ScriptNotRun, ScriptStopped
+from ..serving import client as load_client
 from . import scrape
 from .analysis import Analysis, analyse
 from .judge import MARGIN, NOISE_CAP, PAYS, UNKNOWN, Judgement, judge, more_needed, spread
 from .stall import WATCH_EVERY_S, Stall
 from .window import Window, between
 
-CLIENT = scripts.path("bench_client")
-TIMEOUT = 3600.0  # one benchmark run
 MEASURES = ("per-token time (client)", "throughput (client)", "per-token time (/metrics)")
 
 
@@ -260,13 +258,8 @@ def _list(levels: list[int]) -> str:
 def check_client_args(python: str, argv: list[str]) -> None:
     """Parse ``argv`` with vllm bench serve's own parser, running nothing: a usage error (exit 2)
     before a model is loaded rather than after."""
-    from ..runtime import ScriptNotRun, run_script
-
     try:
-        run = run_script(
-            python, [str(CLIENT), "--check", json.dumps(argv)], timeout=600, isolated=False,
-            own_group=True,
-        )  # fmt: skip
+        run = load_client.check(python, argv)
     except ScriptNotRun as exc:
         raise ServerUnreachable(f"vllm bench serve could not be asked: {exc}") from None
     if run.returncode == 2 and "error:" in run.stderr:
@@ -283,22 +276,9 @@ def client(
     """One run of vLLM's benchmark client; ``api_key``: the served ``--api-key``, which the client
     sends as its Bearer token (it reads ``OPENAI_API_KEY``, as ``vllm bench serve`` does);
     ``watch``: the loaded server's stall watch (the client is stopped when it names a stall)."""
-    from ..runtime import ScriptNotRun, ScriptStopped, run_script
-
-    env = {**os.environ, "OPENAI_API_KEY": api_key} if api_key else None
-
     try:
-        # not isolated: the client reads HF_* and VLLM_* settings as vllm bench serve would;
-        # its own process group, killed whole on Ctrl-C or a timeout
-        run = run_script(
-            python,
-            [str(CLIENT), json.dumps(argv)],
-            timeout=TIMEOUT,
-            isolated=False,
-            own_group=True,
-            env=env,
-            watch=watch,
-            watch_every_s=WATCH_EVERY_S,
+        run = load_client.run(
+            python, argv, api_key=api_key, watch=watch, watch_every_s=WATCH_EVERY_S
         )
     except ScriptStopped as exc:
         raise ServerUnreachable(exc.reason) from None
@@ -358,6 +338,7 @@ def run(
     if repeat < 1:
         raise BadSetting(f"--repeat {repeat}: give 1 or more runs per concurrency")
     out = BenchResult(repeat=repeat)
+    # a fresh client process for each run (serving.client says why not one for all)
     with tempfile.TemporaryDirectory(prefix="vllm-patcher-bench-") as tmp:
         for c in sorted(set(concurrencies)):  # ascending, whatever order they were given in
             runs = [

@@ -1,5 +1,5 @@
 """A load on a server that stopped answering: its /metrics and /health still answer, but no
-token moves. ``Stall`` is asked while the load client runs (see ``runtime.run_script``'s
+token moves. ``Stall`` is asked while the load client runs (see ``serving.client.run``'s
 ``watch``) and names the stall once requests were out (running or waiting) and neither
 ``generation_tokens`` nor ``prompt_tokens`` moved for ``STALL_S``, so that the client is stopped
 within minutes rather than at its own hour. Time with no request out (the client still starting)

@@ -6,7 +6,9 @@ script's own directory on that interpreter's ``sys.path`` shadows no module.
 ``where_vllm`` every vllm distribution on the path and where ``import vllm`` loads from, without
 importing it (this interpreter imports it as a module); ``hub_snapshot`` a Hugging Face repo id's
 snapshot in the local cache, offline, through that venv's huggingface_hub; ``bench_client``
-vLLM's own ``vllm bench serve`` with its results file. Two more live beside what they need:
+vLLM's own ``vllm bench serve`` with its results file, the one script that answers many requests,
+one per stdin line, each with one JSON line (started and asked by ``serving.client``, not
+``runtime.run_script``). Two more live beside what they need:
 ``patching/probe.py`` (its check library, ``checklib/``, is made importable next to it) and
 ``cluster/driver.py`` (shipped to the Ray nodes with the tool)."""
 

