@@ -17,9 +17,8 @@ from packaging.version import Version
 
 from ..findings import PROBLEM, WARNING, Finding
 from ..models.configs import TargetModel
+from ..releases import LIST_GONE_FROM
 from .rules import release_version
-
-ALLOW_LIST_GONE = Version("0.22.0")  # the first release without the EAGLE-3 allow-list
 
 
 @dataclass(frozen=True)
@@ -58,7 +57,7 @@ def check_capture(target: TargetModel, vllm_version: str) -> list[Finding]:
             ]
         when = (
             "the engine gets no aux layers from it, where its allow-list lets the drafter through"
-            if release < ALLOW_LIST_GONE
+            if release < LIST_GONE_FROM
             else "the runner asks it for aux layers and gets one tensor back: the engine fails"
         )
         return [

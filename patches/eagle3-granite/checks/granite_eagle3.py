@@ -74,11 +74,7 @@ def _target_config(model_type: str, architecture: str) -> dict[str, Any]:
 
 def check_speculative_config_accepts_granite(ctx: Any) -> None:
     """The real SpeculativeConfig accepts EAGLE-3 for a granite target (and still rejects granitemoe)."""
-    if not eagle3.has_allow_list():
-        ctx.skip(
-            f"vLLM {ctx.version} has no EAGLE-3 allow-list in vllm/config/speculative.py "
-            "(gone from 0.22.0): the runner's SupportsEagle3 check above is the gate"
-        )
+    eagle3.skip_without_allow_list(ctx)
     drafter = checkpoints.folder(ctx, "eagle3_drafter", checkpoints.DRAFTER_CONFIG)
 
     def target(model_type: str, architecture: str) -> Any:

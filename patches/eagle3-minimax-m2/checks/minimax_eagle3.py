@@ -181,7 +181,7 @@ def check_speculative_config_accepts_minimax_m2(ctx: Any) -> None:
         )
 
     if not eagle3.has_allow_list():
-        return  # no allow-list from 0.22.0: nothing to reject gpt2 with, the runner is the gate
+        return  # no allow-list to reject gpt2 with: the runner is the gate
     control = eagle3.model_config(control_dir, "the gpt2 control target")
     eagle3.refuses(
         control,

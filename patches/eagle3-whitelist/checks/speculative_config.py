@@ -61,11 +61,7 @@ def check_accepts_kimi_k25(ctx: Any) -> None:
 
 def check_rejects_gpt2(ctx: Any) -> None:
     """SpeculativeConfig eagle3 rejects gpt2 (not on the list)"""
-    if not eagle3.has_allow_list():
-        ctx.skip(
-            f"vLLM {ctx.version} has no EAGLE-3 allow-list (gone from 0.22.0): the model "
-            "runner's SupportsEagle3 check is the gate there"
-        )
+    eagle3.skip_without_allow_list(ctx)
     accepted, why = _eagle3(ctx, "gpt2", checkpoints.GPT2_CONFIG, whole=True)
     if accepted:
         raise AssertionError("accepted a family the allow-list should still reject")
