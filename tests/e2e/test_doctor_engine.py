@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from ..conftest import run_cli
-from .engine import acceptance, build_models, cpu_python, run_engine
+from .engine import acceptance, build_models, cpu_python, run_engines
 
 RELEASE = "0.32.0"
 
@@ -26,13 +26,13 @@ def models(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_models(cpu_python(RELEASE), tmp_path_factory.mktemp("doctor-models"))
 
 
-def _rates(python: Path, models: Path, names: tuple[str, ...]) -> dict[str, float]:
-    rates = {}
-    for name in names:
-        answer = run_engine(python, models / "target", models / name)
-        assert "error" not in answer, answer
-        rates[name] = acceptance(answer["counters"])  # type: ignore[arg-type]
-    return rates
+@pytest.fixture(scope="module")
+def rates(models: Path) -> dict[str, float]:
+    """Each drafter's acceptance on the real engine: four engines, one after another in one
+    process (the import of vLLM once)."""
+    names = ("narrow", "narrow-absolute", "no-aux", "no-aux-top")
+    runs = run_engines(cpu_python(RELEASE), models / "target", {n: models / n for n in names})
+    return {name: acceptance(run["counters"]) for name, run in runs.items()}  # type: ignore[arg-type]
 
 
 def _levels(models: Path, names: tuple[str, ...], check: str) -> dict[str, list[str]]:
@@ -46,9 +46,8 @@ def _levels(models: Path, names: tuple[str, ...], check: str) -> dict[str, list[
 
 
 def test_an_absolute_d2t_costs_acceptance_on_the_real_engine_and_doctor_names_it(
-    models: Path,
+    models: Path, rates: dict[str, float]
 ) -> None:
-    rates = _rates(cpu_python(RELEASE), models, ("narrow", "narrow-absolute"))
     # offsets: a draft is right where the next token is in the draft vocabulary (192 of 512
     # target tokens; 19% of this fixture's drafted tokens, the engine greedy and deterministic)
     assert rates["narrow"] >= 0.1, rates
@@ -58,9 +57,8 @@ def test_an_absolute_d2t_costs_acceptance_on_the_real_engine_and_doctor_names_it
 
 
 def test_a_flag_the_release_does_not_read_costs_acceptance_and_doctor_names_it(
-    models: Path,
+    models: Path, rates: dict[str, float]
 ) -> None:
-    rates = _rates(cpu_python(RELEASE), models, ("no-aux", "no-aux-top"))
     # read (nested): the drafter sees the target's last hidden state, as trained: every draft
     # right (1.0 measured); not read (top level): the leftover fc feeds it noise (0.5% measured)
     assert rates["no-aux"] >= 0.9, rates

@@ -21,11 +21,12 @@ import pytest
 from vllm_patcher.install.record import file_hash
 
 from ..conftest import record_of, run_cli, venv_site
-from .engine import acceptance, build_models, cpu_python, run_engine
+from .engine import acceptance, build_models, cpu_python, run_engine, run_engines
 
 PATCHED, UPSTREAM = "0.31.0", "0.32.0"
 GRANITE = "vllm/model_executor/models/granite.py"
 REFUSAL = "does not support EAGLE3"
+DRAFTERS = ("right", "shifted", "half")  # near 100%, near 0 and about half accepted
 
 
 @pytest.fixture(scope="module")
@@ -46,9 +47,7 @@ def venv() -> Iterator[Path]:
 def upstream(models: Path) -> dict[str, dict[str, object]]:
     """Upstream 0.32.0's own Granite EAGLE-3 on the same fixture: what the backport must equal."""
     python = cpu_python(UPSTREAM)
-    return {
-        d: run_engine(python, models / "target", models / d) for d in ("right", "shifted", "half")
-    }
+    return run_engines(python, models / "target", {d: models / d for d in DRAFTERS})
 
 
 def _pristine(site: Path) -> bool:
@@ -73,10 +72,10 @@ def test_after_apply_the_real_engine_speculates_on_the_right_layers_only_and_equ
     run_cli("--python", str(venv), "apply", check=True)
     verify = run_cli("--python", str(venv), "verify")
     assert verify.returncode == 0, verify.stdout + verify.stderr
-    plain = run_engine(venv, models / "target", None)
-    runs = {
-        d: run_engine(venv, models / "target", models / d) for d in ("right", "shifted", "half")
-    }
+    runs = run_engines(
+        venv, models / "target", {"plain": None, **{d: models / d for d in DRAFTERS}}
+    )
+    plain = runs.pop("plain")
     for name, run in runs.items():
         assert "error" not in run, (name, run)
         # speculation never changes what greedy decoding emits
