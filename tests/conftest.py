@@ -35,6 +35,8 @@ CODEMOD_PINNED = tuple(
     pinned_versions(Catalogue(tuple(p for p in CATALOGUE.patches if p.transforms)))
 )
 KIMI_RELEASES = CATALOGUE.get("kimi-k25-image-token").pinned_versions  # type: ignore[union-attr]
+# the DeepSeek/Kimi codemods' own releases (the family codemods reach further)
+DEEPSEEK_RELEASES = CATALOGUE.get("supports-eagle3").pinned_versions  # type: ignore[union-attr]
 
 
 # --- the unit tier ---------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ from packaging.version import InvalidVersion, Version
 from .errors import UnsupportedRelease
 
 LIST_GONE_FROM = Version("0.22.0")  # the allow-list mechanism no longer exists
+MIXIN_FROM = "0.18.0"  # the interface has EagleModelMixin: a family captures through it
 
 
 class Release(str, Enum):

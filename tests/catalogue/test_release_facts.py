@@ -134,7 +134,8 @@ def test_a_pre_release_of_the_release_that_fixed_a_patch_is_not_taken_for_upstre
     tree_copy,  # type: ignore[no-untyped-def]
 ) -> None:
     """0.32.0rc1 and 0.32.0.dev5 come before 0.32.0 and may predate the Granite change (here:
-    0.31.0's files, without it). Not `upstream` and not green: eagle3-granite is `unported`."""
+    0.31.0's files, without it). Not `upstream` and not green: eagle3-granite is `pending`, its
+    family codemod (no pin for a pre-release) makes the change at apply."""
     import json
 
     for version in ("0.32.0rc1", "0.32.0.dev5+g1234abc"):
@@ -145,12 +146,14 @@ def test_a_pre_release_of_the_release_that_fixed_a_patch_is_not_taken_for_upstre
         data = json.loads(proc.stdout)
         states = {p["name"]: p["state"] for p in data["patches"]}
         assert data["release"] == "patchable", data
-        assert states["eagle3-granite"] == "unported", states
-        # and what it says to do leads somewhere: a port "to 0.32.0" would find it already there
-        detail = next(p["detail"] for p in data["patches"] if p["name"] == "eagle3-granite")
-        assert "install vLLM 0.32.0 or later" in detail and "vllm-patcher port" not in detail, (
-            detail
-        )
+        assert states["eagle3-granite"] == "pending", states
+        # and what it says to do leads somewhere: apply, not a port "to 0.32.0" that would find
+        # the change already there
+        applied = run_cli("--target", str(site), "--json", "apply")
+        assert applied.returncode == 0, (version, applied.stdout, applied.stderr)
+        after = json.loads(run_cli("--target", str(site), "--json", "status").stdout)
+        states = {p["name"]: p["state"] for p in after["patches"]}
+        assert states["eagle3-granite"] == "applied", states
         shutil.rmtree(site)
 
 

@@ -16,10 +16,11 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from vllm_patcher.catalogue.model import Catalogue
+from vllm_patcher.catalogue.model import Catalogue, FileChange
 from vllm_patcher.errors import PatcherError
 from vllm_patcher.install.locate import locate_in_directory
 from vllm_patcher.patching import txn
+from vllm_patcher.transforms import Rewrite
 from vllm_patcher.wheels import sources
 
 from ..conftest import CATALOGUE, scratch_tree, snapshot
@@ -27,8 +28,22 @@ from ..patching.sites import _rewrite_record
 
 VERSION = "0.15.1"
 CODEMODS = Catalogue(tuple(p for p in CATALOGUE.patches if p.transforms))
-CHANGES = {c.path: c for p in CODEMODS.patches for c in p.transforms}
+CHANGES: dict[str, list[FileChange]] = {}  # each file's codemods, in series order
+for _patch in CODEMODS.patches:
+    for _change in _patch.transforms:
+        CHANGES.setdefault(_change.path, []).append(_change)
 FILES = sorted(CHANGES)
+
+
+def _rewrite(rel: str, text: str) -> Rewrite:
+    """Every codemod of ``rel`` in series order, as apply runs them."""
+    changed = False
+    for change in CHANGES[rel]:
+        result = change.rewrite(text, VERSION)
+        text, changed = result.source, changed or result.changed
+    return Rewrite(text, changed)
+
+
 MARGIN = 3
 
 
@@ -41,7 +56,7 @@ def _sources() -> dict[str, str]:
 
 @functools.cache
 def _outputs() -> dict[str, str]:
-    return {rel: CHANGES[rel].rewrite(_sources()[rel]).source for rel in FILES}
+    return {rel: _rewrite(rel, _sources()[rel]).source for rel in FILES}
 
 
 @functools.cache
@@ -108,11 +123,11 @@ def test_edits_outside_touched_regions_survive_the_transform(
 ) -> None:
     rel, inserts = case
     edited = _insert(_sources()[rel], [(p, line) for p, _, line in inserts])
-    result = CHANGES[rel].rewrite(edited)
+    result = _rewrite(rel, edited)
     assert result.changed
     assert result.source == _insert(_outputs()[rel], [(q, line) for _, q, line in inserts])
     compile(result.source, rel, "exec")
-    assert not CHANGES[rel].rewrite(result.source).changed
+    assert not _rewrite(rel, result.source).changed
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -11,7 +11,7 @@ import pytest
 from vllm_patcher.errors import PatchShapeError
 from vllm_patcher.transforms import image_token, supports_eagle3, whitelist
 
-from ..conftest import CODEMOD_PINNED, KIMI_RELEASES
+from ..conftest import DEEPSEEK_RELEASES, KIMI_RELEASES
 
 SPEC = "vllm/config/speculative.py"
 EAGLE = "vllm/v1/spec_decode/eagle.py"
@@ -33,7 +33,7 @@ def read(trees: dict[str, Path], version: str, rel: str) -> str:
     return (trees[version] / rel).read_text(encoding="utf-8")
 
 
-@pytest.mark.parametrize("version", CODEMOD_PINNED)
+@pytest.mark.parametrize("version", DEEPSEEK_RELEASES)
 def test_whitelist_adds_the_four_model_types_once(
     pristine_trees: dict[str, Path], version: str
 ) -> None:
@@ -69,7 +69,7 @@ def test_image_token_branch_reads_media_placeholder(
     assert not image_token.rewrite(result.source).changed
 
 
-@pytest.mark.parametrize("version", CODEMOD_PINNED)
+@pytest.mark.parametrize("version", DEEPSEEK_RELEASES)
 def test_supports_eagle3_on_deepseek_is_the_whole_change(
     pristine_trees: dict[str, Path], version: str
 ) -> None:

@@ -220,7 +220,7 @@ def _refuse_builtins_not_applied(
         if step.pinned is None:
             if start is None or step.transform is None:
                 continue
-            if not transform_would_change(step.transform, start):
+            if not transform_would_change(step.transform, start, target.version):
                 continue
         missing.append(step.patch)
     if missing:

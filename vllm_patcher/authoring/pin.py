@@ -55,7 +55,7 @@ def pin_release(
         entries = []
         for change in patch.applicable_transforms(target.record):
             before = running[change.path]
-            result = change.rewrite(before)
+            result = change.rewrite(before, target.version)
             if result.changed:
                 entries.append((change.path, before, result.source))
                 running[change.path] = result.source

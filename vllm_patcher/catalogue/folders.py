@@ -28,6 +28,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from ..errors import PatchFolderError
+from .family import ALLOW_LIST_FILE, Family, read_family
 from .model import (
     BUILTIN,
     MANIFEST,
@@ -218,10 +219,19 @@ def _load_patch(folder: Path, origin: str) -> Patch:
         fixed = Version(fixed_in) if fixed_in is not None else None
     except (InvalidVersion, TypeError):
         raise PatchFolderError(f"{where}: fixed_in = {fixed_in!r} is not a version") from None
-    unknown = set(data) - {"name", "summary", "releases", "fixed_in", "transform"}
+    unknown = set(data) - {"name", "summary", "releases", "fixed_in", "transform", "family"}
     if unknown:
         raise PatchFolderError(f"{where}: unknown key {sorted(unknown)[0]!r}")
     transforms = _transforms(data.get("transform", []), where, origin)
+    family = None
+    if "family" in data:
+        if origin != BUILTIN:
+            raise PatchFolderError(
+                f"{where}: [family] drives a codemod inside vllm-patcher and is only for "
+                "built-in patches; a patch of your own is its pinned diffs"
+            )
+        family = read_family(data["family"], str(where))
+        transforms += family_changes(family)
     versions = tuple(
         sorted(
             (
@@ -232,7 +242,7 @@ def _load_patch(folder: Path, origin: str) -> Patch:
             key=version_key,
         )
     )
-    return Patch(name, summary, spec, fixed, folder, origin, transforms, versions)
+    return Patch(name, summary, spec, fixed, folder, origin, transforms, versions, family)
 
 
 def _releases(raw: object, where: Path) -> Releases:
@@ -280,6 +290,15 @@ def _transforms(raw: object, where: Path, origin: str) -> tuple[FileChange, ...]
             raise PatchFolderError(f"{where}: each [[transform]] needs file and codemod")
         out.append(FileChange(t["file"], str(t["codemod"]), t.get("needs")))
     return tuple(out)
+
+
+def family_changes(family: Family) -> tuple[FileChange, ...]:
+    """A family's files and codemods: the allow-list, then each model file."""
+    allow = FileChange(ALLOW_LIST_FILE, "allow_list:rewrite", family=family)
+    return (
+        allow,
+        *(FileChange(m.file, "eagle3_family:rewrite", family=family) for m in family.models),
+    )
 
 
 def _refuse_links(folder: Path) -> None:

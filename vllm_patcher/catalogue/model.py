@@ -126,6 +126,7 @@ def _with_release(v: Version, release: tuple[int, ...]) -> Version:
 
 if TYPE_CHECKING:
     from ..transforms import Rewrite
+    from .family import Family
 
 
 class FileChange(NamedTuple):
@@ -134,14 +135,21 @@ class FileChange(NamedTuple):
     path: str
     transform: str  # "module:function" under vllm_patcher.transforms, imported on first use
     needs: str | None = None  # only applicable when the release ships this file
+    family: Family | None = None  # a family codemod's description (its patch.toml's [family])
 
     def applies_to(self, record: dict[str, str]) -> bool:
         return self.path in record and (self.needs is None or self.needs in record)
 
-    def rewrite(self, source: str) -> Rewrite:
+    def rewrite(self, source: str, version: str | None = None) -> Rewrite:
+        """``source`` rewritten; a family codemod also gets the family and the release
+        (its generation decides the shape of the change)."""
         module_name, func_name = self.transform.split(":")
         module = importlib.import_module(f"vllm_patcher.transforms.{module_name}")
-        result: Rewrite = getattr(module, func_name)(source, self.path)
+        func = getattr(module, func_name)
+        if self.family is not None:
+            result: Rewrite = func(source, self.path, family=self.family, version=version)
+        else:
+            result = func(source, self.path)
         return result
 
 
@@ -198,6 +206,7 @@ class Patch(NamedTuple):
     origin: str  # "built-in", or the folder it was given in
     transforms: tuple[FileChange, ...] = ()
     pinned_versions: tuple[str, ...] = ()
+    family: Family | None = None  # a family backport's description (catalogue/family.py)
 
     @property
     def builtin(self) -> bool:

@@ -286,7 +286,7 @@ def run_steps(
             transformed.add(step.patch)
             why = "is not pinned" if step.pin is None else "differs from the pinned manifest"
             notes.append(f"{step.patch}: vLLM {target.version} {why}; used the libcst transform")
-        text = step.transform.rewrite(text).source
+        text = step.transform.rewrite(text, target.version).source
     return text.encode("utf-8"), TRANSFORM
 
 

@@ -33,7 +33,9 @@ def _patch_state(files: list[FileStatus]) -> tuple[PatchState, str | None, str]:
         return PatchState.DRIFTED, None, "; ".join(f.detail for f in bad)
     methods = {f.method for f in files if f.method}
     method = "pinned-diff" if methods == {"pinned-diff"} else ("transform" if methods else None)
-    if states == {FileState.APPLIED}:
+    if FileState.APPLIED in states and states <= {FileState.APPLIED, FileState.UPSTREAM}:
+        # a file the codemod finds nothing to do in (a family's allow-list on a release
+        # without one) has the change it would make: the patch is whole
         return PatchState.APPLIED, method, ""
     if FileState.OUTDATED in states and states <= {
         FileState.APPLIED,

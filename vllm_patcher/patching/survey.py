@@ -253,14 +253,14 @@ def _judge_file(
             method == "transform"
             and detect_upstream
             and step.transform is not None
-            and not transform_would_change(step.transform, data)
+            and not transform_would_change(step.transform, data, target.version)
         ):
             fs.state, fs.method = FileState.UPSTREAM, None
     return fs
 
 
-def transform_would_change(change: FileChange, data: bytes) -> bool:
+def transform_would_change(change: FileChange, data: bytes, version: str) -> bool:
     try:
-        return change.rewrite(data.decode("utf-8")).changed
+        return change.rewrite(data.decode("utf-8"), version).changed
     except (PatchShapeError, UnicodeDecodeError):
         return True  # apply reports the precise reason; status just says the change is not there

@@ -1,0 +1,117 @@
+"""A model family's EAGLE-3 backport as data: the ``[family]`` table of a built-in ``patch.toml``.
+
+One description drives everything the family needs: the allow-list entry (``model_types``,
+admitted exactly, through 0.21.x), the codemod that makes each model file EAGLE-3-capable
+(``transforms/eagle3_family.py``) and the two behaviour checks every family gets from the check
+library (``verify``)::
+
+    [family]
+    name = "Granite"                    # as users say it
+    model_types = ["granite"]           # hf_text_config.model_type, each admitted exactly
+
+    [[family.model]]
+    file = "vllm/model_executor/models/granite.py"
+    causal_lm = "GraniteForCausalLM"    # the class the model runner gets
+    model = "GraniteModel"              # the inner model whose forward captures
+    capture = "hidden"                  # "stream" (default): hidden_states + residual;
+                                        # "hidden": the layer adds its own residual
+    index = "relative"                  # "relative" (default, upstream's): idx from 0 on the stage;
+                                        # "absolute": enumerate(..., start=self.start_layer)
+    inner = "model"                     # the causal LM's attribute holding the inner model
+    config = { embedding_multiplier = 3.0 }   # what the forward reads from config (checks)
+
+A family without ``[[family.model]]`` is an allow-list-only family: its classes already capture
+(they inherit ``LlamaForCausalLM``), only ``SpeculativeConfig`` blocks them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import PatchFolderError
+
+CAPTURES = ("stream", "hidden")
+INDEXES = ("relative", "absolute")
+ALLOW_LIST_FILE = "vllm/config/speculative.py"
+
+
+@dataclass(frozen=True)
+class FamilyModel:
+    """One model file of a family and the parameters its codemod and checks need."""
+
+    file: str
+    causal_lm: str
+    model: str
+    capture: str = "stream"
+    index: str = "relative"
+    inner: str = "model"
+    config: tuple[tuple[str, Any], ...] = ()
+
+
+@dataclass(frozen=True)
+class Family:
+    name: str
+    model_types: tuple[str, ...]
+    models: tuple[FamilyModel, ...] = field(default=())
+
+    def as_json(self) -> dict[str, Any]:
+        """What the probe's free checks read (``checklib.eagle3.family_checks``)."""
+        return {
+            "name": self.name,
+            "model_types": list(self.model_types),
+            "models": [
+                {
+                    "module": m.file.removesuffix(".py").replace("/", "."),
+                    "causal_lm": m.causal_lm,
+                    "model": m.model,
+                    "capture": m.capture,
+                    "inner": m.inner,
+                    "config": dict(m.config),
+                }
+                for m in self.models
+            ],
+        }
+
+
+def _text(raw: dict[str, Any], key: str, where: str, default: str | None = None) -> str:
+    value = raw.get(key, default)
+    if not isinstance(value, str) or not value:
+        raise PatchFolderError(f"{where}: [family] needs {key} as a non-empty string")
+    return value
+
+
+def _choice(raw: dict[str, Any], key: str, choices: tuple[str, ...], where: str) -> str:
+    value = _text(raw, key, where, choices[0])
+    if value not in choices:
+        raise PatchFolderError(f"{where}: {key} = {value!r}; use one of {', '.join(choices)}")
+    return value
+
+
+def read_family(raw: object, where: str) -> Family:
+    """The ``[family]`` table of a patch.toml, checked; a PatchFolderError names what is wrong."""
+    if not isinstance(raw, dict):
+        raise PatchFolderError(f"{where}: [family] must be a table")
+    types = raw.get("model_types")
+    if not (isinstance(types, list) and types and all(isinstance(t, str) and t for t in types)):
+        raise PatchFolderError(f"{where}: [family] needs model_types, a list of model_type names")
+    models = raw.get("model", [])
+    if not isinstance(models, list) or not all(isinstance(m, dict) for m in models):
+        raise PatchFolderError(f"{where}: [[family.model]] must be an array of tables")
+    out = []
+    for m in models:
+        config = m.get("config", {})
+        if not isinstance(config, dict):
+            raise PatchFolderError(f"{where}: a [[family.model]] config must be a table")
+        out.append(
+            FamilyModel(
+                file=_text(m, "file", where),
+                causal_lm=_text(m, "causal_lm", where),
+                model=_text(m, "model", where),
+                capture=_choice(m, "capture", CAPTURES, where),
+                index=_choice(m, "index", INDEXES, where),
+                inner=_text(m, "inner", where, "model"),
+                config=tuple(sorted(config.items())),
+            )
+        )
+    return Family(_text(raw, "name", where), tuple(types), tuple(out))

@@ -1,0 +1,346 @@
+"""eagle3_family: make one model family's vLLM model file an EAGLE-3 target, from its description.
+
+The family is data (``[family]`` in its ``patch.toml``, read by ``catalogue/family.py``); this
+codemod writes, for each ``[[family.model]]`` file, what upstream writes when it gives a family
+EAGLE-3, in the shape of the release's generation:
+
+* A (before 0.18.0): the inner model gets ``aux_hidden_state_layers`` (empty) in ``__init__``; its
+  forward records, before each layer whose index is asked for, the residual stream entering it;
+  the causal LM gets ``set_aux_hidden_state_layers`` and ``get_eagle3_aux_hidden_state_layers``
+  (default ``(2, n // 2, n - 3)``).
+* B (0.18.0 on): the inner model lists ``EagleModelMixin`` and calls ``_maybe_add_hidden_state``
+  at 0 and at ``idx + 1`` after each layer; the interface's own methods serve the causal LM.
+
+Either way the forward returns ``(hidden_states, aux_hidden_states)`` after the final norm when
+anything was recorded, the causal LM lists ``SupportsEagle3``, and the forward's return annotation
+says so. The family's parameters: ``capture`` (``stream``: ``hidden_states + residual``, the
+residual still None before the first layer; ``hidden``: the layer adds its own residual, so the
+hidden state is the stream), ``index`` (``relative``, upstream's, or ``absolute`` from
+``self.start_layer``) and ``inner`` (the causal LM's attribute holding the inner model).
+Captures made on one pipeline stage do not reach the drafter on another before 0.30.0, so a
+family backport serves pipeline parallelism 1 (``doctor`` says so).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import libcst as cst
+from packaging.version import Version
+
+from ..errors import PatchShapeError
+from ..releases import MIXIN_FROM, release_of
+from . import Rewrite
+from ._cst import body_of, dotted, method, names_used, parse, small, with_body
+from ._cst import replace_statement as replace_in
+
+if TYPE_CHECKING:
+    from ..catalogue.family import Family, FamilyModel
+
+INTERFACE = "SupportsEagle3"
+MIXIN = "EagleModelMixin"
+LINE = 88  # the width vLLM's sources are formatted to
+TUPLE = "tuple[torch.Tensor, list[torch.Tensor]]"
+
+
+# --- text helpers -----------------------------------------------------------------------------
+
+
+def _code(node: cst.CSTNode) -> str:
+    return cst.Module([]).code_for_node(node)
+
+
+def _sorted_insert(names: list[str], new: str) -> list[str]:
+    """``new`` where it sorts when ``names`` are sorted, else at the end."""
+    if names == sorted(names):
+        return sorted([*names, new])
+    return [*names, new]
+
+
+# --- the interfaces import --------------------------------------------------------------------
+
+
+def _interfaces_import(module: cst.Module, wanted: list[str]) -> tuple[cst.Module, bool]:
+    """Add ``wanted`` to ``from .interfaces import ...`` (sorted in, exploded past the width)."""
+    body = list(module.body)
+    for i, stmt in enumerate(body):
+        node = small(stmt)
+        if not (
+            isinstance(node, cst.ImportFrom)
+            and not isinstance(node.names, cst.ImportStar)
+            and len(node.relative) == 1
+            and dotted(node.module) == "interfaces"
+        ):
+            continue
+        names = [a.name.value for a in node.names if isinstance(a.name, cst.Name)]
+        missing = [n for n in wanted if n not in names]
+        if not missing:
+            return module, False
+        for n in missing:
+            names = _sorted_insert(names, n)
+        one_line = f"from .interfaces import {', '.join(names)}"
+        if len(one_line) <= LINE:
+            text = one_line + "\n"
+        else:
+            text = "from .interfaces import (\n" + "".join(f"    {n},\n" for n in names) + ")\n"
+        new = cst.parse_statement(text).with_changes(leading_lines=stmt.leading_lines)
+        body[i] = new
+        return module.with_changes(body=body), True
+    raise PatchShapeError("no `from .interfaces import ...` to extend")
+
+
+# --- class bases ------------------------------------------------------------------------------
+
+
+def _add_base(cls: cst.ClassDef, base: str) -> cst.ClassDef:
+    """``class X(a, b)`` -> ``class X(a, b, base)``, wrapped the way black wraps past the width."""
+    if any(arg.keyword is None and dotted(arg.value) == base for arg in cls.bases):
+        return cls
+    bases = [_code(arg.value) for arg in cls.bases if arg.keyword is None]
+    if not bases or len(bases) != len(cls.bases):
+        raise PatchShapeError(f"class {cls.name.value} has no plain bases to extend")
+    bases.append(base)
+    one_line = f"class {cls.name.value}({', '.join(bases)}):"
+    if len(one_line) <= LINE:
+        header = one_line
+    else:
+        header = f"class {cls.name.value}(\n    {', '.join(bases)}\n):"
+    shell = cst.parse_statement(f"{header}\n    pass\n")
+    assert isinstance(shell, cst.ClassDef)
+    return cls.with_changes(
+        bases=shell.bases,
+        lpar=shell.lpar,
+        rpar=shell.rpar,
+        whitespace_after_class=shell.whitespace_after_class,
+        whitespace_after_name=shell.whitespace_after_name,
+        whitespace_before_colon=shell.whitespace_before_colon,
+    )
+
+
+# --- the inner model --------------------------------------------------------------------------
+
+
+def _self_assigns(fn: cst.FunctionDef, attr: str) -> bool:
+    return f"self.{attr}" in _code(fn)
+
+
+def _patch_init(fn: cst.FunctionDef) -> cst.FunctionDef:
+    if _self_assigns(fn, "aux_hidden_state_layers"):
+        return fn
+    stmt = cst.parse_statement("self.aux_hidden_state_layers = tuple[int, ...]()\n")
+    stmt = stmt.with_changes(leading_lines=[cst.EmptyLine(indent=False)])
+    return with_body(fn, [*body_of(fn), stmt])
+
+
+def _is_layer_loop(stmt: cst.CSTNode) -> bool:
+    """``for layer in islice(self.layers, self.start_layer, self.end_layer)`` or
+    ``for layer in self.layers[self.start_layer : self.end_layer]``."""
+    if not (isinstance(stmt, cst.For) and dotted(stmt.target) == "layer"):
+        return False
+    it = stmt.iter
+    if isinstance(it, cst.Call):
+        return dotted(it.func) == "islice" and [dotted(a.value) for a in it.args] == [
+            "self.layers",
+            "self.start_layer",
+            "self.end_layer",
+        ]
+    if isinstance(it, cst.Subscript) and dotted(it.value) == "self.layers":
+        index = it.slice[0].slice if len(it.slice) == 1 else None
+        return (
+            isinstance(index, cst.Slice)
+            and dotted(index.lower) == "self.start_layer"
+            and dotted(index.upper) == "self.end_layer"
+        )
+    return False
+
+
+def _annotation(fn: cst.FunctionDef) -> cst.FunctionDef:
+    """The forward's return annotation gains ``| tuple[torch.Tensor, list[torch.Tensor]]``."""
+    returns = fn.returns
+    if returns is None or TUPLE in _code(returns.annotation):
+        return fn
+    ann = returns.annotation
+    if isinstance(ann, cst.Subscript) and dotted(ann.value) == "Union":
+        text = _code(ann)
+        new = cst.parse_expression(text[:-1].rstrip().rstrip(",") + f", {TUPLE}]")
+    else:
+        new = cst.parse_expression(f"{_code(ann)} | {TUPLE}")
+    return fn.with_changes(returns=returns.with_changes(annotation=new))
+
+
+def _loop_header(it: str, absolute: bool) -> str:
+    args = f"{it}, start=self.start_layer" if absolute else it
+    one_line = f"for idx, layer in enumerate({args}):"
+    if len(one_line) + 8 <= LINE:
+        return one_line
+    return f"for idx, layer in enumerate(\n    {args}\n):"
+
+
+def _capture_a(spec: FamilyModel, family: Family) -> str:
+    if spec.capture == "hidden":
+        return (
+            f"        # a {family.name} layer adds its own residual: this is the stream entering it\n"
+            "        aux_hidden_states.append(hidden_states)\n"
+        )
+    return (
+        "        aux_hidden_states.append(\n"
+        "            hidden_states if residual is None else hidden_states + residual\n"
+        "        )\n"
+    )
+
+
+def _patch_forward(fn: cst.FunctionDef, spec: FamilyModel, family: Family, mixin: bool):  # type: ignore[no-untyped-def]
+    if names_used(fn, "aux_hidden_states"):
+        return fn
+    name = spec.model
+    body: list[cst.BaseStatement] = list(body_of(fn))
+    loops = [i for i, stmt in enumerate(body) if _is_layer_loop(stmt)]
+    if len(loops) != 1:
+        raise PatchShapeError(
+            f"{name}.forward: expected one top-level `for layer in` loop over "
+            f"self.layers[self.start_layer:self.end_layer], found {len(loops)}"
+        )
+    last = body[-1]
+    ret = small(last)
+    if not (isinstance(ret, cst.Return) and dotted(ret.value) == "hidden_states"):
+        raise PatchShapeError(f"{name}.forward does not end with `return hidden_states`")
+    loop = body[loops[0]]
+    assert isinstance(loop, cst.For)
+    if names_used(loop.body, "idx"):
+        raise PatchShapeError(f"{name}.forward already uses the name `idx` in its layer loop")
+    residual = "residual" if spec.capture == "stream" else "None"
+    if spec.capture == "stream" and not names_used(loop.body, "residual"):
+        raise PatchShapeError(
+            f"{name}.forward's layers take no residual: describe the family with "
+            'capture = "hidden"'
+        )
+    header = _loop_header(_code(loop.iter), spec.index == "absolute")
+    if mixin:
+        first = (
+            f"aux_hidden_states = self._maybe_add_hidden_state([], 0, hidden_states, {residual})\n"
+        )
+        template = (
+            f"{header}\n    pass\n"
+            "    self._maybe_add_hidden_state(\n"
+            f"        aux_hidden_states, idx + 1, hidden_states, {residual}\n"
+            "    )\n"
+        )
+    else:
+        first = "aux_hidden_states = []\n"
+        template = (
+            f"{header}\n    if idx in self.aux_hidden_state_layers:\n"
+            f"{_capture_a(spec, family)}    pass\n"
+        )
+    shell = cst.parse_statement(template)
+    assert isinstance(shell, cst.For)
+    parts = list(body_of(shell))  # the template's statements around its `pass`
+    before = [] if mixin else parts[:1]
+    after = parts[1:] if mixin else []
+    new_loop = with_body(
+        loop.with_changes(
+            target=shell.target,
+            iter=shell.iter,
+            whitespace_after_in=shell.whitespace_after_in,
+            whitespace_before_colon=shell.whitespace_before_colon,
+            leading_lines=[],
+        ),
+        [*before, *body_of(loop), *after],
+    )
+    collect = cst.parse_statement(first).with_changes(leading_lines=loop.leading_lines)
+    guard = cst.parse_statement(
+        "if len(aux_hidden_states) > 0:\n    return hidden_states, aux_hidden_states\n"
+    ).with_changes(leading_lines=[cst.EmptyLine(indent=False)])
+    i = loops[0]
+    body = [
+        *body[:i],
+        collect,
+        new_loop,
+        *body[i + 1 : -1],
+        guard,
+        last.with_changes(leading_lines=[]),
+    ]
+    return _annotation(with_body(fn, body))
+
+
+# --- the causal LM ----------------------------------------------------------------------------
+
+
+def _methods(inner: str) -> list[cst.BaseStatement]:
+    text = (
+        "def set_aux_hidden_state_layers(self, layers: tuple[int, ...]) -> None:\n"
+        f"    self.{inner}.aux_hidden_state_layers = layers\n\n"
+        "def get_eagle3_aux_hidden_state_layers(self) -> tuple[int, ...]:\n"
+        f"    num_layers = len(self.{inner}.layers)\n"
+        "    return (2, num_layers // 2, num_layers - 3)\n"
+    )
+    return [
+        s.with_changes(leading_lines=[cst.EmptyLine(indent=False)])
+        for s in cst.parse_module(text).body
+    ]
+
+
+def _patch_causal_lm(cls: cst.ClassDef, spec: FamilyModel, mixin: bool) -> cst.ClassDef:
+    init = method(cls, "__init__")
+    if init is None:
+        raise PatchShapeError(f"class {cls.name.value} has no __init__")
+    if not _self_assigns(init, spec.inner):
+        raise PatchShapeError(f"{cls.name.value}.__init__ never sets self.{spec.inner}")
+    cls = _add_base(cls, INTERFACE)
+    if mixin or method(cls, "set_aux_hidden_state_layers") is not None:
+        return cls
+    based_init = method(cls, "__init__")
+    assert based_init is not None
+    return replace_in(cls, based_init, [based_init, *_methods(spec.inner)])
+
+
+def _patch_model(cls: cst.ClassDef, spec: FamilyModel, family: Family, mixin: bool) -> cst.ClassDef:
+    if mixin:
+        cls = _add_base(cls, MIXIN)
+    else:
+        init = method(cls, "__init__")
+        if init is None:
+            raise PatchShapeError(f"class {cls.name.value} has no __init__")
+        cls = replace_in(cls, init, _patch_init(init))
+    forward = method(cls, "forward")
+    if forward is None:
+        raise PatchShapeError(f"class {cls.name.value} has no forward")
+    return replace_in(cls, forward, _patch_forward(forward, spec, family, mixin))
+
+
+# --- the file ---------------------------------------------------------------------------------
+
+
+def generation_b(version: str | None) -> bool:
+    """True for the releases whose interface has ``EagleModelMixin`` (0.18.0 on)."""
+    if version is None:
+        raise PatchShapeError("the family codemod needs the release it rewrites for")
+    return release_of(version) >= Version(MIXIN_FROM)
+
+
+def rewrite(source: str, path: str, *, family: Family, version: str | None = None) -> Rewrite:
+    specs = [m for m in family.models if m.file == path]
+    if len(specs) != 1:
+        raise PatchShapeError(f"{path}: the {family.name} family does not describe this file")
+    spec = specs[0]
+    mixin = generation_b(version)
+    module = parse(source, path)
+    try:
+        module, _ = _interfaces_import(module, [MIXIN, INTERFACE] if mixin else [INTERFACE])
+        body = list(module.body)
+        seen = set()
+        for i, stmt in enumerate(body):
+            if not isinstance(stmt, cst.ClassDef):
+                continue
+            if stmt.name.value == spec.model:
+                body[i] = _patch_model(stmt, spec, family, mixin)
+                seen.add(spec.model)
+            elif stmt.name.value == spec.causal_lm:
+                body[i] = _patch_causal_lm(stmt, spec, mixin)
+                seen.add(spec.causal_lm)
+        missing = [c for c in (spec.model, spec.causal_lm) if c not in seen]
+        if missing:
+            raise PatchShapeError(f"class {', '.join(missing)} not found")
+    except PatchShapeError as exc:
+        raise PatchShapeError(f"{path}: {exc.message}") from None
+    new = module.with_changes(body=body).code
+    return Rewrite(new, changed=new != source)
