@@ -239,8 +239,29 @@ GRANITE_CHECKS = (
     "eagle3-granite: The real GraniteModel.forward captures the residual stream entering "
     "requested layers.",
     "eagle3-granite: The real SpeculativeConfig accepts EAGLE-3 for a granite target (and still "
-    "rejects granitemoe).",
+    "rejects granitemoehybrid).",
 )
+
+# what verify names the checks every family backport gets (checklib/family.py's docstrings)
+FAMILY_SUPPORTS = (
+    "The family's causal LM implements SupportsEagle3 with working default and setter."
+)
+FAMILY_CAPTURE = (
+    "The inner model's forward returns (hidden, aux), each aux state the residual stream."
+)
+FAMILY_ALLOW = "The real SpeculativeConfig accepts EAGLE-3 for the family's model types, exactly."
+
+
+def family_checks(version: str) -> set[str]:
+    """The family checks verify runs on ``version``: each family patch pinned for it or upstream."""
+    return {
+        f"{p.name}: {check}"
+        for p in CATALOGUE.patches
+        if p.family is not None
+        and p.covers(version)
+        and (p.pin(version) is not None or p.is_upstream(version))
+        for check in (FAMILY_SUPPORTS, FAMILY_CAPTURE, FAMILY_ALLOW)
+    }
 
 
 def checkout_copy(dest: Path) -> Path:

@@ -32,8 +32,12 @@ from vllm_patcher.wheels import sources
 
 from ..conftest import (
     CATALOGUE,
+    FAMILY_ALLOW,
+    FAMILY_CAPTURE,
+    FAMILY_SUPPORTS,
     GRANITE_CHECKS,
     MINIMAX_CHECKS,
+    family_checks,
     record_of,
     run_cli,
     test_venv_python,
@@ -410,10 +414,16 @@ def test_check_files_are_each_patchs_checks_folder_sorted(tmp_path: Path) -> Non
     # a patch without any diff for the release is unported: its checks do not run
     assert verify.check_files(layout(cat, VERSION, {})) == []
     shipped = verify.check_files(layout(CATALOGUE, VERSION, {}))
-    assert {name for name, _ in shipped} == set(CATALOGUE.names)
-    assert [path.name for name, path in shipped if name == "supports-eagle3"] == sorted(
-        path.name for name, path in shipped if name == "supports-eagle3"
+    # every built-in pinned for 0.15.1 runs checks (a family backport: the family's own first)
+    assert {c[0] for c in shipped} == {p.name for p in CATALOGUE.patches if p.pin(VERSION)}
+    assert [c[1].name for c in shipped if c[0] == "supports-eagle3"] == sorted(
+        c[1].name for c in shipped if c[0] == "supports-eagle3"
     )
+    families = [c for c in shipped if len(c) > 2]
+    assert families and all(c[1] == verify.FAMILY_CHECKS for c in families)
+    assert {c[0] for c in families} == {
+        p.name for p in CATALOGUE.patches if p.family is not None and p.pin(VERSION)
+    }
 
 
 def test_the_import_tier_imports_each_touched_file_as_its_module() -> None:
@@ -423,8 +433,16 @@ def test_the_import_tier_imports_each_touched_file_as_its_module() -> None:
         "vllm.config.speculative",
         "vllm.model_executor.models.deepseek_v2",
         "vllm.model_executor.models.granite",
+        "vllm.model_executor.models.granitemoe",
+        "vllm.model_executor.models.granitemoeshared",
+        "vllm.model_executor.models.hunyuan_v1",
         "vllm.model_executor.models.kimi_k25",
+        "vllm.model_executor.models.mimo_v2",
+        "vllm.model_executor.models.mimo_v2_flash",
         "vllm.model_executor.models.minimax_m2",
+        "vllm.model_executor.models.nemotron_h",
+        "vllm.model_executor.models.qwen3_moe",
+        "vllm.model_executor.models.qwen3_next",
         "vllm.v1.spec_decode.eagle",
     ]
 
@@ -538,6 +556,7 @@ BUILT_IN = {
     "supports-eagle3: supports_eagle3(KimiK25ForConditionalGeneration)",
     *MINIMAX_CHECKS,
     *GRANITE_CHECKS,
+    *family_checks(VERSION),
 }
 IMAGE_TOKEN = (
     "kimi-k25-image-token: EAGLE proposer reads Kimi-K2.5's image token from "
@@ -552,10 +571,20 @@ def test_built_in_checks_are_red_on_pristine_0151(
     assert set(got) == BUILT_IN
     assert not any(c.skipped for c in got.values())  # 0.15.1 ships Kimi-K2.5
     passed = {n for n, c in got.items() if c.ok}
-    # what the patches do not change holds on pristine too
+    # what the patches do not change holds on pristine too: the allow-list-only families'
+    # classes already capture (Llama's), and 0.15.1's list admits qwen3_next through "qwen"
+    captured_already = {
+        f"{p.name}: {check}"
+        for p in CATALOGUE.patches
+        if p.family is not None and p.pin(VERSION) and not any(m.rewrite for m in p.family.models)
+        for check in (FAMILY_SUPPORTS, FAMILY_CAPTURE)
+    }
+    assert len(captured_already) == 10  # mistral, phi3, ernie4_5, internlm3, glm
     assert passed == {
         "eagle3-whitelist: SpeculativeConfig eagle3 rejects gpt2 (not on the list)",
         "supports-eagle3: forward without aux layers returns the plain tensor",
+        f"eagle3-qwen3-next: {FAMILY_ALLOW}",
+        *captured_already,
     }
     accept = got["eagle3-whitelist: SpeculativeConfig eagle3 accepts deepseek_v3"].detail
     assert "rejected: " in accept and "only supported for" in accept, accept

@@ -19,9 +19,12 @@ library (``verify``)::
                                         # "absolute": enumerate(..., start=self.start_layer)
     inner = "model"                     # the causal LM's attribute holding the inner model
     config = { embedding_multiplier = 3.0 }   # what the forward reads from config (checks)
+    rewrite = false                     # checked, not rewritten (a class that already captures)
 
-A family without ``[[family.model]]`` is an allow-list-only family: its classes already capture
-(they inherit ``LlamaForCausalLM``), only ``SpeculativeConfig`` blocks them.
+An allow-list-only family's classes already capture (they inherit ``LlamaForCausalLM``): only
+``SpeculativeConfig`` blocks them, and its ``[[family.model]]`` entries say ``rewrite = false``
+(the checks still drive them). ``model`` is looked up in the file's module, then in
+``llama.py`` (``LlamaModel`` behind ``Phi3ForCausalLM``).
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ class FamilyModel:
     index: str = "relative"
     inner: str = "model"
     config: tuple[tuple[str, Any], ...] = ()
+    rewrite: bool = True
 
 
 @dataclass(frozen=True)
@@ -68,6 +72,7 @@ class Family:
                     "capture": m.capture,
                     "inner": m.inner,
                     "config": dict(m.config),
+                    "rewrite": m.rewrite,
                 }
                 for m in self.models
             ],
@@ -103,6 +108,9 @@ def read_family(raw: object, where: str) -> Family:
         config = m.get("config", {})
         if not isinstance(config, dict):
             raise PatchFolderError(f"{where}: a [[family.model]] config must be a table")
+        rewrite = m.get("rewrite", True)
+        if not isinstance(rewrite, bool):
+            raise PatchFolderError(f"{where}: a [[family.model]] rewrite must be true or false")
         out.append(
             FamilyModel(
                 file=_text(m, "file", where),
@@ -112,6 +120,7 @@ def read_family(raw: object, where: str) -> Family:
                 index=_choice(m, "index", INDEXES, where),
                 inner=_text(m, "inner", where, "model"),
                 config=tuple(sorted(config.items())),
+                rewrite=rewrite,
             )
         )
     return Family(_text(raw, "name", where), tuple(types), tuple(out))

@@ -7,7 +7,7 @@ request from argv[1] and prints one JSON report as the last line of stdout.
 The request::
 
     {"modules": ["vllm.config.speculative", ...],           # import tier, one check per module
-     "checks": [{"patch": "eagle3-whitelist", "path": "/abs/checks/x.py"}, ...],
+     "checks": [{"patch": "eagle3-whitelist", "path": "/abs/checks/x.py"}, ...],  # "family"
      "version": "0.15.1",                                    # optional: ctx.version
      "upstream": ["eagle3-whitelist"]}                       # optional: ctx.upstream
 
@@ -22,7 +22,8 @@ The check API (check files live in ``patches/<patch-name>/checks/*.py``):
   tool's own verdict, which a check never works out again from the version), ``ctx.workdir`` (a
   temporary folder private to the check file, shared by its checks, removed after all checks) and
   ``ctx.skip(reason)``, which raises: the check is recorded as not applicable, with that reason
-  (shown, never a failure).
+  (shown, never a failure). ``ctx.family``: a family backport's description (its ``[family]``
+  table, for the checks every family gets: ``checklib/family.py``), else None.
 - A check passes when it returns without raising; a returned string is shown as its detail. When it
   raises, it fails with the exception's message and where it was raised (in vLLM when vLLM's code
   raised it; ``<patch>/checks/<file>:<line>`` for an AssertionError with a message raised in the
@@ -139,10 +140,17 @@ class Skipped(BaseException):
 
 
 class Context:
-    def __init__(self, version: str, workdir: str, upstream: bool = False) -> None:
+    def __init__(
+        self,
+        version: str,
+        workdir: str,
+        upstream: bool = False,
+        family: dict[str, Any] | None = None,
+    ) -> None:
         self.version = version
         self.workdir = workdir
         self.upstream = upstream
+        self.family = family
 
     def skip(self, reason: str) -> None:
         raise Skipped(reason)
@@ -244,7 +252,7 @@ def run_check(
     record("behaviour", name, ok, detail, skipped)
 
 
-def run_checks(checks: list[dict[str, str]], version: str, upstream: frozenset[str]) -> None:
+def run_checks(checks: list[dict[str, Any]], version: str, upstream: frozenset[str]) -> None:
     expose_library()
     guard = PatchGuard()
     root = tempfile.mkdtemp(prefix="vllm-patcher-checks-")
@@ -270,7 +278,7 @@ def run_checks(checks: list[dict[str, str]], version: str, upstream: frozenset[s
                 )
             workdir = os.path.join(root, str(index))
             os.mkdir(workdir)
-            ctx = Context(version, workdir, patch in upstream)
+            ctx = Context(version, workdir, patch in upstream, entry.get("family"))
             for func in check_functions(module):
                 run_check(patch, path, func, ctx, guard)
     finally:

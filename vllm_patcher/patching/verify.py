@@ -21,9 +21,10 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ..catalogue import support
 from ..catalogue.layout import Layout, Verdict, layout
@@ -110,29 +111,42 @@ def module_name(rel: str) -> str:
     return ".".join(parts)
 
 
-def check_files(lay: Layout) -> list[tuple[str, Path]]:
+# The checks every family backport gets from its [family] table, run with it as ctx.family.
+FAMILY_CHECKS = Path(__file__).with_name("checklib") / "family.py"
+
+
+def check_files(lay: Layout) -> list[tuple[str, Path] | tuple[str, Path, dict[str, Any]]]:
     """The behaviour-check files, ``<patch folder>/checks/*.py``, of every patch this release
-    needs or has upstream (a check that cannot apply to the release skips itself)."""
+    needs or has upstream (a check that cannot apply to the release skips itself), and for a
+    family backport the family checks with its description."""
     wanted = (Verdict.APPLICABLE, Verdict.UPSTREAM)
-    return [
-        (p.name, path)
-        for p in lay.catalogue.patches
-        if lay.verdicts.get(p.name) in wanted
-        for path in p.check_files()
-    ]
+    out: list[tuple[str, Path] | tuple[str, Path, dict[str, Any]]] = []
+    for p in lay.catalogue.patches:
+        if lay.verdicts.get(p.name) not in wanted:
+            continue
+        if p.family is not None:
+            out.append((p.name, FAMILY_CHECKS, p.family.as_json()))
+        out.extend((p.name, path) for path in p.check_files())
+    return out
 
 
 def probe_request(
     modules: list[str],
-    checks: list[tuple[str, Path]],
+    checks: Sequence[tuple[str, Path] | tuple[str, Path, dict[str, Any]]],
     version: str | None = None,
     upstream: frozenset[str] = frozenset(),
 ) -> str:
     """The JSON request ``probe.py`` takes as argv[1]; ``upstream``: the patches the tool counts
     as upstream in this release (``ctx.upstream`` in their checks)."""
+    entries = []
+    for check in checks:
+        entry: dict[str, Any] = {"patch": check[0], "path": str(Path(check[1]).resolve())}
+        if len(check) > 2:
+            entry["family"] = check[2]
+        entries.append(entry)
     request: dict[str, object] = {
         "modules": modules,
-        "checks": [{"patch": name, "path": str(Path(path).resolve())} for name, path in checks],
+        "checks": entries,
         "upstream": sorted(upstream),
     }
     if version:
@@ -151,7 +165,7 @@ def probe_env() -> dict[str, str]:
 def run_probe(
     python: Path,
     modules: list[str],
-    checks: list[tuple[str, Path]],
+    checks: Sequence[tuple[str, Path] | tuple[str, Path, dict[str, Any]]],
     version: str | None = None,
     upstream: frozenset[str] = frozenset(),
 ) -> list[Check]:

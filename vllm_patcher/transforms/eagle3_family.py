@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from ..catalogue.family import Family, FamilyModel
 
 INTERFACE = "SupportsEagle3"
+ABSOLUTE_INTERFACES = "vllm.model_executor.models.interfaces"
 MIXIN = "EagleModelMixin"
 LINE = 88  # the width vLLM's sources are formatted to
 TUPLE = "tuple[torch.Tensor, list[torch.Tensor]]"
@@ -68,25 +69,28 @@ def _interfaces_import(module: cst.Module, wanted: list[str]) -> tuple[cst.Modul
         if not (
             isinstance(node, cst.ImportFrom)
             and not isinstance(node.names, cst.ImportStar)
-            and len(node.relative) == 1
-            and dotted(node.module) == "interfaces"
+            and (
+                (len(node.relative) == 1 and dotted(node.module) == "interfaces")
+                or (not node.relative and dotted(node.module) == ABSOLUTE_INTERFACES)
+            )
         ):
             continue
+        source = ".interfaces" if node.relative else ABSOLUTE_INTERFACES
         names = [a.name.value for a in node.names if isinstance(a.name, cst.Name)]
         missing = [n for n in wanted if n not in names]
         if not missing:
             return module, False
         for n in missing:
             names = _sorted_insert(names, n)
-        one_line = f"from .interfaces import {', '.join(names)}"
+        one_line = f"from {source} import {', '.join(names)}"
         if len(one_line) <= LINE:
             text = one_line + "\n"
         else:
-            text = "from .interfaces import (\n" + "".join(f"    {n},\n" for n in names) + ")\n"
+            text = f"from {source} import (\n" + "".join(f"    {n},\n" for n in names) + ")\n"
         new = cst.parse_statement(text).with_changes(leading_lines=stmt.leading_lines)
         body[i] = new
         return module.with_changes(body=body), True
-    raise PatchShapeError("no `from .interfaces import ...` to extend")
+    raise PatchShapeError("no `from .interfaces import ...` (or its absolute form) to extend")
 
 
 # --- class bases ------------------------------------------------------------------------------
@@ -101,10 +105,13 @@ def _add_base(cls: cst.ClassDef, base: str) -> cst.ClassDef:
         raise PatchShapeError(f"class {cls.name.value} has no plain bases to extend")
     bases.append(base)
     one_line = f"class {cls.name.value}({', '.join(bases)}):"
-    if len(one_line) <= LINE:
+    exploded = isinstance(cls.bases[-1].comma, cst.Comma)  # a trailing comma: one per line
+    if len(one_line) <= LINE and not exploded:
         header = one_line
-    else:
+    elif len(f"    {', '.join(bases)}") <= LINE and not exploded:
         header = f"class {cls.name.value}(\n    {', '.join(bases)}\n):"
+    else:
+        header = f"class {cls.name.value}(\n" + "".join(f"    {b},\n" for b in bases) + "):"
     shell = cst.parse_statement(f"{header}\n    pass\n")
     assert isinstance(shell, cst.ClassDef)
     return cls.with_changes(
@@ -132,12 +139,9 @@ def _patch_init(fn: cst.FunctionDef) -> cst.FunctionDef:
     return with_body(fn, [*body_of(fn), stmt])
 
 
-def _is_layer_loop(stmt: cst.CSTNode) -> bool:
-    """``for layer in islice(self.layers, self.start_layer, self.end_layer)`` or
-    ``for layer in self.layers[self.start_layer : self.end_layer]``."""
-    if not (isinstance(stmt, cst.For) and dotted(stmt.target) == "layer"):
-        return False
-    it = stmt.iter
+def _layers_iter(it: cst.BaseExpression) -> bool:
+    """``islice(self.layers, self.start_layer, self.end_layer)`` or
+    ``self.layers[self.start_layer : self.end_layer]``."""
     if isinstance(it, cst.Call):
         return dotted(it.func) == "islice" and [dotted(a.value) for a in it.args] == [
             "self.layers",
@@ -152,6 +156,32 @@ def _is_layer_loop(stmt: cst.CSTNode) -> bool:
             and dotted(index.upper) == "self.end_layer"
         )
     return False
+
+
+def _own_index(stmt: cst.For) -> str | None:
+    """The index name of ``for i, layer in enumerate(<layers>[, start=...])``, else None."""
+    target, it = stmt.target, stmt.iter
+    if not (
+        isinstance(target, cst.Tuple)
+        and len(target.elements) == 2
+        and isinstance(target.elements[0].value, cst.Name)
+        and dotted(target.elements[1].value) == "layer"
+        and isinstance(it, cst.Call)
+        and dotted(it.func) == "enumerate"
+        and it.args
+        and _layers_iter(it.args[0].value)
+    ):
+        return None
+    return target.elements[0].value.value
+
+
+def _is_layer_loop(stmt: cst.CSTNode) -> bool:
+    """``for layer in <layers>`` or ``for i, layer in enumerate(<layers>)``."""
+    if not isinstance(stmt, cst.For):
+        return False
+    if dotted(stmt.target) == "layer":
+        return _layers_iter(stmt.iter)
+    return _own_index(stmt) is not None
 
 
 def _annotation(fn: cst.FunctionDef) -> cst.FunctionDef:
@@ -169,11 +199,14 @@ def _annotation(fn: cst.FunctionDef) -> cst.FunctionDef:
 
 
 def _loop_header(it: str, absolute: bool) -> str:
-    args = f"{it}, start=self.start_layer" if absolute else it
-    one_line = f"for idx, layer in enumerate({args}):"
+    """The loop's header at the forward's indentation (8), wrapped the way black wraps it."""
+    args = [it, "start=self.start_layer"] if absolute else [it]
+    one_line = f"for idx, layer in enumerate({', '.join(args)}):"
     if len(one_line) + 8 <= LINE:
         return one_line
-    return f"for idx, layer in enumerate(\n    {args}\n):"
+    if len(", ".join(args)) + 12 <= LINE:
+        return f"for idx, layer in enumerate(\n    {', '.join(args)}\n):"
+    return "for idx, layer in enumerate(\n" + "".join(f"    {a},\n" for a in args) + "):"
 
 
 def _capture_a(spec: FamilyModel, family: Family) -> str:
@@ -206,29 +239,35 @@ def _patch_forward(fn: cst.FunctionDef, spec: FamilyModel, family: Family, mixin
         raise PatchShapeError(f"{name}.forward does not end with `return hidden_states`")
     loop = body[loops[0]]
     assert isinstance(loop, cst.For)
-    if names_used(loop.body, "idx"):
-        raise PatchShapeError(f"{name}.forward already uses the name `idx` in its layer loop")
+    idx = _own_index(loop)
+    if idx is None:
+        if names_used(loop.body, "idx"):
+            raise PatchShapeError(f"{name}.forward already uses the name `idx` in its layer loop")
+        idx = "idx"
+        header = _loop_header(_code(loop.iter), spec.index == "absolute")
+    else:  # the loop already counts its layers: keep its header and its index
+        header = None
     residual = "residual" if spec.capture == "stream" else "None"
     if spec.capture == "stream" and not names_used(loop.body, "residual"):
         raise PatchShapeError(
             f"{name}.forward's layers take no residual: describe the family with "
             'capture = "hidden"'
         )
-    header = _loop_header(_code(loop.iter), spec.index == "absolute")
+    loop_line = header or "for idx, layer in []:"
     if mixin:
         first = (
             f"aux_hidden_states = self._maybe_add_hidden_state([], 0, hidden_states, {residual})\n"
         )
         template = (
-            f"{header}\n    pass\n"
+            f"{loop_line}\n    pass\n"
             "    self._maybe_add_hidden_state(\n"
-            f"        aux_hidden_states, idx + 1, hidden_states, {residual}\n"
+            f"        aux_hidden_states, {idx} + 1, hidden_states, {residual}\n"
             "    )\n"
         )
     else:
         first = "aux_hidden_states = []\n"
         template = (
-            f"{header}\n    if idx in self.aux_hidden_state_layers:\n"
+            f"{loop_line}\n    if {idx} in self.aux_hidden_state_layers:\n"
             f"{_capture_a(spec, family)}    pass\n"
         )
     shell = cst.parse_statement(template)
@@ -236,16 +275,18 @@ def _patch_forward(fn: cst.FunctionDef, spec: FamilyModel, family: Family, mixin
     parts = list(body_of(shell))  # the template's statements around its `pass`
     before = [] if mixin else parts[:1]
     after = parts[1:] if mixin else []
-    new_loop = with_body(
+    header_node = (
         loop.with_changes(
             target=shell.target,
             iter=shell.iter,
             whitespace_after_in=shell.whitespace_after_in,
             whitespace_before_colon=shell.whitespace_before_colon,
             leading_lines=[],
-        ),
-        [*before, *body_of(loop), *after],
+        )
+        if header
+        else loop.with_changes(leading_lines=[])
     )
+    new_loop = with_body(header_node, [*before, *body_of(loop), *after])
     collect = cst.parse_statement(first).with_changes(leading_lines=loop.leading_lines)
     guard = cst.parse_statement(
         "if len(aux_hidden_states) > 0:\n    return hidden_states, aux_hidden_states\n"
@@ -318,7 +359,7 @@ def generation_b(version: str | None) -> bool:
 
 
 def rewrite(source: str, path: str, *, family: Family, version: str | None = None) -> Rewrite:
-    specs = [m for m in family.models if m.file == path]
+    specs = [m for m in family.models if m.file == path and m.rewrite]
     if len(specs) != 1:
         raise PatchShapeError(f"{path}: the {family.name} family does not describe this file")
     spec = specs[0]

@@ -6,8 +6,9 @@ its default aux layers for Granite 3.x 8B's 40 layers, then ``GraniteModel.forwa
 residual stream entering layers 0, 3 and 5 (a Granite decoder layer adds its own residual, so
 that stream is the hidden state passed into the layer). The third: where the release still has
 the EAGLE-3 allow-list (through 0.21.x), the real ``SpeculativeConfig`` accepts a tiny
-``granite`` target and still rejects ``granitemoe``, which the list's substring match would
-admit if ``"granite"`` were an entry but whose model has no EAGLE-3 support.
+``granite`` target and still rejects ``granitemoehybrid``, which the list's substring match would
+admit if ``"granite"`` were an entry but whose model has no EAGLE-3 support (not even upstream;
+``granitemoe`` has its own backport, eagle3-granitemoe).
 """
 
 from __future__ import annotations
@@ -67,13 +68,17 @@ def _target_config(model_type: str, architecture: str) -> dict[str, Any]:
         "tie_word_embeddings": True,
         "torch_dtype": "bfloat16",
     }
-    if model_type == "granitemoe":
-        config.update(num_local_experts=4, num_experts_per_tok=2)
+    if model_type == "granitemoehybrid":
+        config.update(
+            num_local_experts=4,
+            num_experts_per_tok=2,
+            layer_types=["attention"] * config["num_hidden_layers"],
+        )
     return config
 
 
 def check_speculative_config_accepts_granite(ctx: Any) -> None:
-    """The real SpeculativeConfig accepts EAGLE-3 for a granite target (and still rejects granitemoe)."""
+    """The real SpeculativeConfig accepts EAGLE-3 for a granite target (and still rejects granitemoehybrid)."""
     eagle3.skip_without_allow_list(ctx)
     drafter = checkpoints.folder(ctx, "eagle3_drafter", checkpoints.DRAFTER_CONFIG)
 
@@ -97,9 +102,9 @@ def check_speculative_config_accepts_granite(ctx: Any) -> None:
         "the allow-list check in vllm/config/speculative.py does not admit 'granite'",
     )
     eagle3.refuses(
-        target("granitemoe", "GraniteMoeForCausalLM"),
+        target("granitemoehybrid", "GraniteMoeHybridForCausalLM"),
         drafter,
-        "granitemoe",
+        "granitemoehybrid",
         ", whose model has no EAGLE-3 support: the allow-list admits every model_type "
         "containing 'granite' instead of granite exactly",
     )

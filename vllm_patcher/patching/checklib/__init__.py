@@ -10,6 +10,9 @@ name before it loads any check file, built-in or from a user's patch folder::
   own names (``implements_supports_eagle3``, ``forward_captures_aux``); the stand-in decoder
   layers; the EAGLE-3 allow-list of ``SpeculativeConfig`` (``has_allow_list``,
   ``speculative_config``, ``refusal``).
+- ``family``: not a library but the check file every family backport runs (``verify`` adds it
+  with the patch's ``[family]`` table as ``ctx.family``): SupportsEagle3, the capture is the
+  residual stream, the allow-list entry is exact.
 - ``checkpoints``: tiny config-only checkpoints (a ``config.json``, no weights) and ``folder``,
   which writes one under ``ctx.workdir``.
 

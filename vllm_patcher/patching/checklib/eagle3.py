@@ -53,12 +53,23 @@ ENTERING = {
 }
 
 
+def _stream_in(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, Any]:
+    """(hidden_states, residual) of a decoder-layer call, by keyword or by position
+    ``(positions, hidden_states, residual, ...)``; residual None where there is none."""
+    hidden = kwargs["hidden_states"] if "hidden_states" in kwargs else args[1]
+    if "residual" in kwargs:
+        return hidden, kwargs["residual"]
+    return hidden, args[2] if len(args) > 2 else None
+
+
 @functools.cache
-def stand_ins(style: str) -> tuple[type, type]:
+def stand_ins(style: str, arity: int = 0) -> tuple[type, type]:
     """The stand-in decoder layer and final norm classes of a style: ``"residual"``, vLLM's
     ``(hidden, residual)`` layers (DeepSeek, MiniMax-M2), or ``"plain"``, a layer that adds its
     own residual (Granite). A layer ``Layer(index, seen)`` records the residual stream entering it
-    in ``seen[index]``. Made on first use, so that this module imports without torch."""
+    in ``seen[index]``; it takes its arguments by keyword or by position, and returns ``arity``
+    values when the forward unpacks more than the style's own (HunYuan's ``kv_states``: None).
+    Made on first use, so that this module imports without torch."""
     import torch
 
     class ResidualLayer(torch.nn.Module):
@@ -66,10 +77,12 @@ def stand_ins(style: str) -> tuple[type, type]:
             super().__init__()
             self.index, self.seen = index, seen
 
-        def forward(self, positions: Any, hidden: Any, residual: Any, *rest: Any) -> Any:
+        def forward(self, *args: Any, **kwargs: Any) -> Any:
+            hidden, residual = _stream_in(args, kwargs)
             entering = hidden if residual is None else hidden + residual
             self.seen[self.index] = entering.clone()
-            return entering * 0.5 + (self.index + 1), entering
+            out = (entering * 0.5 + (self.index + 1), entering)
+            return out + (None,) * max(0, arity - 2)
 
     class ResidualNorm(torch.nn.Module):
         def forward(self, hidden: Any, residual: Any) -> Any:
@@ -80,9 +93,11 @@ def stand_ins(style: str) -> tuple[type, type]:
             super().__init__()
             self.index, self.seen = index, seen
 
-        def forward(self, positions: Any, hidden: Any, *rest: Any) -> Any:
+        def forward(self, *args: Any, **kwargs: Any) -> Any:
+            hidden, _ = _stream_in(args, kwargs)
             self.seen[self.index] = hidden.clone()
-            return hidden * 0.5 + (self.index + 1)
+            out = hidden * 0.5 + (self.index + 1)
+            return (out,) + (None,) * (arity - 1) if arity > 1 else out
 
     class PlainNorm(torch.nn.Module):
         def forward(self, hidden: Any) -> Any:
@@ -90,6 +105,37 @@ def stand_ins(style: str) -> tuple[type, type]:
 
     styles = {"residual": (ResidualLayer, ResidualNorm), "plain": (PlainLayer, PlainNorm)}
     return styles[style]
+
+
+# What the final norm stand-in of each style makes of the residual stream after the last layer:
+# the model's output, when the capture after the last layer is that stream.
+NORMED = {"residual": lambda stream: stream, "plain": lambda stream: stream * 2}
+
+
+def layer_call_arity(cls: type) -> int:
+    """How many values the model's forward unpacks from ``layer(...)`` (0: not found), read from
+    the source of the first ``forward`` in ``cls``'s MRO that calls ``layer``."""
+    import ast
+    import textwrap
+
+    for klass in cls.__mro__:
+        forward = vars(klass).get("forward")
+        if forward is None:
+            continue
+        try:
+            tree = ast.parse(textwrap.dedent(inspect.getsource(forward)))
+        except (OSError, TypeError, SyntaxError):
+            continue
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Assign)
+                and isinstance(node.value, ast.Call)
+                and isinstance(node.value.func, ast.Name)
+                and node.value.func.id == "layer"
+            ):
+                target = node.targets[0]
+                return len(target.elts) if isinstance(target, ast.Tuple) else 1
+    return 0
 
 
 # --- a family's names -------------------------------------------------------------------------
@@ -187,50 +233,80 @@ def implements_supports_eagle3(module: Any, family: Family) -> None:
 # --- the forward capture ----------------------------------------------------------------------
 
 
-def forward_captures_aux(module: Any, family: Family) -> None:
-    """The real forward of the family's inner model in ``module``, over 6 stand-in layers of the
-    family's style, returns ``(hidden, aux)`` whose entries are the residual stream entering
-    layers 0, 3 and 5 (layer 0 included), the plain tensor when no aux layers are asked for, and
-    the same final hidden state either way. ``module.get_pp_group`` is stood in and put back."""
+def _pp_modules(cls: type) -> list[Any]:
+    """The modules along ``cls``'s MRO whose code calls ``get_pp_group`` (a family's forward may
+    be its parent's: MistralModel runs LlamaModel's)."""
+    import sys
+
+    out = []
+    for klass in cls.__mro__:
+        module = sys.modules.get(klass.__module__)
+        if module is not None and hasattr(module, "get_pp_group") and module not in out:
+            out.append(module)
+    return out
+
+
+def forward_captures_aux(
+    module: Any, family: Family, model_class: Any = None, first: int = 0
+) -> None:
+    """The real forward of the family's inner model in ``module`` (or ``model_class``), over 6
+    stand-in layers of the family's style, returns ``(hidden, aux)`` whose entries are the residual
+    stream entering layers 0, 3 and 5 (layer 0 included), the plain tensor when no aux layers are
+    asked for, and the same final hidden state either way. Where the model captures through
+    ``EagleModelMixin`` (0.18.0 on), layer 6 too, after the last layer: that capture, normed the
+    way the model norms, must be the model's output (a capture of anything but the residual
+    stream, as ``h + residual`` where ``h`` already is the stream, fails here). ``first``: the
+    first layer asked for (upstream's own Llama capture adds a residual that is still None before
+    layer 0, so a class it serves unchanged is asked from layer 1).
+    ``get_pp_group`` is stood in, and put back, in every module the forward's code runs in."""
     import torch
 
     model = family.model
-    layer, norm_class = stand_ins(family.style)
+    cls = model_class if model_class is not None else getattr(module, model)
+    arity = layer_call_arity(cls)
+    layer, norm_class = stand_ins(family.style, arity)
     norm = norm_class()
     n = 6
     hidden_size = 8
     pp = SimpleNamespace(is_first_rank=True, is_last_rank=True, world_size=1, rank_in_group=0)
+    mixin = any(k.__name__ == "EagleModelMixin" for k in cls.__mro__)
 
     def run(aux: tuple[int, ...]) -> tuple[Any, dict[int, torch.Tensor]]:
         seen: dict[int, torch.Tensor] = {}
-        instance = bare(getattr(module, model))
+        instance = bare(cls)
         instance.config = SimpleNamespace(
             num_hidden_layers=n, hidden_size=hidden_size, **family.config
         )
+        for key, value in family.config.items():
+            setattr(instance, key, value)  # GraniteMoe reads its multiplier from itself
         instance.layers = torch.nn.ModuleList([layer(i, seen) for i in range(n)])
         instance.start_layer, instance.end_layer = 0, n
         torch.manual_seed(0)
         instance.embed_tokens = torch.nn.Embedding(16, hidden_size)
         instance.norm = norm
+        instance.norm_f = norm  # Nemotron-H's final norm
         instance.aux_hidden_state_layers = aux
         with torch.no_grad():
             out = type(instance).forward(instance, torch.tensor([1, 5, 7]), torch.arange(3), None)
         return out, seen
 
-    original = module.get_pp_group
-    module.get_pp_group = lambda: pp
+    wanted = (first, 3, 5, n) if mixin else (first, 3, 5)
+    modules = _pp_modules(cls)
+    originals = [m.get_pp_group for m in modules]
+    for m in modules:
+        m.get_pp_group = lambda: pp
     try:
         try:
             plain, _ = run(())
-            wanted = (0, 3, 5)
             out, seen = run(wanted)
         except Exception as exc:
             raise AssertionError(
                 f"{model}.forward raised {type(exc).__name__}: {exc} "
-                "when driven with stand-in layers (aux layers 0, 3, 5)"
+                f"when driven with stand-in layers (aux layers {', '.join(map(str, wanted))})"
             ) from exc
     finally:
-        module.get_pp_group = original
+        for m, original in zip(modules, originals, strict=True):
+            m.get_pp_group = original
 
     if not isinstance(plain, torch.Tensor):
         raise AssertionError(
@@ -239,17 +315,24 @@ def forward_captures_aux(module: Any, family: Family) -> None:
         )
     if not (isinstance(out, tuple) and len(out) == 2 and isinstance(out[1], list)):
         raise AssertionError(
-            f"{model}.forward with aux layers (0, 3, 5) returned "
+            f"{model}.forward with aux layers {wanted} returned "
             f"{type(out).__name__}, not (hidden_states, aux_hidden_states): the aux capture is "
             "missing, so the EAGLE-3 drafter would get no target features"
         )
     hidden, aux = out
     if len(aux) != len(wanted):
         raise AssertionError(
-            f"{model}.forward returned {len(aux)} aux states for aux layers {wanted}"
+            f"{model}.forward returned {len(aux)} aux states for aux layers {wanted}: one "
+            "tensor per requested layer is what the drafter's input is sized for"
         )
     for index, state in zip(wanted, aux, strict=True):
-        if not torch.equal(state, seen[index]):
+        if index == n:
+            if not torch.equal(NORMED[family.style](state), hidden):
+                raise AssertionError(
+                    f"the aux state after the last layer, normed the way {model} norms, is not "
+                    "its output: the capture is not the residual stream"
+                )
+        elif not torch.equal(state, seen[index]):
             raise AssertionError(
                 f"the aux state for layer {index} is not the residual stream entering layer "
                 f"{index} ({ENTERING[family.style]})"

@@ -1,0 +1,215 @@
+"""The behaviour checks every family backport gets from its ``[family]`` table, for free.
+
+``verify`` runs this file as a check file of each family patch (``patch.toml``'s ``[family]``,
+read by ``catalogue/family.py``), with the family's description as ``ctx.family``. For each of the
+family's model classes the installed release ships, on the real classes with stand-in layers
+(``eagle3``): the causal LM implements ``SupportsEagle3`` with a working default and setter; its
+inner model's forward returns ``(hidden, aux)``, one tensor per requested layer, each the residual
+stream (after the last layer too, normed the way the model norms, where the release captures
+through ``EagleModelMixin``). Then, where the release has the EAGLE-3 allow-list, the real
+``SpeculativeConfig`` accepts a tiny target of each of the family's model types, and refuses one
+whose name only contains it (the entry is exact).
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import importlib
+import importlib.util
+import inspect
+import os
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+from vllm_patcher_checklib import checkpoints, eagle3
+
+LLAMA = "vllm.model_executor.models.llama"
+STYLES = {"stream": "residual", "hidden": "plain"}
+
+
+def _models(ctx: Any) -> list[tuple[Any, dict[str, Any]]]:
+    """(module, description) of each family model whose file this release ships."""
+    out = []
+    for model in ctx.family["models"]:
+        if importlib.util.find_spec(model["module"]) is None:
+            continue
+        try:
+            module = importlib.import_module(model["module"])
+        except Exception as exc:
+            raise RuntimeError(
+                f"importing {model['module']} failed: {type(exc).__name__}: {exc}"
+            ) from exc
+        out.append((module, model))
+    if not out:
+        names = ", ".join(m["module"] for m in ctx.family["models"]) or "none"
+        ctx.skip(f"vLLM {ctx.version} ships none of the family's model files ({names})")
+    return out
+
+
+def _inner(module: Any, name: str) -> Any:
+    """The inner model class: in the family's module, else in llama.py (phi3, glm, ernie4_5)."""
+    found = getattr(module, name, None)
+    if found is None:
+        found = getattr(importlib.import_module(LLAMA), name, None)
+    if found is None:
+        raise RuntimeError(f"{module.__name__} has no class {name}, nor has {LLAMA}")
+    return found
+
+
+def _family(ctx: Any, model: dict[str, Any]) -> Any:
+    return eagle3.Family(
+        ctx.family["name"],
+        model["causal_lm"],
+        model["model"],
+        num_layers=40,
+        wanted=(3, 21, 38),
+        style=STYLES[model["capture"]],
+        config=model["config"],
+    )
+
+
+def check_supports_eagle3(ctx: Any) -> str:
+    """The family's causal LM implements SupportsEagle3 with working default and setter."""
+    done = []
+    for module, model in _models(ctx):
+        shim = _Shim(module, model["model"], _inner(module, model["model"]))
+        eagle3.implements_supports_eagle3(shim, _family(ctx, model))
+        done.append(model["causal_lm"])
+    return ", ".join(done)
+
+
+def check_capture_is_the_residual_stream(ctx: Any) -> str:
+    """The inner model's forward returns (hidden, aux), each aux state the residual stream."""
+    done = []
+    for module, model in _models(ctx):
+        cls = _inner(module, model["model"])
+        first = 0 if model.get("rewrite", True) else 1
+        eagle3.forward_captures_aux(module, _family(ctx, model), cls, first)
+        done.append(cls.__name__)
+    return ", ".join(done)
+
+
+class _Shim:
+    """``module`` with ``name`` resolved to ``cls`` (an inner model from llama.py)."""
+
+    def __init__(self, module: Any, name: str, cls: Any) -> None:
+        self._module, self._name, self._cls = module, name, cls
+
+    def __getattr__(self, attr: str) -> Any:
+        return self._cls if attr == self._name else getattr(self._module, attr)
+
+
+# --- the allow-list ---------------------------------------------------------------------------
+
+CONFIGURATION = """
+from transformers.configuration_utils import PretrainedConfig
+
+
+class TinyConfig(PretrainedConfig):
+    model_type = {model_type!r}
+
+    def __init__(self, vocab_size=1024, hidden_size=256, intermediate_size=512,
+                 num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=4,
+                 max_position_embeddings=4096, rms_norm_eps=1e-6, **kwargs):
+        self.vocab_size = vocab_size
+        self.hidden_size = hidden_size
+        self.intermediate_size = intermediate_size
+        self.num_hidden_layers = num_hidden_layers
+        self.num_attention_heads = num_attention_heads
+        self.num_key_value_heads = num_key_value_heads
+        self.max_position_embeddings = max_position_embeddings
+        self.rms_norm_eps = rms_norm_eps
+        super().__init__(**kwargs)
+"""
+
+
+def _list_entries() -> list[str]:
+    """The allow-list's strings, read from the installed SpeculativeConfig's source."""
+    source = inspect.getsource(importlib.import_module("vllm.config.speculative"))
+    for node in ast.walk(ast.parse(source)):
+        if (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)
+            and node.targets[0].id in ("eagle3_target_supported", "aux_hidden_states_supported")
+            and isinstance(node.value, ast.List)
+        ):
+            return [e.value for e in node.value.elts if isinstance(e, ast.Constant)]
+    return []
+
+
+@contextlib.contextmanager
+def _private_remote_code_cache(root: str) -> Iterator[None]:
+    """trust_remote_code's copy of the tiny config module under ``root``; all put back after."""
+    try:
+        dmu: Any = importlib.import_module("transformers.dynamic_module_utils")
+    except ImportError:
+        dmu = None
+    if dmu is None or not hasattr(dmu, "HF_MODULES_CACHE"):
+        yield
+        return
+    saved_cache, saved_path, saved_modules = dmu.HF_MODULES_CACHE, list(sys.path), set(sys.modules)
+    dmu.HF_MODULES_CACHE = os.path.join(root, "hf_modules")
+    try:
+        yield
+    finally:
+        dmu.HF_MODULES_CACHE = saved_cache
+        sys.path[:] = saved_path
+        for name in set(sys.modules) - saved_modules:
+            if name == "transformers_modules" or name.startswith("transformers_modules."):
+                del sys.modules[name]
+
+
+def _target(ctx: Any, model_type: str) -> Any:
+    """The real ModelConfig of a tiny ``model_type`` target whose config class arrives through
+    ``auto_map`` (any model type, whether or not this transformers knows it)."""
+    config = {
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": model_type,
+        "auto_map": {"AutoConfig": "configuration_tiny.TinyConfig"},
+        "torch_dtype": "bfloat16",
+    }
+    path = checkpoints.folder(
+        ctx,
+        f"{model_type}_target",
+        config,
+        {"configuration_tiny.py": CONFIGURATION.format(model_type=model_type)},
+    )
+    built = eagle3.model_config(path, f"a tiny {model_type} target", trust_remote_code=True)
+    got = built.hf_text_config.model_type
+    if got != model_type:
+        raise RuntimeError(
+            f"the tiny {model_type} target loaded with model_type {got!r}; "
+            "the check cannot judge the allow-list"
+        )
+    return built
+
+
+def check_speculative_config_accepts(ctx: Any) -> str:
+    """The real SpeculativeConfig accepts EAGLE-3 for the family's model types, exactly."""
+    eagle3.skip_without_allow_list(ctx)
+    drafter = checkpoints.folder(ctx, "eagle3_drafter", checkpoints.DRAFTER_CONFIG)
+    entries = _list_entries()
+    done = []
+    with _private_remote_code_cache(ctx.workdir):
+        for model_type in ctx.family["model_types"]:
+            eagle3.accepts(
+                _target(ctx, model_type),
+                drafter,
+                model_type,
+                f"the allow-list check in vllm/config/speculative.py does not admit {model_type!r}",
+            )
+            done.append(model_type)
+            control = f"{model_type}_unlisted"
+            if any(entry in control for entry in entries):
+                continue  # an entry of the list admits it: no exactness to judge
+            eagle3.refuses(
+                _target(ctx, control),
+                drafter,
+                control,
+                f": the allow-list admits every model_type containing {model_type!r}, "
+                f"not {model_type!r} exactly",
+            )
+    return "accepted " + ", ".join(done)
