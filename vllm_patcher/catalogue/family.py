@@ -8,6 +8,7 @@ library (``verify``)::
     [family]
     name = "Granite"                    # as users say it
     model_types = ["granite"]           # hf_text_config.model_type, each admitted exactly
+    needs = ["supports-eagle3"]         # other built-ins its EAGLE-3 needs (GLM-5: DeepSeek's class)
 
     [[family.model]]
     file = "vllm/model_executor/models/granite.py"
@@ -58,6 +59,7 @@ class Family:
     name: str
     model_types: tuple[str, ...]
     models: tuple[FamilyModel, ...] = field(default=())
+    needs: tuple[str, ...] = ()
 
     def as_json(self) -> dict[str, Any]:
         """What the probe's free checks read (``checklib.eagle3.family_checks``)."""
@@ -123,4 +125,7 @@ def read_family(raw: object, where: str) -> Family:
                 rewrite=rewrite,
             )
         )
-    return Family(_text(raw, "name", where), tuple(types), tuple(out))
+    needs = raw.get("needs", [])
+    if not (isinstance(needs, list) and all(isinstance(n, str) and n for n in needs)):
+        raise PatchFolderError(f"{where}: [family] needs must be a list of patch names")
+    return Family(_text(raw, "name", where), tuple(types), tuple(out), tuple(needs))

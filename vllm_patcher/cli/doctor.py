@@ -26,6 +26,15 @@ _MAX_MODEL_LEN_OPTION = click.option(
     help="The context the server will run with (vllm serve --max-model-len): the drafter's "
     "positions are judged against it instead of the target's.",
 )
+_PIPELINE_OPTION = click.option(
+    "--pipeline-parallel-size",
+    "pipeline",
+    type=click.IntRange(min=1),
+    default=None,
+    metavar="N",
+    help="The server's pipeline parallelism (vllm serve --pipeline-parallel-size): above 1, "
+    "doctor says whether the release carries the drafter's aux layers across stages.",
+)
 _MODEL_HELP = "Target model: a directory, or a Hugging Face repo id found in the local cache."
 _DRAFTER_HELP = "EAGLE-3 drafter: a directory, or a Hugging Face repo id found in the local cache."
 
@@ -45,6 +54,7 @@ def _doctor_release(opts: Options, vllm_version: str | None) -> str:
 @click.option("--drafter", "drafter_dir", required=True, metavar="DIR|REPO", help=_DRAFTER_HELP)
 @_VLLM_VERSION_OPTION
 @_MAX_MODEL_LEN_OPTION
+@_PIPELINE_OPTION
 @click.option(
     "--fix",
     is_flag=True,
@@ -57,6 +67,7 @@ def doctor(
     drafter_dir: str,
     vllm_version: str | None,
     served_len: int | None,
+    pipeline: int | None,
     fix: bool,
 ) -> None:
     """Preflight: check the drafter against the target for this vLLM release, before any load."""
@@ -72,6 +83,7 @@ def doctor(
         python=lambda: locate_mod.hub_python(opts.python, opts.directory),
         catalogue=opts.catalogue(),
         served_len=served_len,
+        pipeline=pipeline,
     )
     app.show(render.doctor(report, fix))
 

@@ -23,6 +23,7 @@ from ..models.families import (
     looks_like_target,
 )
 from ..models.hub import ModelSource, locate_model
+from ..releases import PP_CARRY_FAMILIES, PP_CARRY_FROM
 from .aux_layers import check_aux_layers
 from .capture import check_capture
 from .drafter import check_drafter
@@ -55,8 +56,14 @@ MINIMAX_M2_MODEL = "vllm/model_executor/models/minimax_m2.py"
 PRE_DEPLOY = "make pre-deploy VLLM_VERSION=0.15.1"
 
 
-def _family(target: TargetModel) -> tuple[str, tuple[str, ...]]:
-    """The family's name and the built-in patches its EAGLE-3 needs."""
+def _family(target: TargetModel, catalogue: Catalogue) -> tuple[str, tuple[str, ...]]:
+    """The family's name and the built-in patches its EAGLE-3 needs: a family backport's
+    ``[family]`` names its model types (and what else it needs), else DeepSeek's."""
+    types = {target.model_type, target.text_model_type}
+    for patch in catalogue.patches:
+        family = patch.family
+        if family is not None and types & set(family.model_types):
+            return family.name, (*family.needs, patch.name)
     if is_minimax_m2(target):
         return "MiniMax-M2", MINIMAX_M2_PATCHES
     if is_granite(target):
@@ -71,7 +78,7 @@ def check_release(vllm_version: str, target: TargetModel, catalogue: Catalogue) 
     Read from the built-in patch folders (``releases`` and ``fixed_in`` in each patch.toml), the
     same facts apply goes by: at or after ``fixed_in`` the change is upstream, which is fine.
     """
-    family, patches = _family(target)
+    family, patches = _family(target, catalogue)
     needed = [p for p in catalogue.patches if p.name in patches]
     missing = [p for p in needed if not p.is_upstream(vllm_version) and not p.covers(vllm_version)]
     if not missing:
@@ -130,6 +137,34 @@ def check_model_file(
     )
 
 
+def check_pipeline(pipeline: int | None, target: TargetModel, vllm_version: str) -> list[Finding]:
+    """A problem for pipeline parallelism above 1 where the release cannot carry the aux hidden
+    states captured on an earlier stage to the drafter (before 0.30.0, and from it for the
+    families that do not opt in): every family backport is one of those."""
+    if pipeline is None or pipeline <= 1:
+        return []
+    release = release_version(vllm_version)
+    types = {target.model_type, target.text_model_type}
+    if release >= PP_CARRY_FROM and types & set(PP_CARRY_FAMILIES):
+        return []
+    where = (
+        f"vLLM {vllm_version} (before {PP_CARRY_FROM})"
+        if release < PP_CARRY_FROM
+        else f"vLLM {vllm_version} for a {target.model_type} target (from {PP_CARRY_FROM} only "
+        f"{', '.join(PP_CARRY_FAMILIES)} carry them)"
+    )
+    return [
+        Finding(
+            "pipeline",
+            PROBLEM,
+            f"--pipeline-parallel-size {pipeline}: {where} does not pass the aux hidden states "
+            "captured on an earlier pipeline stage to the EAGLE-3 drafter, so it gets only the "
+            "last stage's layers",
+            "serve with --pipeline-parallel-size 1 (use --tensor-parallel-size to spread the model)",
+        )
+    ]
+
+
 def check_roles(
     model: ModelSource,
     model_config: dict[str, Any],
@@ -180,9 +215,10 @@ def check(
     python: Callable[[], str] | None = None,
     catalogue: Catalogue | None = None,
     served_len: int | None = None,
+    pipeline: int | None = None,
 ) -> DoctorReport:
     """Every check, reading only; nothing is written. ``served_len``: the server's
-    ``--max-model-len``, when given.
+    ``--max-model-len``, when given; ``pipeline``: its ``--pipeline-parallel-size``.
 
     ``model_dir`` and ``drafter_dir`` may be Hugging Face repo ids, looked up in the local cache
     through ``python()``'s huggingface_hub (this interpreter's when None). ``catalogue`` is the
@@ -207,6 +243,7 @@ def check(
     findings += check_flags(drafter.config, vllm_version)
     findings += fault_findings(target.model_type, vllm_version)
     findings += check_capture(target, vllm_version)
+    findings += check_pipeline(pipeline, target, vllm_version)
     missing_model = check_model_file(vllm_version, target, catalogue)
     if missing_model is not None:
         findings.insert(0, missing_model)

@@ -136,7 +136,11 @@ def _list_entries() -> list[str]:
             and node.targets[0].id in ("eagle3_target_supported", "aux_hidden_states_supported")
             and isinstance(node.value, ast.List)
         ):
-            return [e.value for e in node.value.elts if isinstance(e, ast.Constant)]
+            return [
+                e.value
+                for e in node.value.elts
+                if isinstance(e, ast.Constant) and isinstance(e.value, str)
+            ]
     return []
 
 
