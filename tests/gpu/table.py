@@ -72,6 +72,22 @@ def patch_state(stdout: str, name: str) -> str:
     return str(state) if state else "unknown"
 
 
+def verify_line(stdout: str) -> str:
+    """``N/M behaviour checks OK`` from ``verify --json``, and the first check that failed."""
+    try:
+        doc = json.loads(stdout)
+    except json.JSONDecodeError:
+        return "no JSON report"
+    found = doc.get("checks") if isinstance(doc, dict) else None
+    checks = [c for c in found if isinstance(c, dict)] if isinstance(found, list) else []
+    ran = [c for c in checks if c.get("tier") == "behaviour" and not c.get("skipped")]
+    text = f"{sum(bool(c.get('ok')) for c in ran)}/{len(ran)} behaviour checks OK"
+    failed = [c for c in checks if not c.get("ok") and not c.get("skipped")]
+    if failed:
+        text += f"; failed: {failed[0].get('name')}: {cause_line(str(failed[0].get('detail')))}"
+    return text
+
+
 def _cell(value: Any) -> str:
     return " ".join(str(value).split()).replace("|", "\\|")
 

@@ -87,3 +87,18 @@ def test_refused_means_the_check_the_patch_lifts_not_any_error() -> None:
     assert not table.refused("ModuleNotFoundError: No module named 'pycountry'")
     assert not table.refused("ValueError: No available memory for the cache blocks")
     assert not table.refused("")
+
+
+def test_verify_reads_as_the_behaviour_checks_that_passed_and_the_first_that_failed() -> None:
+    checks = [
+        {"tier": "import", "name": "vllm.config.speculative", "ok": True},
+        {"tier": "behaviour", "name": "eagle3-mistral: accepts", "ok": True},
+        {"tier": "behaviour", "name": "eagle3-glm: capture", "ok": False, "detail": "no aux\nx"},
+        {"tier": "behaviour", "name": "eagle3-phi3: skipped one", "ok": True, "skipped": True},
+    ]
+    assert table.verify_line(json.dumps({"checks": checks})) == (
+        "1/2 behaviour checks OK; failed: eagle3-glm: capture: no aux"
+    )
+    assert table.verify_line(json.dumps({"checks": checks[:2]})) == "1/1 behaviour checks OK"
+    assert table.verify_line("Traceback") == "no JSON report"
+    assert table.verify_line("[]") == "0/0 behaviour checks OK"
