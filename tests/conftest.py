@@ -497,16 +497,32 @@ def pinned_diffs(version: str, catalogue: Catalogue = CATALOGUE) -> list[Path]:
     ]
 
 
-def copy_builtins(tmp_path: Path, codemods_only: bool = False) -> tuple[Path, dict[str, str]]:
+# the built-ins before the family codemod: a test of how patches stack needs no more than these
+FIRST_FIVE = (
+    "eagle3-whitelist",
+    "kimi-k25-image-token",
+    "supports-eagle3",
+    "eagle3-minimax-m2",
+    "eagle3-granite",
+)
+
+
+def copy_builtins(
+    tmp_path: Path, codemods_only: bool = False, only: Iterable[str] | None = None
+) -> tuple[Path, dict[str, str]]:
     """A private copy of the built-in patches folder, and the env that makes the tool use it.
 
-    ``codemods_only`` keeps the patches that have a libcst codemod (and their pins) only.
+    ``codemods_only`` keeps the patches that have a libcst codemod (and their pins) only;
+    ``only``, the patches it names.
     """
     pins = tmp_path / "pins"
     shutil.copytree(REPO / "patches", pins, ignore=shutil.ignore_patterns("__pycache__"))
-    if codemods_only:
+    keep = [n for n in (CODEMODS.names if codemods_only else CATALOGUE.names)]
+    if only is not None:
+        keep = [n for n in keep if n in set(only)]
+    if keep != list(CATALOGUE.names):
         for p in CATALOGUE.patches:
-            if not p.transforms:
+            if p.name not in keep:
                 shutil.rmtree(pins / p.name)
-        (pins / "series").write_text("".join(f"{n}\n" for n in CODEMODS.names))
+        (pins / "series").write_text("".join(f"{n}\n" for n in keep))
     return pins, {"VLLM_PATCHER_PATCHES_DIR": str(pins)}

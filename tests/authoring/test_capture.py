@@ -26,7 +26,7 @@ from ..conftest import snapshot as snapshot_of
 SPEC = "vllm/config/speculative.py"
 MODEL = "vllm/config/model.py"
 LOAD = "vllm/config/load.py"
-LIST_0151 = '"kimi_k25", "minimax_m2"]'  # the allow-list line as the built-ins leave it on 0.15.1
+LIST_0151 = '"kimi_k25"]'  # the allow-list line as the built-ins leave it on 0.15.1
 RULE = "lower-case letters, digits"  # the name rule's words in every refusal of a bad name
 
 
@@ -95,7 +95,7 @@ def _stacked_two(installed, tmp_path: Path):  # type: ignore[no-untyped-def]
     p.mkdir()
     p2.mkdir()
     _cli(env, "--target", str(site), "apply", check=True)
-    _edit(site, SPEC, LIST_0151, '"kimi_k25", "minimax_m2", "m1"]')
+    _edit(site, SPEC, LIST_0151, '"kimi_k25", "m1"]')
     _cli(env, "--target", str(site), "--patches", str(p), "capture", "my-fix", check=True)
     _edit(site, SPEC, '"m1"]', '"m1", "m2"]')
     return env, site, p, p2

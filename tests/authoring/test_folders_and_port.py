@@ -24,7 +24,7 @@ from ..conftest import assert_refused, run_cli, scratch_tree, snapshot
 from .test_own_patches import MINIMAX, _upstream_diff
 
 SPEC = "vllm/config/speculative.py"
-LIST_0151 = '"kimi_k25", "minimax_m2"]'  # the allow-list line as the built-ins leave it on 0.15.1
+LIST_0151 = '"kimi_k25"]'  # the allow-list line as the built-ins leave it on 0.15.1
 _COPIES = itertools.count()
 CONFLICT = re.compile(r"<<<<<<< [^\n]*\n(.*?)=======\n.*?>>>>>>> [^\n]*\n", re.S)
 
@@ -41,7 +41,7 @@ def _captured(tmp_path: Path, folder: Path, name: str = "my-fix", *extra: str) -
     site = _tree(tmp_path, "0.15.1")
     run_cli("--target", str(site), "apply", check=True)
     spec = site / SPEC
-    spec.write_text(spec.read_text().replace(LIST_0151, '"kimi_k25", "minimax_m2", "glm4_moe"]'))
+    spec.write_text(spec.read_text().replace(LIST_0151, '"kimi_k25", "glm4_moe"]'))
     folder.mkdir(parents=True, exist_ok=True)  # a --patches folder must exist
     run_cli("--target", str(site), "--patches", str(folder), "capture", name, *extra, check=True)
     return site
@@ -52,7 +52,7 @@ def _resolve(marked: Path) -> None:
     marked.write_text(
         CONFLICT.sub(
             lambda m: m.group(1).replace(
-                '"minimax_m2",\n', '"minimax_m2",\n            "glm4_moe",\n'
+                '"kimi_k25",\n', '"kimi_k25",\n            "glm4_moe",\n'
             ),
             marked.read_text(),
         )

@@ -28,7 +28,7 @@ from ..conftest import (
 )
 
 SPEC = "vllm/config/speculative.py"
-LIST_0151 = '"kimi_k25", "minimax_m2"]'  # the line as the built-ins leave it on 0.15.1
+LIST_0151 = '"kimi_k25"]'  # the line as the built-ins leave it on 0.15.1
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +53,7 @@ def _captured(tree_copy, tmp_path: Path) -> tuple[Path, Path]:  # type: ignore[n
     spec = site / SPEC
     text = spec.read_text()
     assert LIST_0151 in text
-    spec.write_text(text.replace(LIST_0151, '"kimi_k25", "minimax_m2", "my_model"]'))
+    spec.write_text(text.replace(LIST_0151, '"kimi_k25", "my_model"]'))
     proc = run_cli(
         "--target", str(site), "--patches", str(mine), "capture", "my-minimax",
         "--releases", ">=0.15.0,<0.20",
@@ -194,7 +194,7 @@ def test_port_merges_cleanly_conflicts_and_continues(tree_copy, tmp_path: Path) 
     # resolve as a user would: keep 0.17.1's list and add the entry
     text = re.sub(
         r"<<<<<<< [^\n]*\n(.*?)=======\n.*?>>>>>>> [^\n]*\n",
-        lambda m: m.group(1).replace('"minimax_m2",\n', '"minimax_m2",\n            "my_model",\n'),
+        lambda m: m.group(1).replace('"kimi_k25",\n', '"kimi_k25",\n            "my_model",\n'),
         marked.read_text(),
         flags=re.S,
     )

@@ -18,6 +18,7 @@ from vllm_patcher.wheels import sources
 
 from ..conftest import (
     CATALOGUE,
+    FIRST_FIVE,
     REPO,
     assert_refused,
     copy_builtins,
@@ -29,7 +30,7 @@ from ..conftest import (
 from .sites import FILES, LOAD, SPEC
 
 MINIMAX = "vllm/model_executor/models/minimax_m2.py"
-LIST_0151 = '"kimi_k25", "minimax_m2"]'  # the allow-list's end as the built-ins leave it
+LIST_0151 = '"kimi_k25"]'  # the allow-list's end as the built-ins leave it
 PRISTINE_LIST = '"minicpm", "gpt_oss"]'  # the allow-list's end in the pristine 0.15.1 file
 VALIDATOR = jsonschema.Draft202012Validator(
     json.loads((REPO / "vllm_patcher" / "schema" / "output.schema.json").read_text())
@@ -71,9 +72,9 @@ def _recaptured(tree_copy, tmp_path: Path, also_load: bool = False) -> tuple[Pat
     run_cli("--target", str(t), "apply", check=True)
     t2 = tmp_path / "t2"
     shutil.copytree(t, t2)
-    _edit(t, SPEC, LIST_0151, '"kimi_k25", "minimax_m2", "model_a"]')
+    _edit(t, SPEC, LIST_0151, '"kimi_k25", "model_a"]')
     run_cli("--target", str(t), "--patches", str(mine), "capture", "my-fix", check=True)
-    _edit(t2, SPEC, LIST_0151, '"kimi_k25", "minimax_m2", "model_b"]')
+    _edit(t2, SPEC, LIST_0151, '"kimi_k25", "model_b"]')
     if also_load:
         _edit(t2, LOAD, "\n", "\n# model_b needs this too\n")
     run_cli("--target", str(t2), "--patches", str(mine), "capture", "my-fix", check=True)
@@ -180,7 +181,7 @@ def test_a_patch_whose_new_version_no_longer_changes_a_file_is_outdated_until_ap
     t2 = tmp_path / "t2"
     shutil.copytree(t, t2)
     for site in (t, t2):
-        _edit(site, SPEC, LIST_0151, '"kimi_k25", "minimax_m2", "model_a"]')
+        _edit(site, SPEC, LIST_0151, '"kimi_k25", "model_a"]')
     _edit(t, LOAD, "\n", "\n# model_a needs this too\n")
     run_cli("--target", str(t), "--patches", str(mine), "capture", "my-fix", check=True)
     run_cli("--target", str(t2), "--patches", str(mine), "capture", "my-fix", check=True)
@@ -212,8 +213,9 @@ def test_a_changed_builtin_pin_under_an_applied_tree_is_outdated_and_apply_upgra
     pristine_0151: Path,
     tmp_path: Path,  # type: ignore[no-untyped-def]
 ) -> None:
-    """A tool upgrade re-pins eagle3-whitelist for 0.15.1 (and eagle3-minimax-m2 on top of it)."""
-    pins, env = copy_builtins(tmp_path)
+    """A tool upgrade re-pins eagle3-whitelist for 0.15.1 (and eagle3-minimax-m2 and
+    eagle3-granite, which stack on it in the allow-list file)."""
+    pins, env = copy_builtins(tmp_path, only=FIRST_FIVE)
     site = tree_copy("0.15.1", FILES)
     run_cli("--target", str(site), "apply", env=env, check=True)
     pristine = (pristine_0151 / SPEC).read_text()
@@ -221,9 +223,14 @@ def test_a_changed_builtin_pin_under_an_applied_tree_is_outdated_and_apply_upgra
     from vllm_patcher.catalogue.writer import write_pin
     from vllm_patcher.diffs import pinned
 
+    def spec_diff(name: str) -> str:
+        pin = CATALOGUE.get(name).pin("0.15.1")  # type: ignore[union-attr]
+        assert pin is not None
+        return pin.per_file[SPEC]
+
     old = pinned.apply_exact(pristine, whitelist, "whitelist")
     new_whitelist = old.replace('"kimi_k25"]', '"kimi_k25", "deepseek_mtp"]')
-    new_minimax = new_whitelist.replace('"deepseek_mtp"]', '"deepseek_mtp", "minimax_m2"]')
+    new_minimax = pinned.apply_exact(new_whitelist, spec_diff("eagle3-minimax-m2"), "minimax")
     write_pin(
         pins / "eagle3-whitelist" / "vllm-0.15.1",
         "0.15.1",
@@ -241,9 +248,7 @@ def test_a_changed_builtin_pin_under_an_applied_tree_is_outdated_and_apply_upgra
     )
     # eagle3-granite stacks on both in the allow-list file: the upgrade re-pins it too
     granite = "vllm/model_executor/models/granite.py"
-    new_granite = (
-        (site / SPEC).read_text().replace(LIST_0151, '"kimi_k25", "deepseek_mtp", "minimax_m2"]')
-    )
+    new_granite = pinned.apply_exact(new_minimax, spec_diff("eagle3-granite"), "granite")
     assert new_granite != (site / SPEC).read_text()
     write_pin(
         pins / "eagle3-granite" / "vllm-0.15.1",
@@ -286,7 +291,7 @@ def test_capturing_a_file_a_builtin_patches_before_the_builtins_are_applied_is_r
     edited = (site / SPEC).read_bytes()
     (site / SPEC).write_bytes((pristine_0151 / SPEC).read_bytes())
     run_cli("--target", str(site), "apply", check=True)
-    _edit(site, SPEC, LIST_0151, '"kimi_k25", "minimax_m2", "glm4_moe"]')
+    _edit(site, SPEC, LIST_0151, '"kimi_k25", "glm4_moe"]')
     run_cli("--target", str(site), "--patches", str(mine), "capture", "my-fix", check=True)
     fresh = tmp_path / "fresh"
     scratch_tree("0.15.1", fresh, FILES)
