@@ -99,6 +99,17 @@ def engine(py: str, logs: Path, name: str, target: Path, drafter: Path, mode: st
     return answer
 
 
+def refusals(py: str, logs: Path, tiny: Path, families: list[str], when: str) -> dict[str, dict]:
+    """Each family's tiny target with the right drafter, eager, side by side: the answers."""
+    with concurrent.futures.ThreadPoolExecutor(max(1, len(families))) as pool:
+        futures = {
+            fam: pool.submit(engine, py, logs, f"refused-{when}-{fam}", tiny / FAMILIES[fam][1],
+                             tiny / "right", "eager")  # fmt: skip
+            for fam in families
+        }
+    return {fam: fut.result() for fam, fut in futures.items()}
+
+
 def acceptance(answer: dict) -> str:
     if "error" in answer:
         return "error: " + table.cause_line(answer["error"])
@@ -186,9 +197,7 @@ def main() -> int:
         print(json.dumps(rows[-1]), flush=True)
 
     try:
-        for fam in families:
-            before = engine(py, logs, f"refused-before-{fam}", tiny / FAMILIES[fam][1],
-                            tiny / "right", "eager")  # fmt: skip
+        for fam, before in refusals(py, logs, tiny, families, "before").items():
             row("refused before apply", "any", table.cause_line(before.get("error", "served")),
                 table.refused(before.get("error", "")), before["seconds"], patch_of[fam])  # fmt: skip
         applied = tool(venv, "apply")  # every built-in the release needs
@@ -229,8 +238,7 @@ def main() -> int:
             state = table.patch_state(status.stdout, patch_of[fam])
             row("revert (RECORD-identical)", "-", f"exit {reverted.returncode}, status {state}",
                 reverted.returncode == 0 and state == "pending", patch=patch_of[fam])  # fmt: skip
-            after = engine(py, logs, f"refused-after-{fam}", tiny / FAMILIES[fam][1],
-                           tiny / "right", "eager")  # fmt: skip
+        for fam, after in refusals(py, logs, tiny, families, "after").items():
             row("refused after revert", "any", table.cause_line(after.get("error", "served")),
                 table.refused(after.get("error", "")), after["seconds"], patch_of[fam])  # fmt: skip
     finally:  # whatever ran, its rows and logs come back (3 files: the device returns 8 at most)
