@@ -242,6 +242,23 @@ GRANITE_CHECKS = (
     "rejects granitemoehybrid).",
 )
 
+
+def states_on(version: str, state: str) -> list[str]:
+    """What status says of each built-in on ``version``, in catalogue order, when every patch
+    pinned for it is in ``state``: the others are ``upstream`` there, or ``not-applicable``."""
+    return [
+        state
+        if p.pin(version) is not None
+        else ("upstream" if p.covers(version) and p.is_upstream(version) else "not-applicable")
+        for p in CATALOGUE.patches
+    ]
+
+
+def methods_on(version: str) -> list[str | None]:
+    """The method status gives each built-in on ``version`` before apply: its pin, or none."""
+    return ["pinned-diff" if p.pin(version) is not None else None for p in CATALOGUE.patches]
+
+
 # what verify names the checks every family backport gets (checklib/family.py's docstrings)
 FAMILY_SUPPORTS = (
     "The family's causal LM implements SupportsEagle3 with working default and setter."

@@ -51,9 +51,7 @@ def _resolve(marked: Path) -> None:
     """Resolve as a user would: keep the release's list, add the entry."""
     marked.write_text(
         CONFLICT.sub(
-            lambda m: m.group(1).replace(
-                '"kimi_k25",\n', '"kimi_k25",\n            "glm4_moe",\n'
-            ),
+            lambda m: m.group(1).replace('"kimi_k25",\n', '"kimi_k25",\n            "glm4_moe",\n'),
             marked.read_text(),
         )
     )

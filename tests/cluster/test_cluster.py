@@ -28,7 +28,14 @@ import pytest
 from vllm_patcher.cluster import nodes as cluster
 from vllm_patcher.cluster.nodes import SITE_ENV
 
-from ..conftest import REPO, run_cli, scratch_tree, test_venv_python, touched_match_record
+from ..conftest import (
+    REPO,
+    run_cli,
+    scratch_tree,
+    states_on,
+    test_venv_python,
+    touched_match_record,
+)
 
 VERSION = "0.15.1"
 DEEPSEEK = "vllm/model_executor/models/deepseek_v2.py"
@@ -216,7 +223,7 @@ def test_status_is_ok_when_every_node_is_patched(
         # each task ran on its own node: it read that node's VLLM_PATCHER_SITE
         assert row["location"] == str(nodes[node_id])
         assert row["vllm_version"] == VERSION
-        assert set(row["patches"].values()) == {"applied"}
+        assert set(row["patches"].values()) == set(states_on("0.15.1", "applied"))
         # the tool code came through py_modules, not from the venv's installed vllm_patcher
         assert row["code"] == "shipped"
         assert "runtime_resources" in row["tool"] and "site-packages" not in row["tool"]
@@ -232,7 +239,7 @@ def test_status_names_the_node_left_pristine(
     assert code == 1
     assert named(report) == {pristine}
     row = rows(report)[pristine]
-    assert set(row["patches"].values()) == {"pending"}
+    assert set(row["patches"].values()) == set(states_on("0.15.1", "pending"))
     assert any("pending" in p for p in row["problems"])
     assert len(report["fingerprints"]) == 2
     assert any(p.startswith("fingerprints differ") for p in report["problems"])
@@ -308,7 +315,7 @@ def test_apply_is_all_or_nothing_per_node_and_says_which_node_refused(
     assert code == 1
     by_node = rows(report)
     assert by_node[good]["outcome"] == "answered"
-    assert set(by_node[good]["patches"].values()) == {"applied"}
+    assert set(by_node[good]["patches"].values()) == set(states_on("0.15.1", "applied"))
     assert by_node[edited]["outcome"] == "failed"
     assert by_node[edited]["error_exit_code"] == 5
     assert f"{DEEPSEEK} differs from what pip installed" in by_node[edited]["error"]

@@ -15,9 +15,11 @@ from ..conftest import (
     CATALOGUE,
     GRANITE_CHECKS,
     MINIMAX_CHECKS,
+    methods_on,
     pip_reinstall_vllm,
     revert_force_keeps,
     run_cli,
+    states_on,
     touched_match_record,
     venv_site,
 )
@@ -43,12 +45,12 @@ def test_apply_status_verify_revert(vllm_python: Path, mode: str) -> None:
     st = json.loads(cli("--json", "status").stdout)
     assert st["vllm_version"] == "0.15.1"
     assert Path(st["location"]) == site
-    assert [(p["name"], p["state"], p["method"]) for p in st["patches"]] == [
-        (name, "pending", "pinned-diff") for name in PATCHES
-    ]
+    assert [(p["name"], p["state"], p["method"]) for p in st["patches"]] == list(
+        zip(PATCHES, states_on("0.15.1", "pending"), methods_on("0.15.1"), strict=True)
+    )
 
     applied = json.loads(cli("--json", "apply").stdout)
-    assert [p["state"] for p in applied["patches"]] == ["applied"] * len(PATCHES)
+    assert [p["state"] for p in applied["patches"]] == states_on("0.15.1", "applied")
     assert not any(touched_match_record(site).values())
     assert json.loads(cli("--json", "apply").stdout)["changed"] == []
 
@@ -189,9 +191,9 @@ def test_a_real_pip_reinstall_after_apply_shows_drift_and_apply_heals_it(vllm_py
     pip_reinstall_vllm(vllm_python)
     assert all(touched_match_record(site).values())
     st = json.loads(run_cli(*where, "--json", "status", check=True).stdout)
-    assert [p["state"] for p in st["patches"]] == ["drifted"] * len(PATCHES)
+    assert [p["state"] for p in st["patches"]] == states_on("0.15.1", "drifted")
     run_cli(*where, "apply", check=True)
     st = json.loads(run_cli(*where, "--json", "status", check=True).stdout)
-    assert [p["state"] for p in st["patches"]] == ["applied"] * len(PATCHES)
+    assert [p["state"] for p in st["patches"]] == states_on("0.15.1", "applied")
     run_cli(*where, "revert", check=True)
     assert all(touched_match_record(site).values())

@@ -103,8 +103,15 @@ def refusals(py: str, logs: Path, tiny: Path, families: list[str], when: str) ->
     """Each family's tiny target with the right drafter, eager, side by side: the answers."""
     with concurrent.futures.ThreadPoolExecutor(max(1, len(families))) as pool:
         futures = {
-            fam: pool.submit(engine, py, logs, f"refused-{when}-{fam}", tiny / FAMILIES[fam][1],
-                             tiny / "right", "eager")  # fmt: skip
+            fam: pool.submit(
+                engine,
+                py,
+                logs,
+                f"refused-{when}-{fam}",
+                tiny / FAMILIES[fam][1],
+                tiny / "right",
+                "eager",
+            )  # fmt: skip
             for fam in families
         }
     return {fam: fut.result() for fam, fut in futures.items()}

@@ -35,6 +35,7 @@ from ..conftest import (
     assert_refused,
     run_cli,
     snapshot,
+    states_on,
     test_venv_python,
     venv_site,
 )
@@ -51,7 +52,7 @@ TOUCHED = sorted(BEFORE)  # the files 0.15.1 ships that the built-ins touch
 # cached trees holding only the touched files are named by that list, so a new patch's file
 # never goes missing from a tree made before it existed
 TOUCHED_KEY = hashlib.sha256("\n".join(TOUCHED).encode()).hexdigest()[:8]
-N_PATCHES = len(CATALOGUE.patches)
+
 SHAPES = sources.cache_root() / "shapes"
 
 
@@ -278,7 +279,9 @@ def test_editable_install_status_apply_status_revert(editable: Editable) -> None
     site_before = snapshot_names(site)
     st = _status(*where)
     assert st["location"] == str(editable.tree.resolve())
-    assert [p["state"] for p in st["patches"]] == ["pending"] * N_PATCHES  # never not-applicable
+    assert [p["state"] for p in st["patches"]] == states_on(
+        VERSION, "pending"
+    )  # never not-applicable
     assert {p["method"] for p in st["patches"]} == {"pinned-diff"}
     assert {f["path"] for f in st["files"]} == set(TOUCHED)
 
@@ -289,7 +292,7 @@ def test_editable_install_status_apply_status_revert(editable: Editable) -> None
         assert _hashes(editable.tree) == {rel: AFTER[rel] for rel in TOUCHED}
         assert (editable.tree / ".vllm-patcher" / "state.json").is_file()
         st = _status(*where)
-        assert [p["state"] for p in st["patches"]] == ["applied"] * N_PATCHES
+        assert [p["state"] for p in st["patches"]] == states_on(VERSION, "applied")
         # a second apply writes nothing
         again = run_cli(*where, "apply", "--strict", check=True)
         assert _hashes(editable.tree) == {rel: AFTER[rel] for rel in TOUCHED}
@@ -299,7 +302,7 @@ def test_editable_install_status_apply_status_revert(editable: Editable) -> None
         for rel in TOUCHED:
             assert (editable.tree / rel).read_bytes() == _wheel_bytes(rel), rel
         assert _hashes(editable.tree) == {rel: BEFORE[rel] for rel in TOUCHED}
-        assert [p["state"] for p in _status(*where)["patches"]] == ["pending"] * N_PATCHES
+        assert [p["state"] for p in _status(*where)["patches"]] == states_on(VERSION, "pending")
     finally:
         _restore(editable.tree)
     # the venv's own site-packages was never written to: the state lives beside the real files
@@ -344,7 +347,7 @@ def test_editable_install_as_the_current_interpreter(editable: Editable) -> None
     assert proc.returncode == 0, proc.stderr
     st = json.loads(proc.stdout)
     assert st["location"] == str(editable.tree.resolve())
-    assert [p["state"] for p in st["patches"]] == ["pending"] * N_PATCHES
+    assert [p["state"] for p in st["patches"]] == states_on(VERSION, "pending")
 
 
 def test_editable_install_through_target_reads_the_finder(editable: Editable) -> None:
@@ -354,7 +357,7 @@ def test_editable_install_through_target_reads_the_finder(editable: Editable) ->
     assert (target.shape, target.site_packages) == (EDITABLE, editable.tree.resolve())
     st = _status("--target", str(site))
     assert st["location"] == str(editable.tree.resolve())
-    assert [p["state"] for p in st["patches"]] == ["pending"] * N_PATCHES
+    assert [p["state"] for p in st["patches"]] == states_on(VERSION, "pending")
 
 
 def test_a_compat_mode_editable_install_is_found_through_its_pth(editable: Editable) -> None:
@@ -370,7 +373,7 @@ def test_a_compat_mode_editable_install_is_found_through_its_pth(editable: Edita
     for where in (("--python", str(python)), ("--target", str(site))):
         st = _status(*where)
         assert st["location"] == str(editable.tree.resolve()), where
-        assert [p["state"] for p in st["patches"]] == ["pending"] * N_PATCHES, where
+        assert [p["state"] for p in st["patches"]] == states_on(VERSION, "pending"), where
 
 
 def test_an_editable_install_whose_tree_is_gone_is_refused(
@@ -507,7 +510,7 @@ def test_a_source_tree_on_a_pth_line_is_judged_by_its_pinned_release(editable: E
     )
     assert target.record == {rel: BEFORE[rel] for rel in TOUCHED}
     st = _status("--python", str(python))
-    assert [p["state"] for p in st["patches"]] == ["pending"] * N_PATCHES
+    assert [p["state"] for p in st["patches"]] == states_on(VERSION, "pending")
     assert st["location"] == str(editable.tree.resolve())
 
 
@@ -537,10 +540,10 @@ def test_a_pip_target_install_is_judged_by_its_record() -> None:
     )
     where = ("--target", str(site))
     try:
-        assert [p["state"] for p in _status(*where)["patches"]] == ["pending"] * N_PATCHES
+        assert [p["state"] for p in _status(*where)["patches"]] == states_on(VERSION, "pending")
         run_cli(*where, "apply", "--strict", check=True)
         assert _hashes(site) == {rel: AFTER[rel] for rel in TOUCHED}
-        assert [p["state"] for p in _status(*where)["patches"]] == ["applied"] * N_PATCHES
+        assert [p["state"] for p in _status(*where)["patches"]] == states_on(VERSION, "applied")
         run_cli(*where, "revert", check=True)
         for rel in TOUCHED:
             assert (site / rel).read_bytes() == _wheel_bytes(rel), rel
@@ -595,7 +598,7 @@ def test_a_setup_py_develop_install_is_a_source_install() -> None:
     assert target.record == {rel: BEFORE[rel] for rel in TOUCHED}
     where = ("--python", str(python))
     try:
-        assert [p["state"] for p in _status(*where)["patches"]] == ["pending"] * N_PATCHES
+        assert [p["state"] for p in _status(*where)["patches"]] == states_on(VERSION, "pending")
         run_cli(*where, "apply", "--strict", check=True)
         assert _hashes(tree) == {rel: AFTER[rel] for rel in TOUCHED}
         run_cli(*where, "revert", check=True)
@@ -605,16 +608,16 @@ def test_a_setup_py_develop_install_is_a_source_install() -> None:
 
 
 def test_an_editable_install_of_an_upstream_release_needs_nothing(tmp_path: Path) -> None:
-    """0.32.0 has every change (the Granite one from 0.32.0, the last built-in to go upstream):
+    """0.33.0 has every change (Granite MoE's from 0.33.0, the last built-in to go upstream):
     no pin is needed, nothing is refused and nothing is written."""
-    upstream = sources.fetch_release("0.32.0")
+    upstream = sources.fetch_release("0.33.0")
 
     def build_tree(tree: Path) -> None:
         shutil.copytree(upstream / "vllm", tree / "vllm")
         (tree / "vllm" / "__init__.py").touch()
-        (tree / "pyproject.toml").write_text(PYPROJECT.format(version="0.32.0"))
+        (tree / "pyproject.toml").write_text(PYPROJECT.format(version="0.33.0"))
 
-    tree = _atomic_dir(SHAPES / "src" / "touched-0.32.0", build_tree)
+    tree = _atomic_dir(SHAPES / "src" / "touched-0.33.0", build_tree)
     python = _editable_venv("editable", tree)
     before = snapshot(tree)
     st = _status("--python", str(python))

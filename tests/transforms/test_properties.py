@@ -27,11 +27,14 @@ from ..conftest import CATALOGUE, scratch_tree, snapshot
 from ..patching.sites import _rewrite_record
 
 VERSION = "0.15.1"
-CODEMODS = Catalogue(tuple(p for p in CATALOGUE.patches if p.transforms))
+# the patches with a codemod that 0.15.1 needs, and the files each changes there
+CODEMODS = Catalogue(tuple(p for p in CATALOGUE.patches if p.transforms and p.pin(VERSION)))
 CHANGES: dict[str, list[FileChange]] = {}  # each file's codemods, in series order
 for _patch in CODEMODS.patches:
+    _pin = _patch.pin(VERSION)
     for _change in _patch.transforms:
-        CHANGES.setdefault(_change.path, []).append(_change)
+        if _pin is not None and _change.path in _pin.files:
+            CHANGES.setdefault(_change.path, []).append(_change)
 FILES = sorted(CHANGES)
 
 
