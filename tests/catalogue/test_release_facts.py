@@ -102,24 +102,27 @@ def test_a_source_tree_of_a_release_a_built_in_still_patches_is_not_judged_as_ne
 
 
 def test_the_supported_range_follows_the_built_ins_fixed_in(tmp_path: Path) -> None:
-    """The range `list` and every refusal print is read from the patch folders: moving
-    eagle3-granite's fixed_in moves it, with no second place to edit."""
+    """The range `list` and every refusal print is read from the patch folders: moving the
+    last two built-ins' fixed_in (eagle3-granite's, eagle3-granitemoe's) moves it, with no second
+    place to edit."""
     copy = tmp_path / "patches"
     shutil.copytree(REPO / "patches", copy)
-    toml = copy / "eagle3-granite" / "patch.toml"
-    toml.write_text(toml.read_text().replace('fixed_in = "0.32.0"', 'fixed_in = "0.26.0"'))
-    for name in [d.name for d in (copy / "eagle3-granite").glob("vllm-*")]:
-        if Version(name.removeprefix("vllm-")) >= Version("0.26.0"):
-            shutil.rmtree(copy / "eagle3-granite" / name)
+    for patch in ("eagle3-granite", "eagle3-granitemoe"):
+        toml = copy / patch / "patch.toml"
+        toml.write_text(re.sub(r'(?m)^fixed_in = ".*"$', 'fixed_in = "0.26.0"', toml.read_text()))
+        for name in [d.name for d in (copy / patch).glob("vllm-*")]:
+            if Version(name.removeprefix("vllm-")) >= Version("0.26.0"):
+                shutil.rmtree(copy / patch / name)
     env = {"VLLM_PATCHER_PATCHES_DIR": str(copy)}
     import json
 
     shipped = json.loads(run_cli("list", "--json", check=True).stdout)["supported"]
     moved = json.loads(run_cli("list", "--json", env=env, check=True).stdout)["supported"]
-    assert shipped.startswith("0.11.0 to 0.31.x,"), shipped
+    assert shipped.startswith("0.11.0 to 0.32.x,"), shipped
     assert "eagle3-granite upstream from 0.32.0" in shipped
+    assert "eagle3-granitemoe upstream from 0.33.0" in shipped
     assert moved.startswith("0.11.0 to 0.25.x,"), moved
-    assert "eagle3-granite upstream from 0.26.0" in moved
+    assert "eagle3-granitemoe upstream from 0.26.0" in moved
 
 
 def _relabel(site: Path, version: str) -> None:
@@ -168,4 +171,4 @@ def test_a_wildcard_releases_specifier_in_a_built_in_is_read_not_a_traceback(
     toml.write_text(toml.read_text().replace('releases = ">=0.11.0"', 'releases = "==0.*"'))
     proc = run_cli("list", "--json", env={"VLLM_PATCHER_PATCHES_DIR": str(copy)})
     assert proc.returncode == 0, proc.stderr
-    assert json.loads(proc.stdout)["supported"].startswith("0.11.0 to 0.31.x,")
+    assert json.loads(proc.stdout)["supported"].startswith("0.11.0 to 0.32.x,")

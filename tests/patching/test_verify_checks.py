@@ -414,15 +414,21 @@ def test_check_files_are_each_patchs_checks_folder_sorted(tmp_path: Path) -> Non
     # a patch without any diff for the release is unported: its checks do not run
     assert verify.check_files(layout(cat, VERSION, {})) == []
     shipped = verify.check_files(layout(CATALOGUE, VERSION, {}))
-    # every built-in pinned for 0.15.1 runs checks (a family backport: the family's own first)
-    assert {c[0] for c in shipped} == {p.name for p in CATALOGUE.patches if p.pin(VERSION)}
+    # every built-in pinned for 0.15.1, or upstream there, runs checks (a family backport: the
+    # family's own first)
+    runs = {
+        p.name
+        for p in CATALOGUE.patches
+        if p.pin(VERSION) or (p.covers(VERSION) and p.is_upstream(VERSION))
+    }
+    assert {c[0] for c in shipped} == runs
     assert [c[1].name for c in shipped if c[0] == "supports-eagle3"] == sorted(
         c[1].name for c in shipped if c[0] == "supports-eagle3"
     )
     families = [c for c in shipped if len(c) > 2]
     assert families and all(c[1] == verify.FAMILY_CHECKS for c in families)
     assert {c[0] for c in families} == {
-        p.name for p in CATALOGUE.patches if p.family is not None and p.pin(VERSION)
+        p.name for p in CATALOGUE.patches if p.family is not None and p.name in runs
     }
 
 
@@ -585,6 +591,8 @@ def test_built_in_checks_are_red_on_pristine_0151(
         "supports-eagle3: forward without aux layers returns the plain tensor",
         f"eagle3-qwen3-next: {FAMILY_ALLOW}",
         *captured_already,
+        # Qwen3-MoE is upstream in 0.15.1 (from 0.11.1): its checks hold on the release's own code
+        *(f"eagle3-qwen3-moe: {c}" for c in (FAMILY_SUPPORTS, FAMILY_CAPTURE, FAMILY_ALLOW)),
     }
     accept = got["eagle3-whitelist: SpeculativeConfig eagle3 accepts deepseek_v3"].detail
     assert "rejected: " in accept and "only supported for" in accept, accept

@@ -253,7 +253,8 @@ def test_a_server_without_ranges_gets_one_whole_download(
     assert _members(tree) == {
         k: v for k, v in _members(_pristine("0.15.1")).items() if k in _members(tree)
     }
-    assert set(CATALOGUE.all_paths()) <= set(_members(tree))
+    shipped = {r for r in CATALOGUE.all_paths() if (_pristine("0.15.1") / r).is_file()}
+    assert shipped and shipped <= set(_members(tree))  # 0.15.1 has no mimo_v2.py (0.21.0 on)
     assert stats.method == "full" and stats.bytes >= wheel.stat().st_size
     assert any("does not answer range requests" in m for m in said), said
     assert not list((cache / "wheels").iterdir())  # the whole wheel is not kept

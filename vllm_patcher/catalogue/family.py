@@ -9,6 +9,8 @@ library (``verify``)::
     name = "Granite"                    # as users say it
     model_types = ["granite"]           # hf_text_config.model_type, each admitted exactly
     needs = ["supports-eagle3"]         # other built-ins its EAGLE-3 needs (GLM-5: DeepSeek's class)
+    allow_list = false                  # the list admits it in every release ("qwen"): no change
+    target = { kv_lora_rank = 64 }      # more config.json keys the tiny target needs (checks)
 
     [[family.model]]
     file = "vllm/model_executor/models/granite.py"
@@ -60,12 +62,15 @@ class Family:
     model_types: tuple[str, ...]
     models: tuple[FamilyModel, ...] = field(default=())
     needs: tuple[str, ...] = ()
+    allow_list: bool = True  # False: every release's list already admits its model types
+    target: tuple[tuple[str, Any], ...] = ()
 
     def as_json(self) -> dict[str, Any]:
         """What the probe's free checks read (``checklib.eagle3.family_checks``)."""
         return {
             "name": self.name,
             "model_types": list(self.model_types),
+            "target": dict(self.target),
             "models": [
                 {
                     "module": m.file.removesuffix(".py").replace("/", "."),
@@ -128,4 +133,17 @@ def read_family(raw: object, where: str) -> Family:
     needs = raw.get("needs", [])
     if not (isinstance(needs, list) and all(isinstance(n, str) and n for n in needs)):
         raise PatchFolderError(f"{where}: [family] needs must be a list of patch names")
-    return Family(_text(raw, "name", where), tuple(types), tuple(out), tuple(needs))
+    allow = raw.get("allow_list", True)
+    if not isinstance(allow, bool):
+        raise PatchFolderError(f"{where}: [family] allow_list must be true or false")
+    target = raw.get("target", {})
+    if not isinstance(target, dict):
+        raise PatchFolderError(f"{where}: [family] target must be a table")
+    return Family(
+        _text(raw, "name", where),
+        tuple(types),
+        tuple(out),
+        tuple(needs),
+        allow,
+        tuple(sorted(target.items())),
+    )

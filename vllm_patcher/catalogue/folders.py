@@ -294,10 +294,10 @@ def _transforms(raw: object, where: Path, origin: str) -> tuple[FileChange, ...]
 
 def family_changes(family: Family) -> tuple[FileChange, ...]:
     """A family's files and codemods: the allow-list, then each model file."""
-    allow = FileChange(ALLOW_LIST_FILE, "allow_list:rewrite", family=family)
+    allow = [FileChange(ALLOW_LIST_FILE, "allow_list:rewrite", family=family)]
     models = [m for m in family.models if m.rewrite]
     return (
-        allow,
+        *(allow if family.allow_list else []),
         *(FileChange(m.file, "eagle3_family:rewrite", family=family) for m in models),
     )
 

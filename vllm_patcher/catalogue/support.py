@@ -86,7 +86,7 @@ def upstream_from(catalogue: Catalogue) -> Version | None:
 
 
 def supported_range(catalogue: Catalogue) -> str:
-    """The releases the built-ins patch, in words: ``0.11.0 to 0.31.x, each patch below its
+    """The releases the built-ins patch, in words: ``0.11.0 to 0.32.x, each patch below its
     fixed_in (...)``."""
     first, last, named = _bounds(catalogue)
     if last is None:

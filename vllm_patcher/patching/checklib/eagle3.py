@@ -73,6 +73,8 @@ def stand_ins(style: str, arity: int = 0) -> tuple[type, type]:
     import torch
 
     class ResidualLayer(torch.nn.Module):
+        use_attn_reduce_scatter_for_moe = False  # Qwen3-Next's forward asks (0.30.0 on)
+
         def __init__(self, index: int, seen: dict[int, Any]) -> None:
             super().__init__()
             self.index, self.seen = index, seen
@@ -308,6 +310,16 @@ def forward_captures_aux(
         for m, original in zip(modules, originals, strict=True):
             m.get_pp_group = original
 
+    _judge_capture(family, wanted, n, plain, out, seen)
+
+
+def _judge_capture(
+    family: Family, wanted: tuple[int, ...], n: int, plain: Any, out: Any, seen: dict[int, Any]
+) -> None:
+    """forward_captures_aux's verdict on what the forward returned."""
+    import torch
+
+    model = family.model
     if not isinstance(plain, torch.Tensor):
         raise AssertionError(
             f"{model}.forward without aux layers returned "

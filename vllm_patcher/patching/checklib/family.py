@@ -23,9 +23,15 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
-from vllm_patcher_checklib import checkpoints, eagle3
+try:  # run as a check file: the probe makes the library importable under this name
+    from vllm_patcher_checklib import checkpoints, eagle3
+except ImportError:  # imported as part of vllm_patcher (its own tests import every module)
+    from . import checkpoints, eagle3  # type: ignore[no-redef]
 
 LLAMA = "vllm.model_executor.models.llama"
+# the first layer asked for: upstream's own captures (Llama's, HunYuan's from 0.16.0) add a
+# residual that is still None before layer 0, and a family check drives upstream's classes too
+FIRST = 1
 STYLES = {"stream": "residual", "hidden": "plain"}
 
 
@@ -85,8 +91,7 @@ def check_capture_is_the_residual_stream(ctx: Any) -> str:
     done = []
     for module, model in _models(ctx):
         cls = _inner(module, model["model"])
-        first = 0 if model.get("rewrite", True) else 1
-        eagle3.forward_captures_aux(module, _family(ctx, model), cls, first)
+        eagle3.forward_captures_aux(module, _family(ctx, model), cls, FIRST)
         done.append(cls.__name__)
     return ", ".join(done)
 
@@ -174,6 +179,7 @@ def _target(ctx: Any, model_type: str) -> Any:
         "model_type": model_type,
         "auto_map": {"AutoConfig": "configuration_tiny.TinyConfig"},
         "torch_dtype": "bfloat16",
+        **ctx.family.get("target", {}),
     }
     path = checkpoints.folder(
         ctx,
