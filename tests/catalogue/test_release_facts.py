@@ -10,6 +10,7 @@ import shutil
 import sys
 from pathlib import Path
 
+import pytest
 from packaging.requirements import Requirement
 from packaging.version import Version
 
@@ -172,3 +173,29 @@ def test_a_wildcard_releases_specifier_in_a_built_in_is_read_not_a_traceback(
     proc = run_cli("list", "--json", env={"VLLM_PATCHER_PATCHES_DIR": str(copy)})
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["supported"].startswith("0.11.0 to 0.32.x,")
+
+
+@pytest.mark.parametrize(
+    ("edit", "said"),
+    [
+        ('model_types = ["granite"]', "model_types = ['gr\"anite']"),
+        ('name = "Granite"', 'name = "Gran\\nite"'),
+        ('file = "vllm/model_executor/models/granite.py"', 'file = "../../evil.py"'),
+        ('capture = "hidden"', 'capure = "hidden"'),
+        ('causal_lm = "GraniteForCausalLM"', 'causal_lm = "Granite ForCausalLM"'),
+    ],
+)
+def test_a_bad_family_table_is_one_line_and_exit_13(tmp_path: Path, edit: str, said: str) -> None:
+    """A [family] table the codemod would write into vLLM's source as it stands (a quote in a
+    model type, a newline in the name), a file outside vllm/, a misspelt key, a class name that
+    is not one: refused when the catalogue loads, before any file is read or written."""
+    copy = tmp_path / "patches"
+    shutil.copytree(REPO / "patches", copy)
+    toml = copy / "eagle3-granite" / "patch.toml"
+    text = toml.read_text()
+    assert edit in text
+    toml.write_text(text.replace(edit, said))
+    proc = run_cli("list", env={"VLLM_PATCHER_PATCHES_DIR": str(copy)})
+    assert proc.returncode == 13, (proc.returncode, proc.stderr)
+    assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    assert "eagle3-granite/patch.toml" in proc.stderr, proc.stderr

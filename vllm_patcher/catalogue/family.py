@@ -32,12 +32,18 @@ An allow-list-only family's classes already capture (they inherit ``LlamaForCaus
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import PatchFolderError
 
 CAPTURES = ("stream", "hidden")
+FAMILY_KEYS = {"name", "model_types", "model", "needs", "allow_list", "target"}
+MODEL_KEYS = {"file", "causal_lm", "model", "capture", "index", "inner", "config", "rewrite"}
+MODEL_TYPE = re.compile(r"[a-z0-9_]+")  # written into vLLM's source as a string literal
+IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # a class or attribute name
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9 .+-]*")  # as users say it; one line, in a comment
 INDEXES = ("relative", "absolute")
 ALLOW_LIST_FILE = "vllm/config/speculative.py"
 
@@ -100,36 +106,66 @@ def _choice(raw: dict[str, Any], key: str, choices: tuple[str, ...], where: str)
     return value
 
 
+def _unknown(raw: dict[str, Any], keys: set[str], table: str, where: str) -> None:
+    unknown = sorted(set(raw) - keys)
+    if unknown:
+        raise PatchFolderError(f"{where}: unknown key {unknown[0]!r} in {table}")
+
+
+def _model(m: dict[str, Any], where: str) -> FamilyModel:
+    """One ``[[family.model]]`` entry, checked."""
+    _unknown(m, MODEL_KEYS, "[[family.model]]", where)
+    config = m.get("config", {})
+    if not isinstance(config, dict):
+        raise PatchFolderError(f"{where}: a [[family.model]] config must be a table")
+    rewrite = m.get("rewrite", True)
+    if not isinstance(rewrite, bool):
+        raise PatchFolderError(f"{where}: a [[family.model]] rewrite must be true or false")
+    file = _text(m, "file", where)
+    if not (file.startswith("vllm/") and file.endswith(".py") and ".." not in file.split("/")):
+        raise PatchFolderError(
+            f"{where}: [[family.model]] file = {file!r}; name a vllm/....py file of the release"
+        )
+    names = {k: _text(m, k, where, "model" if k == "inner" else None) for k in
+             ("causal_lm", "model", "inner")}  # fmt: skip
+    for key, value in names.items():
+        if not IDENTIFIER.fullmatch(value):
+            raise PatchFolderError(f"{where}: [[family.model]] {key} = {value!r} is not a name")
+    return FamilyModel(
+        file=file,
+        causal_lm=names["causal_lm"],
+        model=names["model"],
+        capture=_choice(m, "capture", CAPTURES, where),
+        index=_choice(m, "index", INDEXES, where),
+        inner=names["inner"],
+        config=tuple(sorted(config.items())),
+        rewrite=rewrite,
+    )
+
+
 def read_family(raw: object, where: str) -> Family:
     """The ``[family]`` table of a patch.toml, checked; a PatchFolderError names what is wrong."""
     if not isinstance(raw, dict):
         raise PatchFolderError(f"{where}: [family] must be a table")
+    _unknown(raw, FAMILY_KEYS, "[family]", where)
     types = raw.get("model_types")
     if not (isinstance(types, list) and types and all(isinstance(t, str) and t for t in types)):
         raise PatchFolderError(f"{where}: [family] needs model_types, a list of model_type names")
+    bad = [t for t in types if not MODEL_TYPE.fullmatch(t)]
+    if bad or len(set(types)) != len(types):
+        raise PatchFolderError(
+            f"{where}: [family] model_types {types!r}: each a distinct model_type name "
+            "(lower-case letters, digits, _)"
+        )
+    name = _text(raw, "name", where)
+    if not NAME.fullmatch(name):
+        raise PatchFolderError(
+            f"{where}: [family] name = {name!r}; one line of letters, digits, spaces, . + -"
+        )
     models = raw.get("model", [])
     if not isinstance(models, list) or not all(isinstance(m, dict) for m in models):
         raise PatchFolderError(f"{where}: [[family.model]] must be an array of tables")
-    out = []
-    for m in models:
-        config = m.get("config", {})
-        if not isinstance(config, dict):
-            raise PatchFolderError(f"{where}: a [[family.model]] config must be a table")
-        rewrite = m.get("rewrite", True)
-        if not isinstance(rewrite, bool):
-            raise PatchFolderError(f"{where}: a [[family.model]] rewrite must be true or false")
-        out.append(
-            FamilyModel(
-                file=_text(m, "file", where),
-                causal_lm=_text(m, "causal_lm", where),
-                model=_text(m, "model", where),
-                capture=_choice(m, "capture", CAPTURES, where),
-                index=_choice(m, "index", INDEXES, where),
-                inner=_text(m, "inner", where, "model"),
-                config=tuple(sorted(config.items())),
-                rewrite=rewrite,
-            )
-        )
+    out = [_model(m, where) for m in models]
     needs = raw.get("needs", [])
     if not (isinstance(needs, list) and all(isinstance(n, str) and n for n in needs)):
         raise PatchFolderError(f"{where}: [family] needs must be a list of patch names")
@@ -140,7 +176,7 @@ def read_family(raw: object, where: str) -> Family:
     if not isinstance(target, dict):
         raise PatchFolderError(f"{where}: [family] target must be a table")
     return Family(
-        _text(raw, "name", where),
+        name,
         tuple(types),
         tuple(out),
         tuple(needs),

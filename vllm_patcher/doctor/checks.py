@@ -13,7 +13,7 @@ from packaging.version import Version
 from ..catalogue.folders import load_catalogue
 from ..catalogue.model import Catalogue
 from ..catalogue.shipped import first_release_with
-from ..findings import PROBLEM, Finding
+from ..findings import OK, PROBLEM, WARNING, Finding
 from ..models.configs import TargetModel, read_config, read_drafter, target_from_config
 from ..models.families import (
     described,
@@ -98,6 +98,9 @@ def check_release(vllm_version: str, target: TargetModel, catalogue: Catalogue) 
         else "the releases in their patch.toml"
     )
     names = ", ".join(f"{p.name} {p.releases}" for p in missing)
+    example_release = Version(PRE_DEPLOY.rsplit("=", 1)[1])
+    patched_there = all(p.covers(str(example_release)) for p in needed)
+    example = f", e.g. {PRE_DEPLOY}" if patched_there else ""
     where = f"older than {first}" if first is not None and release < first else "outside that range"
     return [
         Finding(
@@ -106,8 +109,8 @@ def check_release(vllm_version: str, target: TargetModel, catalogue: Catalogue) 
             f"vLLM {vllm_version} is {where}: it refuses an EAGLE-3 drafter on a {family} "
             f"target, and vllm-patcher cannot patch it: for that target it patches {span} "
             f"({names} in its patch folders)",
-            f"upgrade vLLM to {first} or newer ({upstream} and newer need no patch), e.g. "
-            f"{PRE_DEPLOY}, then run doctor again"
+            f"upgrade vLLM to {first} or newer ({upstream} and newer need no patch)"
+            f"{example}, then run doctor again"
             if first is not None
             else "use a release the patches cover (vllm-patcher list shows them)",
         )
@@ -135,6 +138,27 @@ def check_model_file(
         f"arrived in vLLM {first}",
         f"serve it with vLLM {first} or newer{example}",
     )
+
+
+def _family_target(
+    findings: list[Finding], target: TargetModel, catalogue: Catalogue
+) -> list[Finding]:
+    """A target of a family backport (its patch.toml's ``[family]``) is a known target: its
+    default aux layers are vLLM's ``(2, n // 2, n - 3)`` like the others'."""
+    types = {target.model_type, target.text_model_type}
+    family = next(
+        (p for p in catalogue.patches if p.family and types & set(p.family.model_types)), None
+    )
+    if family is None or family.family is None:
+        return findings
+    said = (
+        f"{family.family.name} target ({target.model_type}, {family.name}): "
+        f"{target.num_layers} layers, hidden size {target.hidden_size}, vocab {target.vocab_size}"
+    )
+    return [
+        Finding("target", OK, said) if f.check == "target" and f.level == WARNING else f
+        for f in findings
+    ]
 
 
 def check_pipeline(pipeline: int | None, target: TargetModel, vllm_version: str) -> list[Finding]:
@@ -239,7 +263,10 @@ def check(
     target = target_from_config(Path(model_source.path), model_config)
     drafter = read_drafter(drafter_source.path, drafter_config)
     plan, aux_findings = check_aux_layers(drafter, target, vllm_version)
-    findings = check_drafter(drafter, target, vllm_version, served_len) + aux_findings
+    findings = _family_target(
+        check_drafter(drafter, target, vllm_version, served_len), target, catalogue
+    )
+    findings += aux_findings
     findings += check_flags(drafter.config, vllm_version)
     findings += fault_findings(target.model_type, vllm_version)
     findings += check_capture(target, vllm_version)

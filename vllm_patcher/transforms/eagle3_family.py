@@ -26,12 +26,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import libcst as cst
-from packaging.version import Version
+from packaging.version import InvalidVersion, Version
 
 from ..errors import PatchShapeError
 from ..releases import MIXIN_FROM, release_of
 from . import Rewrite
-from ._cst import body_of, dotted, method, names_used, parse, small, with_body
+from ._cst import body_of, dotted, find_all, method, names_used, parse, small, with_body
 from ._cst import replace_statement as replace_in
 
 if TYPE_CHECKING:
@@ -128,10 +128,27 @@ def _add_base(cls: cst.ClassDef, base: str) -> cst.ClassDef:
 
 
 def _self_assigns(fn: cst.FunctionDef, attr: str) -> bool:
-    return f"self.{attr}" in _code(fn)
+    """``fn`` assigns ``self.<attr>`` (plainly or annotated), anywhere in its body."""
+    found = find_all(
+        fn,
+        lambda n: (
+            (
+                isinstance(n, cst.Assign)
+                and any(dotted(t.target) == f"self.{attr}" for t in n.targets)
+            )
+            or (isinstance(n, cst.AnnAssign) and dotted(n.target) == f"self.{attr}")
+        ),
+    )
+    return bool(found)
+
+
+def _block(fn: cst.FunctionDef | cst.For | cst.ClassDef, what: str) -> None:
+    if not isinstance(fn.body, cst.IndentedBlock):
+        raise PatchShapeError(f"{what} is written on one line; expected an indented block")
 
 
 def _patch_init(fn: cst.FunctionDef) -> cst.FunctionDef:
+    _block(fn, "__init__")
     if _self_assigns(fn, "aux_hidden_state_layers"):
         return fn
     stmt = cst.parse_statement("self.aux_hidden_state_layers = tuple[int, ...]()\n")
@@ -223,9 +240,10 @@ def _capture_a(spec: FamilyModel, family: Family) -> str:
 
 
 def _patch_forward(fn: cst.FunctionDef, spec: FamilyModel, family: Family, mixin: bool):  # type: ignore[no-untyped-def]
+    name = spec.model
+    _block(fn, f"{name}.forward")
     if names_used(fn, "aux_hidden_states"):
         return fn
-    name = spec.model
     body: list[cst.BaseStatement] = list(body_of(fn))
     loops = [i for i, stmt in enumerate(body) if _is_layer_loop(stmt)]
     if len(loops) != 1:
@@ -239,10 +257,11 @@ def _patch_forward(fn: cst.FunctionDef, spec: FamilyModel, family: Family, mixin
         raise PatchShapeError(f"{name}.forward does not end with `return hidden_states`")
     loop = body[loops[0]]
     assert isinstance(loop, cst.For)
+    _block(loop, f"{name}.forward's layer loop")
     idx = _own_index(loop)
     if idx is None:
-        if names_used(loop.body, "idx"):
-            raise PatchShapeError(f"{name}.forward already uses the name `idx` in its layer loop")
+        if names_used(fn, "idx"):
+            raise PatchShapeError(f"{name}.forward already uses the name `idx`")
         idx = "idx"
         header = _loop_header(_code(loop.iter), spec.index == "absolute")
     else:  # the loop already counts its layers: keep its header and its index
@@ -355,7 +374,10 @@ def generation_b(version: str | None) -> bool:
     """True for the releases whose interface has ``EagleModelMixin`` (0.18.0 on)."""
     if version is None:
         raise PatchShapeError("the family codemod needs the release it rewrites for")
-    return release_of(version) >= Version(MIXIN_FROM)
+    try:
+        return release_of(version) >= Version(MIXIN_FROM)
+    except InvalidVersion:
+        raise PatchShapeError(f"the release {version!r} is not a version") from None
 
 
 def rewrite(source: str, path: str, *, family: Family, version: str | None = None) -> Rewrite:
