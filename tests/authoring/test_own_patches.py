@@ -440,4 +440,4 @@ def test_a_pasted_hint_works_when_the_path_has_a_space(tree_copy, tmp_path: Path
     argv = shlex.split(hint.group(1))
     assert argv[0] == "vllm-patcher" and str(site) in argv
     run_cli(*argv[1:], check=True)
-    assert set(_states(site).values()) <= {"applied", "not-applicable"}
+    assert set(_states(site).values()) <= {"applied", "not-applicable", "upstream"}

@@ -432,7 +432,7 @@ def test_a_user_patch_folder_ships_with_the_tool_and_is_applied_on_every_node(
     assert code == 0, report["problems"]
     for row in report["nodes"]:
         assert row["patches"]["site-note"] == "applied", row
-        assert set(row["patches"].values()) <= {"applied", "not-applicable"}
+        assert set(row["patches"].values()) <= {"applied", "not-applicable", "upstream"}
     assert len(report["fingerprints"]) == 1
     # the same fingerprint as the machine where the patch was captured
     local_fp = json.loads(run_cli("--target", str(local), "--json", "status").stdout)["fingerprint"]
