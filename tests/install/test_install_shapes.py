@@ -33,6 +33,7 @@ from ..conftest import (
     CATALOGUE,
     REPO,
     assert_refused,
+    methods_on,
     run_cli,
     snapshot,
     states_on,
@@ -282,7 +283,7 @@ def test_editable_install_status_apply_status_revert(editable: Editable) -> None
     assert [p["state"] for p in st["patches"]] == states_on(
         VERSION, "pending"
     )  # never not-applicable
-    assert {p["method"] for p in st["patches"]} == {"pinned-diff"}
+    assert [p["method"] for p in st["patches"]] == methods_on(VERSION)
     assert {f["path"] for f in st["files"]} == set(TOUCHED)
 
     try:

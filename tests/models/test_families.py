@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from vllm_patcher.doctor import PROBLEM, WARNING, check
+from vllm_patcher.doctor import OK, PROBLEM, WARNING, check
 
 from ..doctor.reports import by_check, doctor_json
 from .model_files import (
@@ -126,4 +126,6 @@ def test_granitemoe_is_not_taken_for_granite(tmp_path: Path) -> None:
     drafter = specforge_drafter(tmp_path, weights=drafter_weights())
     report = check(granite_target(tmp_path, "granitemoe"), drafter, "0.31.0")
     (target,) = by_check(report, "target")
-    assert target[0] == WARNING and "'granitemoe' is neither" in target[1]
+    # its own family (eagle3-granitemoe), not Granite's
+    assert target[0] == OK and target[1].startswith("Granite MoE target (granitemoe, "), target
+    assert "eagle3-granitemoe" in target[1] and "eagle3-granite)" not in target[1]
