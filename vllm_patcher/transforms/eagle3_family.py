@@ -239,6 +239,30 @@ def _capture_a(spec: FamilyModel, family: Family) -> str:
     )
 
 
+def _templates(
+    loop_line: str, idx: str, residual: str, spec: FamilyModel, family: Family, mixin: bool
+) -> tuple[str, str]:
+    """The statement before the loop and the loop's template (its body a ``pass`` the layer
+    loop's own statements replace): generation B's two ``_maybe_add_hidden_state`` calls, or
+    generation A's list and the capture before each layer."""
+    if mixin:
+        first = (
+            f"aux_hidden_states = self._maybe_add_hidden_state([], 0, hidden_states, {residual})\n"
+        )
+        template = (
+            f"{loop_line}\n    pass\n"
+            "    self._maybe_add_hidden_state(\n"
+            f"        aux_hidden_states, {idx} + 1, hidden_states, {residual}\n"
+            "    )\n"
+        )
+        return first, template
+    template = (
+        f"{loop_line}\n    if {idx} in self.aux_hidden_state_layers:\n"
+        f"{_capture_a(spec, family)}    pass\n"
+    )
+    return "aux_hidden_states = []\n", template
+
+
 def _patch_forward(fn: cst.FunctionDef, spec: FamilyModel, family: Family, mixin: bool):  # type: ignore[no-untyped-def]
     name = spec.model
     _block(fn, f"{name}.forward")
@@ -272,23 +296,9 @@ def _patch_forward(fn: cst.FunctionDef, spec: FamilyModel, family: Family, mixin
             f"{name}.forward's layers take no residual: describe the family with "
             'capture = "hidden"'
         )
-    loop_line = header or "for idx, layer in []:"
-    if mixin:
-        first = (
-            f"aux_hidden_states = self._maybe_add_hidden_state([], 0, hidden_states, {residual})\n"
-        )
-        template = (
-            f"{loop_line}\n    pass\n"
-            "    self._maybe_add_hidden_state(\n"
-            f"        aux_hidden_states, {idx} + 1, hidden_states, {residual}\n"
-            "    )\n"
-        )
-    else:
-        first = "aux_hidden_states = []\n"
-        template = (
-            f"{loop_line}\n    if {idx} in self.aux_hidden_state_layers:\n"
-            f"{_capture_a(spec, family)}    pass\n"
-        )
+    first, template = _templates(
+        header or "for idx, layer in []:", idx, residual, spec, family, mixin
+    )
     shell = cst.parse_statement(template)
     assert isinstance(shell, cst.For)
     parts = list(body_of(shell))  # the template's statements around its `pass`
