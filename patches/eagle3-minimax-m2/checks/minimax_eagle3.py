@@ -12,11 +12,7 @@ allow-list (while there is one, through 0.21.x).
 
 from __future__ import annotations
 
-import contextlib
 import importlib
-import os
-import sys
-from collections.abc import Iterator
 from typing import Any
 
 from vllm_patcher_checklib import checkpoints, eagle3
@@ -120,35 +116,6 @@ class MiniMaxM2Config(PretrainedConfig):
 """
 
 
-@contextlib.contextmanager
-def _private_remote_code_cache(root: str) -> Iterator[None]:
-    """Keep trust_remote_code's copy of the config module under ``root``, not in ~/.cache.
-
-    transformers copies a checkpoint's own code into its modules cache before importing it. The
-    module-level cache path, ``sys.path`` and the ``transformers_modules`` entries this adds to
-    ``sys.modules`` are all put back afterwards.
-    """
-    try:
-        dmu: Any = importlib.import_module("transformers.dynamic_module_utils")
-    except ImportError:
-        dmu = None
-    if dmu is None or not hasattr(dmu, "HF_MODULES_CACHE"):
-        yield
-        return
-    saved_cache = dmu.HF_MODULES_CACHE
-    saved_path = list(sys.path)
-    saved_modules = set(sys.modules)
-    dmu.HF_MODULES_CACHE = os.path.join(root, "hf_modules")
-    try:
-        yield
-    finally:
-        dmu.HF_MODULES_CACHE = saved_cache
-        sys.path[:] = saved_path
-        for name in set(sys.modules) - saved_modules:
-            if name == "transformers_modules" or name.startswith("transformers_modules."):
-                del sys.modules[name]
-
-
 def check_speculative_config_accepts_minimax_m2(ctx: Any) -> None:
     """The real SpeculativeConfig accepts EAGLE-3 for a minimax_m2 target (and still rejects gpt2)."""
     _minimax(ctx)
@@ -161,7 +128,7 @@ def check_speculative_config_accepts_minimax_m2(ctx: Any) -> None:
     )
     control_dir = checkpoints.folder(ctx, "gpt2_target", checkpoints.GPT2_CONFIG)
 
-    with _private_remote_code_cache(ctx.workdir):
+    with checkpoints.private_remote_code_cache(ctx.workdir):
         target = eagle3.model_config(
             target_dir,
             "a tiny minimax_m2 target (config class through auto_map and trust_remote_code)",

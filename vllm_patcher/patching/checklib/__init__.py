@@ -14,7 +14,8 @@ name before it loads any check file, built-in or from a user's patch folder::
   with the patch's ``[family]`` table as ``ctx.family``): SupportsEagle3, the capture is the
   residual stream, the allow-list entry is exact.
 - ``checkpoints``: tiny config-only checkpoints (a ``config.json``, no weights) and ``folder``,
-  which writes one under ``ctx.workdir``.
+  which writes one under ``ctx.workdir``; ``private_remote_code_cache`` for those whose config
+  class arrives through ``auto_map``.
 
 Like the checks, these modules use only the standard library, torch and the vLLM under test, and
 raise ``AssertionError`` with a plain-words message for a finding: the probe reports it as the

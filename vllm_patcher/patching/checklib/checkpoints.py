@@ -6,8 +6,12 @@ reads a checkpoint folder; the probe runs with the Hugging Face hub offline.
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import json
 import os
+import sys
+from collections.abc import Iterator
 from typing import Any
 
 # A Llama EAGLE-3 drafter.
@@ -84,3 +88,27 @@ def folder(ctx: Any, name: str, config: dict[str, Any], extra: dict[str, str] | 
             with open(os.path.join(path, filename), "w") as fh:
                 fh.write(text)
     return path
+
+
+@contextlib.contextmanager
+def private_remote_code_cache(root: str) -> Iterator[None]:
+    """trust_remote_code's copy of a checkpoint's config module under ``root``, not in ~/.cache;
+    the modules cache path, ``sys.path`` and the ``transformers_modules`` entries it adds are all
+    put back afterwards (MiniMax-M2's check and the family checks use it)."""
+    try:
+        dmu: Any = importlib.import_module("transformers.dynamic_module_utils")
+    except ImportError:
+        dmu = None
+    if dmu is None or not hasattr(dmu, "HF_MODULES_CACHE"):
+        yield
+        return
+    saved_cache, saved_path, saved_modules = dmu.HF_MODULES_CACHE, list(sys.path), set(sys.modules)
+    dmu.HF_MODULES_CACHE = os.path.join(root, "hf_modules")
+    try:
+        yield
+    finally:
+        dmu.HF_MODULES_CACHE = saved_cache
+        sys.path[:] = saved_path
+        for name in set(sys.modules) - saved_modules:
+            if name == "transformers_modules" or name.startswith("transformers_modules."):
+                del sys.modules[name]

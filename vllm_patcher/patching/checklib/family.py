@@ -14,13 +14,9 @@ whose name only contains it (the entry is exact).
 from __future__ import annotations
 
 import ast
-import contextlib
 import importlib
 import importlib.util
 import inspect
-import os
-import sys
-from collections.abc import Iterator
 from typing import Any
 
 try:  # run as a check file: the probe makes the library importable under this name
@@ -149,28 +145,6 @@ def _list_entries() -> list[str]:
     return []
 
 
-@contextlib.contextmanager
-def _private_remote_code_cache(root: str) -> Iterator[None]:
-    """trust_remote_code's copy of the tiny config module under ``root``; all put back after."""
-    try:
-        dmu: Any = importlib.import_module("transformers.dynamic_module_utils")
-    except ImportError:
-        dmu = None
-    if dmu is None or not hasattr(dmu, "HF_MODULES_CACHE"):
-        yield
-        return
-    saved_cache, saved_path, saved_modules = dmu.HF_MODULES_CACHE, list(sys.path), set(sys.modules)
-    dmu.HF_MODULES_CACHE = os.path.join(root, "hf_modules")
-    try:
-        yield
-    finally:
-        dmu.HF_MODULES_CACHE = saved_cache
-        sys.path[:] = saved_path
-        for name in set(sys.modules) - saved_modules:
-            if name == "transformers_modules" or name.startswith("transformers_modules."):
-                del sys.modules[name]
-
-
 def _target(ctx: Any, model_type: str) -> Any:
     """The real ModelConfig of a tiny ``model_type`` target whose config class arrives through
     ``auto_map`` (any model type, whether or not this transformers knows it)."""
@@ -203,7 +177,7 @@ def check_speculative_config_accepts(ctx: Any) -> str:
     drafter = checkpoints.folder(ctx, "eagle3_drafter", checkpoints.DRAFTER_CONFIG)
     entries = _list_entries()
     done = []
-    with _private_remote_code_cache(ctx.workdir):
+    with checkpoints.private_remote_code_cache(ctx.workdir):
         for model_type in ctx.family["model_types"]:
             eagle3.accepts(
                 _target(ctx, model_type),
