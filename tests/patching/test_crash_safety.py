@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from vllm_patcher import fileops
+from vllm_patcher.catalogue.model import Catalogue
 from vllm_patcher.errors import PatcherError
 from vllm_patcher.install.locate import locate_in_directory
 from vllm_patcher.install.record import file_hash
@@ -30,6 +31,7 @@ from vllm_patcher.patching import txn
 
 from ..conftest import (
     CATALOGUE,
+    REPO,
     UNPINNED,
     record_of,
     run_cli,
@@ -40,21 +42,31 @@ from ..conftest import (
 )
 
 VERSION = "0.15.1"
-MIN_KILLS = int(os.environ.get("VLLM_PATCHER_KILLS", "200"))
 EMPTY_PINS = UNPINNED["VLLM_PATCHER_PATCHES_DIR"]
 
 
 class Trees:
-    """Pristine and patched templates of one release, and the hashes of both."""
+    """Pristine and patched templates of one release, and the hashes of both.
 
-    def __init__(self, root: Path) -> None:
+    ``only``: the catalogue cut to these patches (pinned and unpinned), for the tool's runs
+    (``env``, ``unpinned``) and the in-process checks (``catalogue``) alike."""
+
+    def __init__(self, root: Path, only: tuple[str, ...] | None = None) -> None:
+        self.catalogue, self.env, self.unpinned = CATALOGUE, {}, UNPINNED
+        if only is not None:
+            self.catalogue = Catalogue(tuple(p for p in CATALOGUE.patches if p.name in only))
+            self.env = {
+                "VLLM_PATCHER_PATCHES_DIR": str(_cut(REPO / "patches", root / "pins", only))
+            }
+            unpinned = _cut(Path(EMPTY_PINS), root / "unpinned", only)
+            self.unpinned = {"VLLM_PATCHER_PATCHES_DIR": str(unpinned)}
         self.pristine = root / "pristine"
         scratch_tree(VERSION, self.pristine)
         self.patched = root / "patched"
         shutil.copytree(self.pristine, self.patched)
-        run_cli("--target", str(self.patched), "apply", check=True)
+        run_cli("--target", str(self.patched), "apply", env=self.env, check=True)
         self.record = record_of(self.pristine)
-        self.rels = touched_files(self.record, VERSION)
+        self.rels = touched_files(self.record, VERSION, self.catalogue)
         self.before = {r: file_hash((self.pristine / r).read_bytes()) for r in self.rels}
         self.after = {r: file_hash((self.patched / r).read_bytes()) for r in self.rels}
         assert self.before == {r: self.record[r] for r in self.rels}  # pristine = RECORD
@@ -63,7 +75,7 @@ class Trees:
         self.by_transform = by_transform = root / "by-transform"
         shutil.copytree(self.pristine, by_transform)
         first = ("eagle3-whitelist", "kimi-k25-image-token", "supports-eagle3")
-        run_cli("--target", str(by_transform), "apply", *first, env=UNPINNED, check=True)
+        run_cli("--target", str(by_transform), "apply", *first, env=self.unpinned, check=True)
         self.after_codemods = {r: file_hash((by_transform / r).read_bytes()) for r in self.rels}
 
     def patched_hashes(self, rel: str) -> tuple[str, str]:
@@ -73,9 +85,39 @@ class Trees:
         return {r: file_hash((site / r).read_bytes()) for r in self.rels}
 
 
+def _cut(patches: Path, dest: Path, only: tuple[str, ...]) -> Path:
+    """A copy of the patches folder ``patches`` holding only ``only`` (its series cut alike)."""
+    shutil.copytree(patches, dest, ignore=shutil.ignore_patterns("__pycache__"))
+    names = [n for n in (dest / "series").read_text().splitlines() if n and n[0] != "#"]
+    for name in names:
+        if name not in only:
+            shutil.rmtree(dest / name)
+    (dest / "series").write_text("".join(f"{n}\n" for n in names if n in only))
+    return dest
+
+
 @pytest.fixture(scope="module")
 def trees(tmp_path_factory: pytest.TempPathFactory) -> Trees:
     return Trees(tmp_path_factory.mktemp("templates"))
+
+
+# the kill test's catalogue: the DeepSeek/Kimi codemods, MiniMax-M2 stacked on their allow-list
+# file, and two families (Granite's model file, Mistral's allow-list clause): every kind of step
+# (pinned diff, transform, a file several patches share, a file of its own) at every point, in
+# half the runs the whole catalogue (12 files on 0.15.1) takes
+KILL_SET = (
+    "eagle3-whitelist",
+    "kimi-k25-image-token",
+    "supports-eagle3",
+    "eagle3-minimax-m2",
+    "eagle3-granite",
+    "eagle3-mistral",
+)
+
+
+@pytest.fixture(scope="module")
+def kill_trees(tmp_path_factory: pytest.TempPathFactory) -> Trees:
+    return Trees(tmp_path_factory.mktemp("kill-templates"), only=KILL_SET)
 
 
 def _default_sigint() -> None:
@@ -150,7 +192,7 @@ def check_truthful(site: Path, t: Trees) -> list[str]:
         if h != t.before[rel] and h not in t.patched_hashes(rel):
             problems.append(f"{rel} is neither pristine nor patched")
     try:
-        st = status_mod.read_status(locate_in_directory(str(site)), CATALOGUE).to_dict()
+        st = status_mod.read_status(locate_in_directory(str(site)), t.catalogue).to_dict()
     except PatcherError as exc:
         return [*problems, f"status refused: {exc.message}"]
     for f in st["files"]:  # type: ignore[attr-defined]
@@ -185,7 +227,7 @@ def check_recovers(site: Path, t: Trees) -> list[str]:
     """The next apply, then revert, bring the tree to patched, then to RECORD bytes."""
     problems = []
     try:
-        txn.apply(locate_in_directory(str(site)), CATALOGUE)
+        txn.apply(locate_in_directory(str(site)), t.catalogue)
     except PatcherError as exc:
         return [f"apply after the kill failed: {exc.message}"]
     if t.current(site) != t.after:
@@ -208,15 +250,16 @@ def check_recovers(site: Path, t: Trees) -> list[str]:
 
 # --- kills at every point of every transaction --------------------------------------------------
 
-# (name, template, arguments, environment): the transactions the kill test walks through.
+# (name, template, arguments, unpinned): the transactions the kill test walks through (unpinned:
+# the codemods' folders without pins, so every step goes through the libcst transforms)
 SCENARIOS = (
-    ("apply (pinned diff)", "pristine", ("apply",), {}),
-    ("apply (libcst transform)", "pristine", ("apply",), {"VLLM_PATCHER_PATCHES_DIR": EMPTY_PINS}),
-    ("revert", "patched", ("revert",), {}),
-    ("apply over a reinstalled tree", "reinstalled", ("apply",), {}),
-    ("revert of a reinstalled tree", "reinstalled", ("revert",), {}),
+    ("apply (pinned diff)", "pristine", ("apply",), False),
+    ("apply (libcst transform)", "pristine", ("apply",), True),
+    ("revert", "patched", ("revert",), False),
+    ("apply over a reinstalled tree", "reinstalled", ("apply",), False),
+    ("revert of a reinstalled tree", "reinstalled", ("revert",), False),
     # a series grows: eagle3-minimax-m2 stacked on files the codemods already patched
-    ("apply stacking on applied files", "codemods", ("apply",), {}),
+    ("apply stacking on applied files", "codemods", ("apply",), False),
 )
 
 
@@ -232,50 +275,55 @@ def _prepare(t: Trees, template: str, site: Path) -> None:
 
 
 def test_sigkill_at_every_point_of_apply_and_revert_never_breaks_the_tree(
-    trees: Trees, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    kill_trees: Trees, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """Every fault point of every scenario: the run is killed there; at every other point the
+    next run (a recovery) is killed too, at a point of its own. Then the tree must be truthful
+    (status agrees with the bytes) and recover (apply, revert: patched, then RECORD bytes)."""
+    t = kill_trees
     kills = runs = 0
     violations: list[str] = []
     per_scenario: dict[str, int] = {}
-    rounds = 0
-    while kills < MIN_KILLS:
-        rounds += 1
-        for name, template, args, env in SCENARIOS:
-            point = 0
-            while True:
-                point += 1
-                runs += 1
-                site = tmp_path / f"run-{runs}"
-                faults = tmp_path / f"faults-{runs}"
-                faults.mkdir()
-                _prepare(trees, template, site)
-                # the second round kills the run at the same point, then kills the recovery too
-                run = Run(site, *args, fault=f"stop@any#{point}", fault_dir=faults, env=env)
-                if not run.reached():
-                    code, _, err = run.finish()
-                    assert code == 0, (name, err)
-                    shutil.rmtree(site)
-                    break
-                run.proc.send_signal(signal.SIGKILL)
-                run.finish()
-                kills += 1
-                per_scenario[name] = per_scenario.get(name, 0) + 1
-                if rounds > 1:
-                    again = Run(site, "apply", fault=f"stop@any#{point % 7 + 1}", fault_dir=faults)
-                    if again.reached():
-                        again.proc.send_signal(signal.SIGKILL)
-                        kills += 1
-                    again.finish()
-                found = check_truthful(site, trees) + check_recovers(site, trees)
-                violations += [f"{name}, killed at point {point}: {v}" for v in found]
+    twice = 0
+    for name, template, args, unpinned in SCENARIOS:
+        env = t.unpinned if unpinned else t.env
+        point = 0
+        while True:
+            point += 1
+            runs += 1
+            site = tmp_path / f"run-{runs}"
+            faults = tmp_path / f"faults-{runs}"
+            faults.mkdir()
+            _prepare(t, template, site)
+            run = Run(site, *args, fault=f"stop@any#{point}", fault_dir=faults, env=env)
+            if not run.reached():
+                code, _, err = run.finish()
+                assert code == 0, (name, err)
                 shutil.rmtree(site)
+                break
+            run.proc.send_signal(signal.SIGKILL)
+            run.finish()
+            kills += 1
+            per_scenario[name] = per_scenario.get(name, 0) + 1
+            if point % 2 == 0:  # the recovery dies too
+                again = Run(site, "apply", fault=f"stop@any#{point % 7 + 1}", fault_dir=faults,
+                            env=t.env)  # fmt: skip
+                if again.reached():
+                    again.proc.send_signal(signal.SIGKILL)
+                    kills += 1
+                    twice += 1
+                again.finish()
+            found = check_truthful(site, t) + check_recovers(site, t)
+            violations += [f"{name}, killed at point {point}: {v}" for v in found]
+            shutil.rmtree(site)
     with capsys.disabled():
         print(
             f"\n[crash-safety] {runs} runs, {kills} SIGKILLs placed at every fault point "
-            f"({per_scenario}), {len(violations)} violations"
+            f"({per_scenario}; {twice} recoveries killed too), {len(violations)} violations"
         )
     assert not violations, violations[:10]
     assert min(per_scenario.values()) >= 10
+    assert twice >= len(SCENARIOS) * 5
 
 
 def test_ctrl_c_at_any_point_rolls_back_and_exits_130(trees: Trees, tmp_path: Path) -> None:
