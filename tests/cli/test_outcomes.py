@@ -34,6 +34,20 @@ SAID = {
     ("rehearsal", "usage"): "vLLM's own argument parser refused",
     ("rehearsal", "failed"): "exited, or failed a completion",
     ("rehearsal", "not-ready"): "did not become ready",
+    ("status --check", "ready"): "done",
+    ("status --check", "not-ready"): "`status --check` found a patch not ready",
+    ("verify", "passed"): "done",
+    ("verify", "failed"): "`verify` found a failing check",
+    ("doctor", "ok"): "done",
+    ("doctor", "problem"): "`doctor` found a problem",
+    ("serve-args", "problem"): "`serve-args` refused because doctor found one",
+    ("cluster", "ready"): "done",
+    ("cluster", "not-ready"): "`cluster` found a node not ready",
+    ("cluster", "lost"): "a node died or did not answer",
+    ("port", "written"): "done",
+    ("port", "conflicts"): "`port` or `import` left conflicts",
+    ("import", "written"): "done",
+    ("import", "conflicts"): "`port` or `import` left conflicts",
 }
 
 
@@ -42,6 +56,7 @@ def test_every_outcome_s_code_is_the_docs_row_that_names_it() -> None:
     table = {
         **{("verdict", k): v for k, v in outcomes.VERDICTS.items()},
         **{("rehearsal", k): v for k, v in outcomes.REHEARSALS.items()},
+        **outcomes.FOUND,
     }
     assert set(table) == set(SAID)
     for outcome, code in table.items():
@@ -68,3 +83,10 @@ def test_a_sweep_with_a_server_that_did_not_start_exits_21_whatever_its_verdict(
     assert outcomes.sweep("pays", True) == 21
     assert outcomes.rehearsal("failed", usage=True) == 2
     assert outcomes.rehearsal("no-drafts", usage=True) == 23
+
+
+def test_a_lost_node_wins_over_a_node_not_ready_and_status_fails_only_under_check() -> None:
+    assert [outcomes.cluster(True, False), outcomes.cluster(False, False)] == [0, 1]
+    assert outcomes.cluster(False, True) == outcomes.cluster(True, True) == 12
+    assert [outcomes.status(False, False), outcomes.status(True, True)] == [0, 0]
+    assert outcomes.status(False, True) == 1

@@ -1,9 +1,9 @@
 """From an outcome to the exit code: the one table (pip's ``status_codes.py`` is the model).
 
-Failures that stop a command are exceptions, each with its code (``errors``); this table holds
+Failures that stop a command are exceptions, each with its code (``errors``); these tables hold
 the codes of commands that ran to the end and found something: payoff's verdicts, a bench, a
-sweep, a rehearsal. Libraries return their objects; only the command line turns them into exit
-codes, here. ``tests/cli/test_outcomes.py`` reads the exit-code table of docs/commands.md against
+sweep, a rehearsal, a check (status --check, verify, doctor, serve-args, cluster), a port or an
+import. Libraries return their objects; only the command line turns them into exit codes, here. ``tests/cli/test_outcomes.py`` reads the exit-code table of docs/commands.md against
 it."""
 
 from __future__ import annotations
@@ -19,6 +19,9 @@ from ..errors import (
     EXIT_REHEARSAL_NO_DRAFTS,
     EXIT_SERVER_NOT_STARTED,
     EXIT_USAGE,
+    ClusterError,
+    PortConflict,
+    ServeRefused,
 )
 from ..payoff.judge import BREAK_EVEN, LOSES, PAYS, UNKNOWN
 
@@ -38,6 +41,42 @@ REHEARSALS = MappingProxyType(
         "not-ready": EXIT_REHEARSAL_FAILED,
     }
 )
+
+# what a check found (status --check, verify, doctor, serve-args, cluster), and whether port or
+# import wrote every release: the command's name, its outcome
+FOUND = MappingProxyType(
+    {
+        ("status --check", "ready"): EXIT_OK,
+        ("status --check", "not-ready"): EXIT_CHECK_FAILED,
+        ("verify", "passed"): EXIT_OK,
+        ("verify", "failed"): EXIT_CHECK_FAILED,
+        ("doctor", "ok"): EXIT_OK,
+        ("doctor", "problem"): EXIT_CHECK_FAILED,
+        ("serve-args", "problem"): ServeRefused.exit_code,  # raised after the problems are shown
+        ("cluster", "ready"): EXIT_OK,
+        ("cluster", "not-ready"): EXIT_CHECK_FAILED,
+        ("cluster", "lost"): ClusterError.exit_code,  # a node died or did not answer
+        ("port", "written"): EXIT_OK,
+        ("port", "conflicts"): PortConflict.exit_code,
+        ("import", "written"): EXIT_OK,
+        ("import", "conflicts"): PortConflict.exit_code,
+    }
+)
+
+
+def found(command: str, outcome: str) -> int:
+    """What ``command`` found (``FOUND``'s second column), as its exit code."""
+    return FOUND[(command, outcome)]
+
+
+def status(ready: bool, check: bool) -> int:
+    """status: 0 unless ``--check`` found a patch not ready (or a run in progress)."""
+    return found("status --check", "ready" if ready or not check else "not-ready")
+
+
+def cluster(ready: bool, lost: bool) -> int:
+    """cluster: a node lost (it died or did not answer) wins over a node not ready."""
+    return found("cluster", "lost" if lost else "ready" if ready else "not-ready")
 
 
 def verdict(judged: str | None) -> int:

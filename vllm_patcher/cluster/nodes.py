@@ -97,19 +97,12 @@ class ClusterReport:
     def ok(self) -> bool:
         return not self.problems
 
-    @property
-    def exit_code(self) -> int:
-        if any(n.outcome == LOST for n in self.nodes):
-            return ClusterError.exit_code
-        return 0 if self.ok else 1
-
     def to_dict(self) -> dict[str, object]:
         return {
             "command": self.command,
             "address": self.address,
             "ray_version": self.ray_version,
             "ok": self.ok,
-            "exit_code": self.exit_code,
             "fingerprints": self.fingerprints,
             "problems": self.problems,
             "notes": self.notes,

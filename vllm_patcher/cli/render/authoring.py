@@ -6,7 +6,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ...catalogue.model import CONFLICTS, Patch
-from ...errors import EXIT_OK, PortConflict
+from ...errors import EXIT_OK
+from .. import outcomes
 from ..base import Shown
 
 if TYPE_CHECKING:  # typing only: each command loads its own machinery
@@ -44,7 +45,7 @@ def port(result: PortResult, patch: Patch, conflicted: list[str], refusal: str |
             f"resolve the markers in {patch.folder / CONFLICTS}, then run "
             f"`vllm-patcher {patch.args(f'port {patch.name} {to} --continue')}`"
         )
-    code = EXIT_OK if result.ok else PortConflict.exit_code
+    code = outcomes.found("port", "written" if result.ok else "conflicts")
     errors = [f"vllm-patcher: error: {refusal}"] if refusal else []
     return Shown(code, result.to_dict(), lines, stderr=errors)
 
@@ -58,7 +59,7 @@ def import_(result: ImportResult, apply_command: str) -> Shown:
             f"wrote {result.folder / ('vllm-' + result.version)}; `{apply_command}` patches vLLM "
             "with it"
         )
-    code = EXIT_OK if result.written else PortConflict.exit_code
+    code = outcomes.found("import", "written" if result.written else "conflicts")
     return Shown(code, result.to_dict(), lines)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ...cluster import nodes as cluster_mod
+from .. import outcomes
 from ..base import Shown
 
 
@@ -50,4 +51,5 @@ def cluster(report: cluster_mod.ClusterReport, command: str, names: tuple[str, .
         lines.append(f"verdict: NOT OK ({bad} of {len(report.nodes)} node(s) not ready)")
         for problem in report.problems:
             lines.append(f"  {problem}")
-    return Shown(report.exit_code, report.to_dict(), lines)
+    lost = any(n.outcome == cluster_mod.LOST for n in report.nodes)
+    return Shown(outcomes.cluster(report.ok, lost), report.to_dict(), lines)

@@ -6,12 +6,13 @@ import json
 from typing import Any
 
 from ... import doctor as doctor_mod
-from ...errors import EXIT_CHECK_FAILED, EXIT_OK
+from ...errors import EXIT_OK
+from .. import outcomes
 from ..base import Shown
 
 
 def doctor(report: Any, fix: bool) -> Shown:
-    code = EXIT_OK if report.ok else EXIT_CHECK_FAILED
+    code = outcomes.found("doctor", "ok" if report.ok else "problem")
     return Shown(code, report.to_dict(), doctor_lines(report, fix))
 
 
@@ -22,7 +23,7 @@ def serve_args_problems(report: Any) -> Shown:
         lines.append(f"vllm-patcher: problem: {f.check}: {f.message}")
         if f.fix:
             lines.append(f"vllm-patcher:   fix: {f.fix}")
-    return Shown(EXIT_CHECK_FAILED, None, stderr=lines)
+    return Shown(outcomes.found("serve-args", "problem"), None, stderr=lines)
 
 
 # Warnings serve-args repeats on stderr: vLLM's own faults (serve-args cannot see the serve flags

@@ -6,9 +6,10 @@ from typing import TYPE_CHECKING, Any
 
 from ...catalogue import support
 from ...catalogue.model import Catalogue
-from ...errors import EXIT_CHECK_FAILED, EXIT_OK
+from ...errors import EXIT_OK
 from ...install import target as target_mod
 from ...patching import status as status_mod
+from .. import outcomes
 from ..base import Shown, chosen_line
 
 if (
@@ -24,8 +25,7 @@ def status(st: status_mod.Status, target: target_mod.Target, check: bool) -> Sho
         "chosen_by": target.chosen_by,
         "python": str(target.python) if target.python is not None else None,
     }
-    code = EXIT_CHECK_FAILED if check and not st.ready else EXIT_OK
-    return Shown(code, data, ["\n".join(status_lines(st, target))])
+    return Shown(outcomes.status(st.ready, check), data, ["\n".join(status_lines(st, target))])
 
 
 def status_lines(st: status_mod.Status, target: target_mod.Target | None = None) -> list[str]:
@@ -153,7 +153,8 @@ def verify(report: VerifyReport, tiers: tuple[str, ...], busy: str) -> Shown:
         lines.append(
             "verify: FAILED" + (f"; `{report.fix}` fixes the state tier" if report.fix else "")
         )
-    return Shown(EXIT_OK if report.ok else EXIT_CHECK_FAILED, report.to_dict(), lines)
+    code = outcomes.found("verify", "passed" if report.ok else "failed")
+    return Shown(code, report.to_dict(), lines)
 
 
 def list_(
