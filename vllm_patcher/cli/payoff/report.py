@@ -13,7 +13,7 @@ from ...errors import BadSetting
 from ...payoff import run as payoff_run
 from ...payoff.measure import one_source
 from ...payoff.scrape import is_url
-from .. import outcomes
+from .. import options, outcomes
 from ..app import Command, pass_app
 from ..base import Application
 from ..render import payoff as render
@@ -52,7 +52,7 @@ from ..render import payoff as render
     "scrapes: repeat for two).",
 )
 @click.option("--watch", is_flag=True, help="Refresh every window until Ctrl-C.")
-@click.option("--plot", type=click.Path(path_type=Path), metavar="FILE.png", help="Draw it.")
+@options.plot
 @pass_app
 def payoff_report(
     app: Application,
