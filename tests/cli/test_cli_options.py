@@ -363,13 +363,33 @@ def test_one_parser_reads_every_list_of_whole_numbers() -> None:
             options.integers("--concurrency", bad, "1,4,16")
 
 
-@pytest.mark.parametrize(
-    "command",
-    [
-        ("payoff", "bench", "http://127.0.0.1:9", "--baseline-url", "http://127.0.0.1:9"),
-        ("payoff", "sweep", "--url", "0=http://127.0.0.1:9", "--url", "1=http://127.0.0.1:9"),
-    ],
-)
+BENCH = ("payoff", "bench", "http://127.0.0.1:9", "--baseline-url", "http://127.0.0.1:9")
+SWEEP = ("payoff", "sweep", "--url", "0=http://127.0.0.1:9", "--url", "1=http://127.0.0.1:9")
+
+
+@pytest.mark.parametrize("command", [BENCH, SWEEP])
 def test_bench_and_sweep_refuse_an_empty_concurrency_list_alike(command: tuple[str, ...]) -> None:
     proc = run_cli(*command, "--concurrency", ",")
     assert_refused(proc, 2, "--concurrency: give at least one value, like 1,4,16")
+
+
+@pytest.mark.parametrize(
+    ("command", "given", "said"),
+    [
+        (BENCH, ("--concurrency", "1,0"), "--concurrency takes positive integers, e.g. 1,4,16"),
+        (SWEEP, ("--concurrency", "-4"), "--concurrency takes positive integers, e.g. 1,4,16"),
+        (BENCH, ("--repeat", "0"), "--repeat 0: give 1 or more runs per concurrency"),
+        (SWEEP, ("--repeat", "-1"), "--repeat -1: give 1 or more runs per cell"),
+        (SWEEP, ("--ready-timeout", "0"), "--ready-timeout takes a finite number of seconds"),
+        (("rehearse",), ("--ready-timeout", "nan", "--", "/m"), "--ready-timeout takes a finite"),
+        (("rehearse",), ("--ready-timeout", "-5", "--", "/m"), "--ready-timeout takes a finite"),
+    ],
+)
+def test_a_shared_option_s_rule_refuses_in_one_line_for_every_command_that_takes_it(
+    command: tuple[str, ...], given: tuple[str, ...], said: str
+) -> None:
+    """--concurrency, --repeat and --ready-timeout are checked once, where they are declared
+    (cli/options.py), before any interpreter is looked for."""
+    assert_refused(run_cli(*command, *given), 2, said)
+    proc = run_cli("--json", *command, *given)
+    assert json.loads(proc.stdout)["exit_code"] == 2 and said in json.loads(proc.stdout)["error"]

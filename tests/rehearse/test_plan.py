@@ -52,8 +52,6 @@ def test_real_drafter_is_refused_without_a_drafter_or_on_a_release_without_draft
         run.plan(parse(["/m"]), True, True, 60)
     with pytest.raises(BadSetting, match="doctor"):
         run.plan(parse(["/m", "--speculative-config", SPEC]), True, False, 60)
-    with pytest.raises(BadSetting, match="finite"):
-        run.plan(parse(["/m"]), False, False, float("inf"))
 
 
 def test_draft_load_config_is_read_from_the_releases_own_source() -> None:
@@ -64,6 +62,7 @@ def test_draft_load_config_is_read_from_the_releases_own_source() -> None:
 
 def test_the_command_refuses_before_starting_anything(tmp_path: Path) -> None:
     assert_refused(run_cli("rehearse"), 2, "give the arguments of vllm serve after --")
+    assert_refused(run_cli("rehearse", "--ready-timeout", "inf", "--", "/m"), 2, "finite")
     venv = make_venv(tmp_path / "v", vllm=True)  # vLLM 0.15.1's files: no draft_load_config
     proc = run_cli(
         "--python", str(venv / "bin" / "python"), "rehearse", "--real-drafter", "--",

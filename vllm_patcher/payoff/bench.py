@@ -333,10 +333,8 @@ def run(
     progress: Callable[[str], None] | None = None,
     repeat: int = 1,
 ) -> BenchResult:
-    if not concurrencies or any(c < 1 for c in concurrencies):
-        raise BadSetting("--concurrency takes positive integers, e.g. 1,4,16")
-    if repeat < 1:
-        raise BadSetting(f"--repeat {repeat}: give 1 or more runs per concurrency")
+    """The load at each of ``concurrencies`` (above 0), ``repeat`` times (1 or more: the
+    command line's options hold these rules, ``cli/options.py``)."""
     out = BenchResult(repeat=repeat)
     # a fresh client process for each run (serving.client says why not one for all)
     with tempfile.TemporaryDirectory(prefix="vllm-patcher-bench-") as tmp:

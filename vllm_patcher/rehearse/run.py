@@ -13,7 +13,6 @@ import contextlib
 import getpass
 import http.client
 import json
-import math
 import os
 import re
 import tempfile
@@ -77,9 +76,8 @@ def plan(
 ) -> Plan:
     """The server's arguments: the user's, their ``--load-format`` replaced by ``dummy``; with
     ``real_drafter`` the drafter's own load config reads its checkpoint (``draft_load_config``:
-    whether the release has it)."""
-    if not math.isfinite(ready_timeout_s) or ready_timeout_s <= 0:
-        raise BadSetting("--ready-timeout takes a finite number of seconds above 0")
+    whether the release has it); ``ready_timeout_s``: finite and above 0, as its option checks
+    (``cli/options.py``)."""
     if log is not None and log.is_dir():
         raise BadSetting(f"--log {log} is a folder; give a file name")
     rest: list[str] = []

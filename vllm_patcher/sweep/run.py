@@ -12,7 +12,6 @@ judged by ``payoff bench``'s rules (``bench.Point``: both measures, every repeat
 from __future__ import annotations
 
 import dataclasses
-import math
 import tempfile
 import time
 from collections.abc import Callable
@@ -257,6 +256,9 @@ def plan(
     ready_timeout_s: float,
     urls: dict[int, str] | None = None,
 ) -> Plan:
+    """The sweep's plan, or the sweep's own refusal (``--k``, ``--num-prompts``, ``--client-args``,
+    ``--log-dir``); ``concurrencies``, ``repeat`` and ``ready_timeout_s`` come checked by their
+    options (``cli/options.py``)."""
     if not ks or any(k < 0 for k in ks):
         raise BadSetting("--k takes draft lengths 0 and up, e.g. 0,1,2,3")
     if 0 not in ks:
@@ -268,14 +270,8 @@ def plan(
         )
     if len(ks) < 2:
         raise BadSetting("--k needs 0 and at least one draft length, e.g. 0,1,2,3")
-    if not concurrencies or any(c < 1 for c in concurrencies):
-        raise BadSetting("--concurrency takes positive integers, e.g. 1,4,16")
-    if repeat < 1:
-        raise BadSetting(f"--repeat {repeat}: give 1 or more runs per cell")
     if prompts < 1:
         raise BadSetting(f"--num-prompts {prompts}: give 1 or more")
-    if not math.isfinite(ready_timeout_s) or ready_timeout_s <= 0:
-        raise BadSetting("--ready-timeout takes a finite number of seconds above 0")
     for given in client_extra:
         # read as vLLM's parser reads it (both spellings, an unambiguous prefix: --num-p)
         name, _ = option_name(given, tuple(SWEEP_SETS), shortest=len("--ab"))

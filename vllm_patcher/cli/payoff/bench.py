@@ -28,7 +28,7 @@ def payoff_bench(
     app: Application,
     url: str,
     baseline_url: str,
-    concurrency: str,
+    concurrency: list[int],
     num_prompts: int,
     repeat: int,
     dataset: str,
@@ -40,7 +40,6 @@ def payoff_bench(
     from ...payoff import bench
 
     opts = app.options
-    levels = options.integers("--concurrency", concurrency, "1,4,16")
     if plot is not None:
         from ...payoff.plot import check_available
 
@@ -52,7 +51,7 @@ def payoff_bench(
     try:
         with signals_interrupt():  # SIGTERM, SIGHUP: as Ctrl-C, the client's group stopped
             result = bench.run(
-                python, url, baseline_url, levels, num_prompts, dataset, client_args,
+                python, url, baseline_url, concurrency, num_prompts, dataset, client_args,
                 progress=lambda line: app.progress(line), repeat=repeat,
             )  # fmt: skip
     except KeyboardInterrupt:

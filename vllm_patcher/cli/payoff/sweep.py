@@ -80,7 +80,7 @@ def _check_running(running: dict[int, str], serve_args: tuple[str, ...]) -> None
 def payoff_sweep(
     app: Application,
     ks: str,
-    concurrency: str,
+    concurrency: list[int],
     num_prompts: int,
     repeat: int,
     dataset: str,
@@ -108,7 +108,7 @@ def payoff_sweep(
         raise BadSetting(f"--client-args: {exc}") from None
     plan = sweep.plan(
         sorted(running) if running else options.integers("--k", ks, "0,1,2,3"),
-        options.integers("--concurrency", concurrency, "1,4,16"),
+        concurrency,
         repeat,
         num_prompts,
         dataset,
