@@ -162,6 +162,31 @@ def test_a_sweep_it_cannot_run_is_refused_in_one_line_before_anything_starts(
     assert_refused(run_cli("payoff", "sweep", *argv), 2, said)
 
 
+@pytest.mark.parametrize(
+    ("given", "ours"),
+    [
+        (("--tokenizer", "/t"), False),
+        (("--tokenizer=/t",), False),
+        (("--tokenizer-mode", "hf"), True),  # another option: the served model's tokenizer added
+        (("--tokenizer_mode=hf",), True),
+        (("--tokenizer-m", "hf"), True),  # a prefix of --tokenizer-mode alone
+        (("--tok", "/t"), True),  # either of the two to the client's parser: refused there
+        (("--random-input-len", "8"), True),
+    ],
+)
+def test_the_client_gets_the_served_model_s_tokenizer_unless_the_user_gave_one(
+    given: tuple[str, ...], ours: bool
+) -> None:
+    """The user's client arguments read as vllm bench serve's parser reads them (0.15.1's, run
+    on each: --tokenizer-m is --tokenizer-mode; --tok is ambiguous), through serving.args'
+    option_name like every other option spelling."""
+    from vllm_patcher.serving.args import parse
+
+    plan = sweep.plan([0, 1], [1], 1, 8, "random", given, None, 60.0)
+    argv = plan.client_args(parse(["/m", "--tokenizer", "/served-t"]))
+    assert argv == (("--tokenizer", "/served-t", *given) if ours else given)
+
+
 def test_the_global_options_may_follow_the_sweep_and_its_refusal_names_the_sweep() -> None:
     proc = run_cli("payoff", "sweep", "--json", "--python", "/no/such/venv", "--k", "1,2", "--",
                    "/m/t")  # fmt: skip

@@ -46,6 +46,9 @@ SWEEP_SETS = frozenset(
         "--request-rate", "--dataset-name", "--save-result", "--result-dir", "--result-filename",
     }
 )  # fmt: skip
+# vllm bench serve's options named so (0.15.1: benchmarks/serve.py): a prefix of both (--tok) is
+# ambiguous to its parser, which refuses it; --tokenizer-m is --tokenizer-mode
+CLIENT_TOKENIZER = ("--tokenizer", "--tokenizer-mode")
 
 
 def _load_argv(
@@ -240,7 +243,8 @@ class Plan:
     def client_args(self, args: ServeArgs) -> tuple[str, ...]:
         """The client's own arguments, with the served model's tokenizer unless given."""
         extra = self.client_extra
-        if not any(a == "--tokenizer" or a.startswith("--tokenizer=") for a in extra):
+        # read as the client's parser reads it (both spellings, an unambiguous prefix)
+        if not any(option_name(a, CLIENT_TOKENIZER)[0] == "--tokenizer" for a in extra):
             extra = ("--tokenizer", args.tokenizer or args.model, *extra)
         return extra
 
