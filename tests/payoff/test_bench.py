@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from vllm_patcher.cli import outcomes
+from vllm_patcher.cli.render.payoff import bench_summary
 from vllm_patcher.payoff import bench, scrape
 
 from .scrapes import metrics
@@ -83,7 +84,7 @@ def test_concurrencies_given_out_of_order_are_measured_and_summed_up_in_ascendin
     data = result.to_dict()
     assert [p["concurrency"] for p in data["points"]] == [1, 4, 16]
     assert data["pays_at"] == [1] and data["stops_paying_above"] == 1
-    assert bench.summary(result) == "speculation stops paying above concurrency 1"
+    assert bench_summary(result) == "speculation stops paying above concurrency 1"
 
 
 VERDICT_SPEEDUPS = {"pays": 1.5, "break-even": 1.0, "loses": 0.7}
@@ -101,7 +102,7 @@ def test_the_summary_line_agrees_with_the_rows(
     result = _run(monkeypatch, FakeServers(speed, throughput=thr), levels)
     rows = [p["verdict"] for p in result.to_dict()["points"]]
     assert rows == list(verdicts)
-    said = bench.summary(result)
+    said = bench_summary(result)
     paying = [c for c, v in zip(levels, rows, strict=True) if v == "pays"]
     if "does not pay" in said or "pays nowhere" in said:
         assert not paying, (rows, said)

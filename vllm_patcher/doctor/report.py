@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field
 
 from ..findings import PROBLEM, WARNING, Finding
 from ..models.configs import AUX_KEY, DrafterModel, TargetModel
 from ..models.hub import ModelSource
-from .rules import GUESSED, KNOWN, AuxLayerPlan
+from .rules import GUESSED, AuxLayerPlan
 
 
 @dataclass(frozen=True)
@@ -19,10 +18,6 @@ class WrittenValue:
     value: object
     basis: str  # KNOWN | GUESSED
     based_on: str
-
-    def describe(self) -> str:
-        how = "known, from" if self.basis == KNOWN else "a GUESS, based on"
-        return f"{self.key}: {json.dumps(self.value)} ({how} {self.based_on})"
 
 
 @dataclass(frozen=True)

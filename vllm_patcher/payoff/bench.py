@@ -224,35 +224,7 @@ class BenchResult:
             "repeat": self.repeat,
             "pays_at": self.pays_at,
             "stops_paying_above": self.stops_paying_above,
-            "summary": summary(self),
         }
-
-
-def summary(result: BenchResult) -> str:
-    """One line that says what the rows say, and nothing they do not."""
-    rows = result.verdicts()
-    paying = result.pays_at
-    unknown = [c for c, v in rows if v == UNKNOWN]
-    if rows and len(paying) == len(rows):
-        return "speculation pays at every concurrency measured"
-    if rows and len(unknown) == len(rows):
-        return "no verdict at any concurrency measured: unknown at " + _list(unknown)
-    above = result.stops_paying_above
-    if above is not None:
-        said = f"speculation stops paying above concurrency {above}"
-    elif paying:
-        said = "speculation pays at concurrency " + _list(paying) + " only"
-    elif unknown:
-        said = "speculation does not pay where a verdict was possible"
-    else:
-        said = "speculation does not pay at the concurrencies measured"
-    if unknown:
-        said += "; unknown at concurrency " + _list(unknown) + " (see the row's reason)"
-    return said
-
-
-def _list(levels: list[int]) -> str:
-    return ", ".join(str(c) for c in levels)
 
 
 def check_client_args(python: str, argv: list[str]) -> None:

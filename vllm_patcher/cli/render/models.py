@@ -51,7 +51,7 @@ def doctor_lines(report: Any, fix: bool) -> list[str]:
     lines: list[str] = []
     if report.fix is not None:
         lines.append(f"--fix wrote to {report.fix.config} (original kept as {report.fix.backup}):")
-        lines.extend(f"  {value.describe()}" for value in report.fix.values)
+        lines.extend(f"  {_written(value)}" for value in report.fix.values)
         lines.append("checked again:")
     elif fix:
         lines.append("--fix: nothing it can write; see the fixes below")
@@ -77,6 +77,12 @@ def doctor_lines(report: Any, fix: bool) -> list[str]:
         f"{warnings} warning{'s' * (warnings != 1)}"
     )
     return lines
+
+
+def _written(value: Any) -> str:
+    """One value --fix wrote, and whether it was known or guessed (and from what)."""
+    how = "known, from" if value.basis == doctor_mod.KNOWN else "a GUESS, based on"
+    return f"{value.key}: {json.dumps(value.value)} ({how} {value.based_on})"
 
 
 def _model_name(source: Any, path: str) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ...errors import EXIT_OK, NotWritable
+from ...payoff.judge import UNKNOWN
 from .. import outcomes
 from ..base import Shown
 
@@ -35,7 +36,8 @@ def report(shown: Analysis | str, clear: bool) -> Shown:
 
 def bench(result: BenchResult) -> Shown:
     code = outcomes.bench(result.pays_at, [v for _, v in result.verdicts()])
-    return Shown(code, result.to_dict(), bench_lines(result))
+    data = {**result.to_dict(), "summary": bench_summary(result)}
+    return Shown(code, data, bench_lines(result))
 
 
 def sweep(
@@ -84,7 +86,7 @@ def sweep_opening(args: ServeArgs | None, plan: Plan) -> list[str]:
 
 def bench_lines(result: BenchResult) -> list[str]:
     """payoff bench's table: a row per concurrency, its reason where unknown, the summary."""
-    from ...payoff.bench import MEASURES, summary
+    from ...payoff.bench import MEASURES
     from ...payoff.judge import span
 
     out = [
@@ -102,10 +104,37 @@ def bench_lines(result: BenchResult) -> list[str]:
         )
         if d["unknown_reason"]:
             out.append(f"{'':>13}unknown: {d['unknown_reason']}")
-    out.append(summary(result))
+    out.append(bench_summary(result))
     if result.repeat == 1:
         out.append(
             "one run per concurrency: its spread is not known (--repeat 3 gives a verdict only "
             "where three runs agree)"
         )
     return out
+
+
+def bench_summary(result: BenchResult) -> str:
+    """One line that says what the rows say, and nothing they do not."""
+    rows = result.verdicts()
+    paying = result.pays_at
+    unknown = [c for c, v in rows if v == UNKNOWN]
+    if rows and len(paying) == len(rows):
+        return "speculation pays at every concurrency measured"
+    if rows and len(unknown) == len(rows):
+        return "no verdict at any concurrency measured: unknown at " + _list(unknown)
+    above = result.stops_paying_above
+    if above is not None:
+        said = f"speculation stops paying above concurrency {above}"
+    elif paying:
+        said = "speculation pays at concurrency " + _list(paying) + " only"
+    elif unknown:
+        said = "speculation does not pay where a verdict was possible"
+    else:
+        said = "speculation does not pay at the concurrencies measured"
+    if unknown:
+        said += "; unknown at concurrency " + _list(unknown) + " (see the row's reason)"
+    return said
+
+
+def _list(levels: list[int]) -> str:
+    return ", ".join(str(c) for c in levels)
