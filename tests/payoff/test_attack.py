@@ -290,8 +290,10 @@ def test_a_file_after_a_misplaced_metrics_option_is_read_in_the_order_given(
     tmp_path: Path,
 ) -> None:
     early, late = _pair(tmp_path, "s", metrics(per_pos=(0, 0)), decode(1000, 0.02, (5, 2), 1000))
-    proc = run_cli("payoff", early, "--metrics", late)
-    assert proc.returncode in (0, 1) and "earlier" not in proc.stderr, proc.stderr
+    data = _payoff_json(early, "--metrics", late)
+    # the window between the two scrapes (1000 - 0 drafts, 10 s apart), not the later one alone
+    assert (data["_exit"], data["drafts"], data["window_s"]) == (0, 1000, 10.0), data
+    assert_refused(run_cli("payoff", late, "--metrics", early), 2, "give the earlier")
 
 
 def test_equal_modification_times_are_not_called_a_restart(tmp_path: Path) -> None:
