@@ -106,17 +106,33 @@ _COMMON = {
 }
 
 
-def target(d: Path, family: str = "granite", seed: int = 0) -> None:
+def stream(seed: int = 0, norm: float = 1.0) -> dict[str, torch.Tensor]:
+    """A target's embedding, final norm (``norm``: 0.0 where the family's norm is ``1 + w``) and
+    LM head: the stream is the token's embedding, the head reads its output code."""
     out, key = _codes(seed)
     inverse = torch.empty(V, dtype=torch.long)
     inverse[torch.tensor([next_token(t) for t in range(V)])] = torch.arange(V)
     lm_head = torch.zeros(V, H)
     lm_head[:, OUT] = out[inverse] * SHARP
-    w = {
+    return {
         "model.embed_tokens.weight": _embedding(out, key),
-        "model.norm.weight": torch.ones(H),
+        "model.norm.weight": torch.full((H,), norm),
         "lm_head.weight": lm_head,
     }
+
+
+def mlp(layer: int, inter: int = INTER) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """A SiLU MLP's gate, up and down: zero, but layer 2's, which turns the normalised CONST dim
+    into about +10 on OFFSET."""
+    gate, up, down = torch.zeros(inter, H), torch.zeros(inter, H), torch.zeros(H, inter)
+    if layer == 2:
+        gate[0, CONST] = up[0, CONST] = 1.0
+        down[OFFSET, 0] = 0.55  # silu(4.28) * 4.28 * 0.55 ~ +10 on OFFSET
+    return gate, up, down
+
+
+def target(d: Path, family: str = "granite", seed: int = 0) -> None:
+    w = stream(seed)
     for layer in range(L):
         p = f"model.layers.{layer}."
         w[p + "input_layernorm.weight"] = torch.ones(H)
@@ -124,10 +140,7 @@ def target(d: Path, family: str = "granite", seed: int = 0) -> None:
         for name in ("q_proj", "k_proj", "v_proj"):
             w[p + f"self_attn.{name}.weight"] = torch.zeros(HEADS * HD, H)
         w[p + "self_attn.o_proj.weight"] = torch.zeros(H, HEADS * HD)
-        gate, up, down = torch.zeros(INTER, H), torch.zeros(INTER, H), torch.zeros(H, INTER)
-        if layer == 2:
-            gate[0, CONST] = up[0, CONST] = 1.0
-            down[OFFSET, 0] = 0.55  # silu(4.28) * 4.28 * 0.55 ~ +10 on OFFSET
+        gate, up, down = mlp(layer)
         if family == "granitemoe":  # every expert the same MLP: top-2 of 4, renormalised
             w[p + "block_sparse_moe.input_linear.weight"] = torch.stack([torch.cat([gate, up])] * 4)
             w[p + "block_sparse_moe.output_linear.weight"] = torch.stack([down] * 4)

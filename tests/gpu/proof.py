@@ -6,8 +6,10 @@ For every backport the venv's release needs, under each graph mode (``eager``: -
 ``graphs``: vLLM's default, torch.compile and CUDA graph capture; ``piecewise``: graphs with
 ``cudagraph_mode=PIECEWISE``):
 
-1. ``refused``: before ``apply``, each tiny target (``--families``: Granite, and Granite MoE and
-   Mistral through their family codemod) with an EAGLE-3 drafter is refused;
+1. ``refused``: before ``apply``, each tiny target (``--families``: Granite, and the families of
+   the family codemod: Granite MoE and Mistral from ``tests/e2e/engine_models.py``, Nemotron-H,
+   Qwen3-Next, MiMo-V2-Flash and HunYuan MoE from ``tests/e2e/family_models.py``, each through
+   its own layers) with an EAGLE-3 drafter is refused;
 2. ``apply`` of every built-in the release needs, then ``verify`` (every family's checks on the
    release's real classes); ``accept``: the controlled drafter's acceptance on the tiny models of
    ``tests/e2e/engine_models.py`` (100% with the right aux layers, about 0% shifted by one);
@@ -34,6 +36,7 @@ import concurrent.futures
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tarfile
@@ -64,10 +67,17 @@ FAMILIES = {
     "granite": ("eagle3-granite", "target"),
     "granitemoe": ("eagle3-granitemoe", "granitemoe-target"),
     "mistral": ("eagle3-mistral", "mistral-target"),
+    # tests/e2e/family_models.py: the same stream through each family's own layers
+    "nemotron_h": ("eagle3-nemotron-h", "nemotron_h-target"),
+    "qwen3_next": ("eagle3-qwen3-next", "qwen3_next-target"),
+    "mimo_v2_flash": ("eagle3-mimo-v2-flash", "mimo_v2_flash-target"),
+    "hunyuan_moe": ("eagle3-hunyuan", "hunyuan_moe-target"),
 }
 
 
-def engine(py: str, logs: Path, name: str, target: Path, drafter: Path, mode: str) -> dict:
+def engine(
+    py: str, logs: Path, name: str, target: Path, drafter: Path, mode: str, timeout: float = 400
+) -> dict:
     args = {
         "target": str(target),
         "drafter": str(drafter),
@@ -84,17 +94,19 @@ def engine(py: str, logs: Path, name: str, target: Path, drafter: Path, mode: st
     started = time.monotonic()
     log = logs / f"{name}.log"
     with log.open("w") as out:
-        proc = subprocess.run(
-            [py, str(E2E / "engine_run.py"), json.dumps(args)],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env={**os.environ, **ENV},
-            timeout=400,
-        )
+        try:
+            proc = subprocess.run(
+                [py, str(E2E / "engine_run.py"), json.dumps(args)],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, **ENV},
+                timeout=timeout,
+            )
+            code = f"exit {proc.returncode}"
+        except subprocess.TimeoutExpired:  # one stalled engine costs its own row, not the run
+            code = f"still running after {timeout:.0f} s, stopped"
     answers = [x for x in log.read_text().splitlines() if x.startswith("{")]
-    answer = (
-        json.loads(answers[-1]) if answers else {"error": f"no answer (exit {proc.returncode})"}
-    )
+    answer = json.loads(answers[-1]) if answers else {"error": f"no answer ({code})"}
     answer["seconds"] = round(time.monotonic() - started, 1)
     return answer
 
@@ -165,9 +177,11 @@ def main() -> int:
     ap.add_argument("--rehearse-modes", default="eager,graphs,piecewise",
                     help="for the 8B shape ('' for none)")  # fmt: skip
     ap.add_argument("--jobs", type=int, default=6, help="tiny engines run at once")
-    ap.add_argument("--families", default="granite",
-                    help="tiny targets to prove (granite, granitemoe, mistral)")  # fmt: skip
+    ap.add_argument("--families", default="granite", help=f"tiny targets ({', '.join(FAMILIES)})")
+    ap.add_argument("--engine-timeout", type=float, default=400, help="seconds for one tiny engine")
     a = ap.parse_args()
+    # a `timeout` around the run (the device's call limit) still gets the rows and logs written
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     venv, out = a.python, a.out
     py = str(venv / "bin" / "python")
     out.mkdir(parents=True, exist_ok=True)
@@ -184,6 +198,10 @@ def main() -> int:
         )
     big = shapes.build(work / "big")
     tiny = work / "tiny"
+    families = [f for f in a.families.split(",") if f]
+    # the families with layers of their own (hybrid, MoE): family_models.py builds those it knows
+    subprocess.run([sys.executable, str(E2E / "family_models.py"), str(tiny), *families],
+                   check=True, capture_output=True)  # fmt: skip
     version = subprocess.run([py, "-c", "import vllm; print(vllm.__version__)"],
                              capture_output=True, text=True)  # fmt: skip
     release = version.stdout.strip()
@@ -193,8 +211,6 @@ def main() -> int:
             f"gpu-proof: {py} cannot import vllm: give --python a venv with vLLM and vllm-patcher"
         )
     rows: list[dict] = []
-
-    families = [f for f in a.families.split(",") if f]
     patch_of = {f: FAMILIES[f][0] for f in families}
 
     def row(step: str, mode: str, result: str, ok: bool, seconds: float | None = None,
@@ -227,6 +243,7 @@ def main() -> int:
                     tiny / FAMILIES[job[0]][1],
                     tiny / job[2],
                     job[1],
+                    a.engine_timeout,
                 )  # fmt: skip
                 for job in jobs
             }

