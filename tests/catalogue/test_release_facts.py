@@ -17,7 +17,7 @@ from packaging.version import Version
 from vllm_patcher import errors
 from vllm_patcher.catalogue.support import first_patchable
 
-from ..conftest import CATALOGUE, REPO, assert_refused, run_cli, snapshot
+from ..conftest import CATALOGUE, REPO, UNPINNED, assert_refused, run_cli, scratch_tree, snapshot
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -183,6 +183,11 @@ def test_a_wildcard_releases_specifier_in_a_built_in_is_read_not_a_traceback(
         ('file = "vllm/model_executor/models/granite.py"', 'file = "../../evil.py"'),
         ('capture = "hidden"', 'capure = "hidden"'),
         ('causal_lm = "GraniteForCausalLM"', 'causal_lm = "Granite ForCausalLM"'),
+        (
+            'causal_lm = "GraniteForCausalLM"',
+            'causal_lm = "GraniteForCausalLM"\nreleases = ">=0.x"',
+        ),
+        ('causal_lm = "GraniteForCausalLM"', 'causal_lm = "GraniteForCausalLM"\nreleases = 11'),
     ],
 )
 def test_a_bad_family_table_is_one_line_and_exit_13(tmp_path: Path, edit: str, said: str) -> None:
@@ -199,3 +204,46 @@ def test_a_bad_family_table_is_one_line_and_exit_13(tmp_path: Path, edit: str, s
     assert proc.returncode == 13, (proc.returncode, proc.stderr)
     assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
     assert "eagle3-granite/patch.toml" in proc.stderr, proc.stderr
+
+
+def test_hunyuan_and_nemotron_h_0_11_0_loops_keep_their_own_index(tmp_path: Path) -> None:
+    """HunYuan 0.11.0 loops ``for i in range(self.start_layer, self.end_layer)`` with
+    ``layer = self.layers[i]`` and names its causal LM base ``HunYuanV1Base`` (an entry of its
+    own, ``releases = "<0.11.1"``); Nemotron-H 0.11.0 loops ``enumerate(self.layers)``: the
+    codemod captures before each requested layer by the loop's own ``i`` and the pins agree."""
+    import json
+
+    site = scratch_tree("0.11.0", tmp_path / "site")
+    proc = run_cli("--target", str(site), "--json", "apply", "eagle3-hunyuan", "eagle3-nemotron-h",
+                   env=UNPINNED)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    hunyuan = (site / "vllm/model_executor/models/hunyuan_v1.py").read_text()
+    assert (
+        "for i in range(self.start_layer, self.end_layer):\n            if i in self.aux_hidden_state_layers:"
+        in hunyuan
+    )
+    assert (
+        "class HunYuanV1Base(\n    nn.Module, SupportsLoRA, SupportsPP, MixtureOfExperts, SupportsEagle3\n)"
+        in hunyuan
+    )
+    nemotron = (site / "vllm/model_executor/models/nemotron_h.py").read_text()
+    assert (
+        "for i, layer in enumerate(self.layers):\n            if i in self.aux_hidden_state_layers:"
+        in nemotron
+    )
+    for rel in (
+        "vllm/model_executor/models/hunyuan_v1.py",
+        "vllm/model_executor/models/nemotron_h.py",
+    ):
+        compile((site / rel).read_text(), rel, "exec")
+    pinned = tmp_path / "pinned"
+    shutil.copytree(scratch_tree("0.11.0", tmp_path / "pristine"), pinned)
+    run_cli("--target", str(pinned), "apply", "eagle3-hunyuan", "eagle3-nemotron-h", check=True)
+    for rel in (
+        "vllm/model_executor/models/hunyuan_v1.py",
+        "vllm/model_executor/models/nemotron_h.py",
+    ):
+        assert (pinned / rel).read_text() == (site / rel).read_text(), rel
+    status = json.loads(run_cli("--target", str(pinned), "--json", "status").stdout)
+    states = {p["name"]: p["state"] for p in status["patches"]}
+    assert states["eagle3-hunyuan"] == states["eagle3-nemotron-h"] == "applied", states

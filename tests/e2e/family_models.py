@@ -21,6 +21,7 @@ file left vLLM in 0.29.0), so its native class is proven on the GPU only.
 from __future__ import annotations
 
 import json
+import math
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -169,10 +170,62 @@ def hunyuan_moe(d: Path, seed: int = 0) -> None:
     })  # fmt: skip
 
 
+def nemotron_h(d: Path, seed: int = 0) -> None:
+    """Nemotron-H: one mixer a layer by ``hybrid_override_pattern`` (``M`` Mamba-2, ``*``
+    attention without RoPE, ``-`` a non-gated relu2 MLP), its own names (``backbone.*``) and
+    config class; layer 2 the MLP. Checked on the CPU engine with prefix caching off (its
+    "align" Mamba cache mode calls a Triton kernel the CPU build lacks)."""
+    pattern, heads, head_dim, groups, state, conv = "M*-MM-M*", 4, 64, 2, 64, 4
+    inner = heads * head_dim
+    conv_dim = inner + 2 * groups * state
+    w = {k.replace("model.embed_tokens", "backbone.embeddings").replace("model.norm", "backbone.norm_f"): v
+         for k, v in em.stream(seed).items()}  # fmt: skip
+    c2 = (4.0 / math.sqrt((8.0**2 + 5.66**2 + 4.0**2) / H)) ** 2  # relu2 of the normalised CONST
+    for layer, kind in enumerate(pattern):
+        p = f"backbone.layers.{layer}."
+        w[p + "norm.weight"] = torch.ones(H)
+        m = p + "mixer."
+        if kind == "M":  # in_proj = [z, x, B, C, dt], all zero; out_proj zero
+            w[m + "in_proj.weight"] = _zeros(inner + conv_dim + heads, H)
+            w[m + "conv1d.weight"] = _zeros(conv_dim, 1, conv)
+            w[m + "conv1d.bias"] = _zeros(conv_dim)
+            w[m + "A_log"] = _zeros(heads)
+            w[m + "D"] = torch.ones(heads)
+            w[m + "dt_bias"] = _zeros(heads)
+            w[m + "norm.weight"] = torch.ones(inner)
+            w[m + "out_proj.weight"] = _zeros(H, inner)
+        elif kind == "*":
+            w[m + "q_proj.weight"] = _zeros(2 * HD, H)
+            w[m + "k_proj.weight"] = _zeros(HD, H)
+            w[m + "v_proj.weight"] = _zeros(HD, H)
+            w[m + "o_proj.weight"] = _zeros(H, 2 * HD)
+        else:  # down(relu(up x) ** 2)
+            up, down = _zeros(em.INTER, H), _zeros(H, em.INTER)
+            if layer == 2:
+                up[0, em.CONST] = 1.0
+                down[em.OFFSET, 0] = 10.0 / c2
+            w[m + "up_proj.weight"], w[m + "down_proj.weight"] = up, down
+    config = {k: v for k, v in em._COMMON.items() if k not in ("rms_norm_eps", "hidden_act")}
+    em._save(d, w, {
+        **config, "architectures": ["NemotronHForCausalLM"], "model_type": "nemotron_h",
+        "num_hidden_layers": L, "hybrid_override_pattern": pattern, "num_attention_heads": 2,
+        "num_key_value_heads": 1, "head_dim": HD, "attention_bias": False, "mlp_bias": False,
+        "mlp_hidden_act": "relu2", "use_bias": False, "layer_norm_epsilon": 1e-5,
+        "residual_in_fp32": False, "sliding_window": None, "ssm_state_size": state,
+        "mamba_num_heads": heads, "mamba_head_dim": head_dim, "n_groups": groups,
+        "conv_kernel": conv, "expand": 2, "use_conv_bias": True, "mamba_proj_bias": False,
+        "mamba_hidden_act": "silu", "chunk_size": 128, "time_step_min": 0.001,
+        "time_step_max": 0.1, "time_step_floor": 1e-4, "time_step_limit": [0.0, float("inf")],
+        "rescale_prenorm_residual": True, "pad_token_id": 0, "num_logits_to_keep": 1,
+        "use_cache": True,
+    })  # fmt: skip
+
+
 BUILDERS: dict[str, Callable[[Path, int], None]] = {
     "mimo_v2_flash": mimo_v2_flash,
     "qwen3_next": qwen3_next,
     "hunyuan_moe": hunyuan_moe,
+    "nemotron_h": nemotron_h,
 }
 
 

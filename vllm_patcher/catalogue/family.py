@@ -23,6 +23,8 @@ library (``verify``)::
     inner = "model"                     # the causal LM's attribute holding the inner model
     config = { embedding_multiplier = 3.0 }   # what the forward reads from config (checks)
     rewrite = false                     # checked, not rewritten (a class that already captures)
+    releases = ">=0.11.1"               # the releases this entry describes (default: all); two
+                                        # entries of one file describe a class renamed between them
 
 An allow-list-only family's classes already capture (they inherit ``LlamaForCausalLM``): only
 ``SpeculativeConfig`` blocks them, and its ``[[family.model]]`` entries say ``rewrite = false``
@@ -36,11 +38,16 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
 from ..errors import PatchFolderError
+from ..releases import release_of
 
 CAPTURES = ("stream", "hidden")
 FAMILY_KEYS = {"name", "model_types", "model", "needs", "allow_list", "target"}
-MODEL_KEYS = {"file", "causal_lm", "model", "capture", "index", "inner", "config", "rewrite"}
+MODEL_KEYS = {
+    "file", "causal_lm", "model", "capture", "index", "inner", "config", "rewrite", "releases"
+}  # fmt: skip
 MODEL_TYPE = re.compile(r"[a-z0-9_]+")  # written into vLLM's source as a string literal
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # a class or attribute name
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9 .+-]*")  # as users say it; one line, in a comment
@@ -60,6 +67,14 @@ class FamilyModel:
     inner: str = "model"
     config: tuple[tuple[str, Any], ...] = ()
     rewrite: bool = True
+    releases: str = ""  # a version specifier; empty: every release of the patch
+
+    def on(self, version: str | None) -> bool:
+        """Whether this entry describes ``version`` (a pre-release or local build counts as its
+        release; no version: every entry)."""
+        if not self.releases or version is None:
+            return True
+        return SpecifierSet(self.releases).contains(release_of(version), prereleases=True)
 
 
 @dataclass(frozen=True)
@@ -71,8 +86,9 @@ class Family:
     allow_list: bool = True  # False: every release's list already admits its model types
     target: tuple[tuple[str, Any], ...] = ()
 
-    def as_json(self) -> dict[str, Any]:
-        """What the probe's free checks read (``checklib.eagle3.family_checks``)."""
+    def as_json(self, version: str | None = None) -> dict[str, Any]:
+        """What the probe's free checks read (``checklib.eagle3.family_checks``): the entries
+        that describe ``version``."""
         return {
             "name": self.name,
             "model_types": list(self.model_types),
@@ -88,6 +104,7 @@ class Family:
                     "rewrite": m.rewrite,
                 }
                 for m in self.models
+                if m.on(version)
             ],
         }
 
@@ -140,7 +157,22 @@ def _model(m: dict[str, Any], where: str) -> FamilyModel:
         inner=names["inner"],
         config=tuple(sorted(config.items())),
         rewrite=rewrite,
+        releases=_releases(m, where),
     )
+
+
+def _releases(m: dict[str, Any], where: str) -> str:
+    value = m.get("releases", "")
+    try:
+        SpecifierSet(value) if isinstance(value, str) else None
+    except InvalidSpecifier:
+        value = None
+    if not isinstance(value, str):
+        raise PatchFolderError(
+            f"{where}: a [[family.model]] releases = {m.get('releases')!r}; give a version "
+            'specifier such as ">=0.11.1"'
+        )
+    return value
 
 
 def read_family(raw: object, where: str) -> Family:

@@ -298,7 +298,10 @@ def family_changes(family: Family) -> tuple[FileChange, ...]:
     models = [m for m in family.models if m.rewrite]
     return (
         *(allow if family.allow_list else []),
-        *(FileChange(m.file, "eagle3_family:rewrite", family=family) for m in models),
+        *(
+            FileChange(file, "eagle3_family:rewrite", family=family)
+            for file in dict.fromkeys(m.file for m in models)  # one file, several releases
+        ),
     )
 
 

@@ -125,7 +125,7 @@ def check_files(lay: Layout) -> list[tuple[str, Path] | tuple[str, Path, dict[st
         if lay.verdicts.get(p.name) not in wanted:
             continue
         if p.family is not None:
-            out.append((p.name, FAMILY_CHECKS, p.family.as_json()))
+            out.append((p.name, FAMILY_CHECKS, p.family.as_json(lay.version)))
         out.extend((p.name, path) for path in p.check_files())
     return out
 

@@ -157,8 +157,11 @@ def _patch_init(fn: cst.FunctionDef) -> cst.FunctionDef:
 
 
 def _layers_iter(it: cst.BaseExpression) -> bool:
-    """``islice(self.layers, self.start_layer, self.end_layer)`` or
-    ``self.layers[self.start_layer : self.end_layer]``."""
+    """``islice(self.layers, self.start_layer, self.end_layer)``,
+    ``self.layers[self.start_layer : self.end_layer]`` or ``self.layers`` (a model without
+    pipeline stages: every layer, counted from 0)."""
+    if dotted(it) == "self.layers":
+        return True
     if isinstance(it, cst.Call):
         return dotted(it.func) == "islice" and [dotted(a.value) for a in it.args] == [
             "self.layers",
@@ -175,9 +178,36 @@ def _layers_iter(it: cst.BaseExpression) -> bool:
     return False
 
 
+def _range_index(stmt: cst.For) -> str | None:
+    """The index name of ``for i in range(self.start_layer, self.end_layer):`` whose first
+    statement is ``layer = self.layers[i]`` (an absolute index), else None."""
+    it, target = stmt.iter, stmt.target
+    if not (
+        isinstance(target, cst.Name)
+        and isinstance(it, cst.Call)
+        and dotted(it.func) == "range"
+        and [dotted(a.value) for a in it.args] == ["self.start_layer", "self.end_layer"]
+    ):
+        return None
+    first = small(body_of(stmt)[0]) if body_of(stmt) else None
+    if not (
+        isinstance(first, cst.Assign)
+        and len(first.targets) == 1
+        and dotted(first.targets[0].target) == "layer"
+        and isinstance(first.value, cst.Subscript)
+        and dotted(first.value.value) == "self.layers"
+        and _code(first.value.slice[0].slice) == target.value
+    ):
+        return None
+    return target.value
+
+
 def _own_index(stmt: cst.For) -> str | None:
-    """The index name of ``for i, layer in enumerate(<layers>[, start=...])``, else None."""
+    """The index name of ``for i, layer in enumerate(<layers>[, start=...])`` or of a
+    ``range`` loop (``_range_index``), else None."""
     target, it = stmt.target, stmt.iter
+    if isinstance(target, cst.Name):
+        return _range_index(stmt)
     if not (
         isinstance(target, cst.Tuple)
         and len(target.elements) == 2
@@ -217,7 +247,8 @@ def _annotation(fn: cst.FunctionDef) -> cst.FunctionDef:
 
 def _loop_header(it: str, absolute: bool) -> str:
     """The loop's header at the forward's indentation (8), wrapped the way black wraps it."""
-    args = [it, "start=self.start_layer"] if absolute else [it]
+    # every layer (``self.layers``) counts from 0 whatever the family's index base
+    args = [it, "start=self.start_layer"] if absolute and it != "self.layers" else [it]
     one_line = f"for idx, layer in enumerate({', '.join(args)}):"
     if len(one_line) + 8 <= LINE:
         return one_line
@@ -391,7 +422,7 @@ def generation_b(version: str | None) -> bool:
 
 
 def rewrite(source: str, path: str, *, family: Family, version: str | None = None) -> Rewrite:
-    specs = [m for m in family.models if m.file == path and m.rewrite]
+    specs = [m for m in family.models if m.file == path and m.rewrite and m.on(version)]
     if len(specs) != 1:
         raise PatchShapeError(f"{path}: the {family.name} family does not describe this file")
     spec = specs[0]
