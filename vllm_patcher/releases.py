@@ -43,6 +43,14 @@ def release_of(version: str | Version) -> Version:
     return Version(parsed.base_version)
 
 
+def has_allow_list(release: str | Version) -> bool:
+    """Whether SpeculativeConfig in ``release`` still checks the target's model_type against its
+    EAGLE-3 allow-list (every release before :data:`LIST_GONE_FROM`): the tool's one verdict,
+    which the behaviour checks get as ``ctx.allow_list``. An unreadable string raises
+    ``InvalidVersion`` for the caller to word."""
+    return release_of(release) < LIST_GONE_FROM
+
+
 def base_version(version: str) -> str:
     """:func:`release_of` as text; an unreadable string is returned as it is."""
     try:

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pytest
 
+from vllm_patcher import releases
 from vllm_patcher.catalogue.folders import load_catalogue
 from vllm_patcher.catalogue.layout import layout
 from vllm_patcher.patching import verify
@@ -47,6 +48,7 @@ from ..conftest import (
 )
 
 VERSION = "0.15.1"
+SPEC = "vllm/config/speculative.py"
 
 
 def write(path: Path, text: str) -> Path:
@@ -321,6 +323,29 @@ def test_ctx_upstream_is_the_tool_s_verdict_for_the_check_s_own_patch(tmp_path: 
     assert upstream == {"0.18.0rc1": False, "0.18.0": True}, upstream
 
 
+def test_ctx_allow_list_is_the_tool_s_verdict_which_matches_the_release_s_code(
+    tmp_path: Path,
+) -> None:
+    path = write(
+        tmp_path / "p" / "checks" / "c.py",
+        """
+        def check_allow_list(ctx):
+            return str(ctx.allow_list)
+        """,
+    )
+    details = [
+        verify.run_probe(Path(sys.executable), [], [("p", path)], "9.9.9", allow_list=given)[0]
+        for given in (True, False)
+    ]
+    assert [(c.ok, c.detail) for c in details] == [(True, "True"), (True, "False")], details
+    # the verdict the tool passes, read against SpeculativeConfig's own code on either side of
+    # the release that dropped the allow-list: one owner, not a rule per check file
+    for version in ("0.21.0", str(releases.LIST_GONE_FROM)):
+        source = (sources.fetch_release(version, [SPEC]) / SPEC).read_text()
+        listed = "eagle3_target_supported" in source or "aux_hidden_states_supported" in source
+        assert releases.has_allow_list(version) == listed, version
+
+
 def test_a_monkeypatch_left_on_vllm_fails_its_check_and_is_put_back(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -521,7 +546,11 @@ def probe_overlay(
     env["PYTHONPATH"] = str(overlay)
     probe = Path(verify.__file__).with_name("probe.py")
     proc = subprocess.run(
-        [str(test_venv_python()), str(probe), verify.probe_request(modules, checks)],
+        [
+            str(test_venv_python()),
+            str(probe),
+            verify.probe_request(modules, checks, allow_list=releases.has_allow_list(VERSION)),
+        ],
         capture_output=True,
         text=True,
         env=env,

@@ -8,7 +8,7 @@ from __future__ import annotations
 from packaging.version import InvalidVersion, Version
 
 from ..errors import UnsupportedRelease
-from ..releases import LIST_GONE_FROM, Release, parse_version, public_version, release_of
+from ..releases import Release, has_allow_list, parse_version, public_version, release_of
 from .model import Catalogue, Patch
 
 
@@ -33,7 +33,7 @@ def upstream_in(patch: Patch, version: str) -> bool:
         return False
     if patch.fixed_in is not None and _before(version, patch.fixed_in):
         return False
-    return not (patch.transforms and unfinished(version) and release_of(version) < LIST_GONE_FROM)
+    return not (patch.transforms and unfinished(version) and has_allow_list(version))
 
 
 def _before(version: str, release: Version) -> bool:

@@ -17,7 +17,7 @@ from packaging.version import Version
 
 from ..findings import PROBLEM, WARNING, Finding
 from ..models.configs import TargetModel
-from ..releases import LIST_GONE_FROM
+from ..releases import has_allow_list
 from .rules import release_version
 
 
@@ -57,7 +57,7 @@ def check_capture(target: TargetModel, vllm_version: str) -> list[Finding]:
             ]
         when = (
             "the engine gets no aux layers from it, where its allow-list lets the drafter through"
-            if release < LIST_GONE_FROM
+            if has_allow_list(release)
             else "the runner asks it for aux layers and gets one tensor back: the engine fails"
         )
         return [

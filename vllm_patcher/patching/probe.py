@@ -9,7 +9,8 @@ The request::
     {"modules": ["vllm.config.speculative", ...],           # import tier, one check per module
      "checks": [{"patch": "eagle3-whitelist", "path": "/abs/checks/x.py"}, ...],  # "family"
      "version": "0.15.1",                                    # optional: ctx.version
-     "upstream": ["eagle3-whitelist"]}                       # optional: ctx.upstream
+     "upstream": ["eagle3-whitelist"],                       # optional: ctx.upstream
+     "allow_list": true}                                     # optional: ctx.allow_list
 
 The check API (check files live in ``patches/<patch-name>/checks/*.py``):
 
@@ -19,11 +20,13 @@ The check API (check files live in ``patches/<patch-name>/checks/*.py``):
 - Every top-level function whose name starts with ``check_`` is called, in definition order, with
   one argument ``ctx``: ``ctx.version`` (the installed vLLM's version string), ``ctx.upstream``
   (True when the tool counts the check's patch as upstream in this release, so not applied: the
-  tool's own verdict, which a check never works out again from the version), ``ctx.workdir`` (a
-  temporary folder private to the check file, shared by its checks, removed after all checks) and
-  ``ctx.skip(reason)``, which raises: the check is recorded as not applicable, with that reason
-  (shown, never a failure). ``ctx.family``: a family backport's description (its ``[family]``
-  table, for the checks every family gets: ``checklib/family.py``), else None.
+  tool's own verdict, which a check never works out again from the version), ``ctx.allow_list``
+  (True when the release's SpeculativeConfig still checks the target's model_type against its
+  EAGLE-3 allow-list: the tool's verdict too), ``ctx.workdir`` (a temporary folder private to the
+  check file, shared by its checks, removed after all checks) and ``ctx.skip(reason)``, which
+  raises: the check is recorded as not applicable, with that reason (shown, never a failure).
+  ``ctx.family``: a family backport's description (its ``[family]`` table, for the checks every
+  family gets: ``checklib/family.py``), else None.
 - A check passes when it returns without raising; a returned string is shown as its detail. When it
   raises, it fails with the exception's message and where it was raised (in vLLM when vLLM's code
   raised it; ``<patch>/checks/<file>:<line>`` for an AssertionError with a message raised in the
@@ -146,11 +149,13 @@ class Context:
         workdir: str,
         upstream: bool = False,
         family: dict[str, Any] | None = None,
+        allow_list: bool = False,
     ) -> None:
         self.version = version
         self.workdir = workdir
         self.upstream = upstream
         self.family = family
+        self.allow_list = allow_list
 
     def skip(self, reason: str) -> None:
         raise Skipped(reason)
@@ -252,7 +257,9 @@ def run_check(
     record("behaviour", name, ok, detail, skipped)
 
 
-def run_checks(checks: list[dict[str, Any]], version: str, upstream: frozenset[str]) -> None:
+def run_checks(
+    checks: list[dict[str, Any]], version: str, upstream: frozenset[str], allow_list: bool
+) -> None:
     expose_library()
     guard = PatchGuard()
     root = tempfile.mkdtemp(prefix="vllm-patcher-checks-")
@@ -278,7 +285,7 @@ def run_checks(checks: list[dict[str, Any]], version: str, upstream: frozenset[s
                 )
             workdir = os.path.join(root, str(index))
             os.mkdir(workdir)
-            ctx = Context(version, workdir, patch in upstream, entry.get("family"))
+            ctx = Context(version, workdir, patch in upstream, entry.get("family"), allow_list)
             for func in check_functions(module):
                 run_check(patch, path, func, ctx, guard)
     finally:
@@ -316,7 +323,8 @@ def main() -> None:
             record("behaviour", "behaviour checks", False, "not run: an import failed")
         else:
             version = request.get("version") or installed_version()
-            run_checks(checks, version, frozenset(request.get("upstream", [])))
+            upstream = frozenset(request.get("upstream", []))
+            run_checks(checks, version, upstream, bool(request.get("allow_list", False)))
     sys.stdout.write("\n" + json.dumps({"checks": CHECKS}) + "\n")
     sys.stdout.flush()
 

@@ -30,6 +30,7 @@ from ..catalogue import support
 from ..catalogue.layout import Layout, Verdict, layout
 from ..catalogue.model import Catalogue
 from ..install.target import Target
+from ..releases import has_allow_list
 from ..runtime import ScriptNotRun, run_script
 from . import status as status_mod
 from .states import READY, PatchState, Status
@@ -135,9 +136,12 @@ def probe_request(
     checks: Sequence[tuple[str, Path] | tuple[str, Path, dict[str, Any]]],
     version: str | None = None,
     upstream: frozenset[str] = frozenset(),
+    allow_list: bool = False,
 ) -> str:
-    """The JSON request ``probe.py`` takes as argv[1]; ``upstream``: the patches the tool counts
-    as upstream in this release (``ctx.upstream`` in their checks)."""
+    """The JSON request ``probe.py`` takes as argv[1]; the tool's verdicts on the release, which
+    the checks read and never work out again: ``upstream``, the patches it counts as upstream in
+    this release (``ctx.upstream`` in their checks), ``allow_list``, whether the release's
+    SpeculativeConfig has the EAGLE-3 allow-list (``ctx.allow_list``)."""
     entries = []
     for check in checks:
         entry: dict[str, Any] = {"patch": check[0], "path": str(Path(check[1]).resolve())}
@@ -148,6 +152,7 @@ def probe_request(
         "modules": modules,
         "checks": entries,
         "upstream": sorted(upstream),
+        "allow_list": allow_list,
     }
     if version:
         request["version"] = version
@@ -168,11 +173,12 @@ def run_probe(
     checks: Sequence[tuple[str, Path] | tuple[str, Path, dict[str, Any]]],
     version: str | None = None,
     upstream: frozenset[str] = frozenset(),
+    allow_list: bool = False,
 ) -> list[Check]:
     """Import ``modules``, then run the ``(patch, file)`` behaviour checks, in ``python``."""
     probe = Path(__file__).with_name("probe.py")
     env = probe_env()
-    request = probe_request(modules, checks, version, upstream)
+    request = probe_request(modules, checks, version, upstream, allow_list)
     # Another environment's interpreter runs isolated, as it was located; this interpreter keeps
     # the sys.path (PYTHONPATH, user site) through which the tool found vLLM in the first place.
     isolated = Path(python) != Path(sys.executable)
@@ -212,6 +218,7 @@ def probe_tiers(target: Target, catalogue: Catalogue) -> list[Check]:
         check_files(lay),
         target.version,
         upstream,
+        has_allow_list(target.version),
     )
 
 

@@ -28,7 +28,6 @@ layers, embedding, norm and a single-stage pipeline group, each put back afterwa
 from __future__ import annotations
 
 import functools
-import importlib
 import inspect
 from dataclasses import dataclass, field
 from types import SimpleNamespace
@@ -356,18 +355,12 @@ def _judge_capture(
 # --- the EAGLE-3 allow-list of SpeculativeConfig ----------------------------------------------
 
 
-def has_allow_list() -> bool:
-    """True where SpeculativeConfig still checks the target's model_type (through 0.21.x), read
-    from the installed code (a check never works it out from the version)."""
-    source = inspect.getsource(importlib.import_module("vllm.config.speculative"))
-    return "eagle3_target_supported" in source or "aux_hidden_states_supported" in source
-
-
 def skip_without_allow_list(ctx: Any) -> None:
     """Skip the calling check where the installed vLLM has no EAGLE-3 allow-list to widen or to
-    refuse with: the model runner's SupportsEagle3 check is the gate there. The one wording of
-    that skip for every check file."""
-    if not has_allow_list():
+    refuse with (``ctx.allow_list``, the tool's verdict: a check never works it out itself): the
+    model runner's SupportsEagle3 check is the gate there. The one wording of that skip for every
+    check file."""
+    if not ctx.allow_list:
         ctx.skip(
             f"vLLM {ctx.version} has no EAGLE-3 allow-list in vllm/config/speculative.py: the "
             "model runner's SupportsEagle3 check is the gate there"
