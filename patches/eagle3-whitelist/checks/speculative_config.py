@@ -8,12 +8,9 @@ probe runs with the Hugging Face hub offline.
 
 from __future__ import annotations
 
-import importlib.util
 from typing import Any
 
 from vllm_patcher_checklib import checkpoints, eagle3
-
-KIMI_MODULE = "vllm.model_executor.models.kimi_k25"
 
 
 def _eagle3(ctx: Any, name: str, cfg: dict[str, Any], whole: bool = False) -> tuple[bool, str]:
@@ -43,11 +40,6 @@ def _accepts(ctx: Any, name: str, cfg: dict[str, Any]) -> None:
         raise AssertionError(f"rejected: {why}")
 
 
-def _kimi_or_skip(ctx: Any) -> None:
-    if importlib.util.find_spec(KIMI_MODULE) is None:
-        ctx.skip(f"vLLM {ctx.version} has no Kimi-K2.5 model (kimi_k25.py arrived in 0.15.0)")
-
-
 def check_accepts_deepseek_v3(ctx: Any) -> None:
     """SpeculativeConfig eagle3 accepts deepseek_v3"""
     _accepts(ctx, "deepseek_v3", checkpoints.DEEPSEEK_V3_CONFIG)
@@ -55,7 +47,7 @@ def check_accepts_deepseek_v3(ctx: Any) -> None:
 
 def check_accepts_kimi_k25(ctx: Any) -> None:
     """SpeculativeConfig eagle3 accepts kimi_k25"""
-    _kimi_or_skip(ctx)
+    eagle3.skip_without_kimi_k25(ctx)
     _accepts(ctx, "kimi_k25", checkpoints.KIMI_K25_CONFIG)
 
 

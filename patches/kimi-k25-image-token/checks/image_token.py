@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 import importlib
-import importlib.util
 from typing import Any
 
 from vllm_patcher_checklib import checkpoints, eagle3
-
-KIMI_MODULE = "vllm.model_executor.models.kimi_k25"
 
 
 def _engine(ctx: Any) -> tuple[Any, Any, Any]:
@@ -58,12 +55,11 @@ def check_image_token(ctx: Any) -> str:
     asks for it right after the image-token branch, and the check stops there). Any other
     exception is reported as raised, with where.
     """
-    if importlib.util.find_spec(KIMI_MODULE) is None:
-        ctx.skip(f"vLLM {ctx.version} has no Kimi-K2.5 model (kimi_k25.py arrived in 0.15.0)")
+    eagle3.skip_without_kimi_k25(ctx)
     import torch
     from vllm.config import DeviceConfig, VllmConfig
 
-    kimi = importlib.import_module(KIMI_MODULE)
+    kimi = importlib.import_module(eagle3.KIMI_K25)
     eagle = importlib.import_module("vllm.v1.spec_decode.eagle")
 
     target_config, speculative, parallel = _engine(ctx)

@@ -7,12 +7,9 @@ The models are made with ``__new__`` plus ``torch.nn.Module.__init__`` (no weigh
 from __future__ import annotations
 
 import importlib
-import importlib.util
 from typing import Any
 
 from vllm_patcher_checklib import eagle3
-
-KIMI_MODULE = "vllm.model_executor.models.kimi_k25"
 
 
 def _causal_lm() -> Any:
@@ -48,9 +45,8 @@ def check_kimi_delegation(ctx: Any) -> None:
     """KimiK25ForConditionalGeneration delegates EAGLE-3 methods"""
     import torch
 
-    if importlib.util.find_spec(KIMI_MODULE) is None:
-        ctx.skip(f"vLLM {ctx.version} has no Kimi-K2.5 model (kimi_k25.py arrived in 0.15.0)")
-    kimi = importlib.import_module(KIMI_MODULE)
+    eagle3.skip_without_kimi_k25(ctx)
+    kimi = importlib.import_module(eagle3.KIMI_K25)
     from vllm.model_executor.models import deepseek_v2 as ds
 
     inner = eagle3.bare(ds.DeepseekV2Model)

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import importlib
-import importlib.util
 from typing import Any
 
-KIMI_MODULE = "vllm.model_executor.models.kimi_k25"
+from vllm_patcher_checklib import eagle3
 
 
 def _listed(cls: Any) -> None:
@@ -34,6 +33,5 @@ def check_deepseek_v3(ctx: Any) -> None:
 
 def check_kimi_k25(ctx: Any) -> None:
     """supports_eagle3(KimiK25ForConditionalGeneration)"""
-    if importlib.util.find_spec(KIMI_MODULE) is None:
-        ctx.skip(f"vLLM {ctx.version} has no Kimi-K2.5 model (kimi_k25.py arrived in 0.15.0)")
-    _listed(importlib.import_module(KIMI_MODULE).KimiK25ForConditionalGeneration)
+    eagle3.skip_without_kimi_k25(ctx)
+    _listed(importlib.import_module(eagle3.KIMI_K25).KimiK25ForConditionalGeneration)
