@@ -5,10 +5,13 @@ nothing written; and the hints name the environment that was refused."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 
-from ..conftest import assert_refused, run_cli, scratch_tree, snapshot
+from ..conftest import assert_refused, run_cli, scratch_tree, snapshot, test_venv_python
 from ..patching.sites import SPEC
 
 
@@ -81,3 +84,49 @@ def test_hints_name_the_same_environment_and_a_non_python_is_one_short_line(tree
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and len(lines[0]) < 200, lines
     assert "did not answer like a Python interpreter" in lines[0]
+
+
+# The command line run in this interpreter, each run of the where_vllm script counted: the
+# interpreter it asked, one JSON list as stderr's last line.
+COUNTED = """
+import json, sys
+from pathlib import Path
+from vllm_patcher import runtime
+asked = []
+run_script = runtime.run_script
+def counted(exe, args, **kwargs):
+    if Path(args[0]).stem == "where_vllm":
+        asked.append(str(exe))
+    return run_script(exe, args, **kwargs)
+runtime.run_script = counted
+from vllm_patcher.cli import main
+try:
+    main(sys.argv[1:], prog_name="vllm-patcher")
+finally:
+    print(json.dumps(asked), file=sys.stderr)
+"""
+
+
+def test_a_command_asks_each_interpreter_where_its_vllm_is_once(tmp_path: Path) -> None:
+    """doctor without --python locates the active venv's vLLM for its release, then again for the
+    interpreter that looks repo ids up in the Hugging Face cache: one run of where_vllm for both."""
+    python = test_venv_python()  # only asked, never written
+    env = {
+        **os.environ,
+        "VIRTUAL_ENV": str(python.parent.parent),
+        "HF_HUB_CACHE": str(tmp_path / "empty-cache"),
+        "HF_HUB_OFFLINE": "1",
+    }
+    args = ("doctor", "--model", "lab/target", "--drafter", "lab/drafter")
+    proc = subprocess.run(
+        [sys.executable, "-c", COUNTED, *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=False,
+    )
+    # refused after the venv's huggingface_hub looked the repo id up (so both uses were reached)
+    assert proc.returncode == 11, proc.stdout + proc.stderr
+    assert "lab/target is not in the local cache" in proc.stderr, proc.stderr
+    assert json.loads(proc.stderr.strip().splitlines()[-1]) == [str(python)]

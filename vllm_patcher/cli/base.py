@@ -33,7 +33,7 @@ from .streams import echo
 class Options:
     """The run's global options (a plain class: no dataclass on the start-up path)."""
 
-    __slots__ = ("python", "directory", "as_json", "patch_dirs")
+    __slots__ = ("python", "directory", "as_json", "patch_dirs", "located")
 
     def __init__(
         self,
@@ -46,9 +46,15 @@ class Options:
         self.directory = directory
         self.as_json = as_json
         self.patch_dirs = patch_dirs
+        self.located = locate_mod.Located()  # this run's: each install is located once
 
     def target(self) -> target_mod.Target:
-        return locate_mod.locate(self.python, self.directory)
+        return self.located.locate(self.python, self.directory)
+
+    def hub_python(self) -> str:
+        """The interpreter that looks repo ids up in the local Hugging Face cache (doctor,
+        serve-args), through this run's locate."""
+        return locate_mod.hub_python(self.python, self.directory, self.target)
 
     def catalogue(self, names: tuple[str, ...] = ()) -> Catalogue:
         """The built-ins plus the user's folders; ``names`` (or pyproject's select) narrows it."""

@@ -6,7 +6,6 @@ import click
 
 from .. import doctor as doctor_mod
 from ..errors import ServeRefused, TargetNotFound
-from ..install import locate as locate_mod
 from .app import Command, pass_app
 from .base import Application, Options
 from .render import models as render
@@ -80,7 +79,7 @@ def doctor(
         drafter_dir,
         release,
         fix=fix,
-        python=lambda: locate_mod.hub_python(opts.python, opts.directory),
+        python=opts.hub_python,
         catalogue=opts.catalogue(),
         served_len=served_len,
         pipeline=pipeline,
@@ -128,7 +127,7 @@ def serve_args(
         model_dir,
         drafter_dir,
         release,
-        python=lambda: locate_mod.hub_python(opts.python, opts.directory),
+        python=opts.hub_python,
         catalogue=opts.catalogue(),
         served_len=served_len,
     )

@@ -25,6 +25,7 @@ import json
 import os
 import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
@@ -331,15 +332,18 @@ def default_python() -> str:
     return _active_venv_python() or sys.executable
 
 
-def hub_python(python: str | None, directory: str | None) -> str:
+def hub_python(
+    python: str | None, directory: str | None, installed: Callable[[], Target] = locate_default
+) -> str:
     """The interpreter whose huggingface_hub looks repo ids up in the local cache (doctor,
-    serve-args): --python's, else the vLLM install's (the one ``vllm serve`` runs in), else this
-    one. Called only when an argument is a repo id."""
+    serve-args): --python's, else the vLLM install's (``installed``: the one ``vllm serve`` runs
+    in; the run's own locate, so it is asked once), else this one. Called only when an argument
+    is a repo id."""
     if python is not None:
         return interpreter(python)
     if directory is None:
         try:
-            found = locate_default().python
+            found = installed().python
         except TargetNotFound:
             found = None
         if found is not None:
@@ -372,3 +376,19 @@ def locate(python: str | None = None, directory: str | None = None) -> Target:
         target = locate_default()
         why = CHOSEN_HERE if target.python == Path(sys.executable) else CHOSEN_VENV
     return target._replace(chosen_by=why)
+
+
+class Located:
+    """The installs one run located, by (``--python``, ``--target``): each is asked once, however
+    many times the run needs it (doctor's release, then the interpreter that finds repo ids), as
+    virtualenv's ``cached_py_info`` keeps one answer per interpreter. Held by the run's options,
+    never by the process: the next run locates afresh. A refusal is not kept."""
+
+    def __init__(self) -> None:
+        self._found: dict[tuple[str | None, str | None], Target] = {}
+
+    def locate(self, python: str | None, directory: str | None) -> Target:
+        key = (python, directory)
+        if key not in self._found:
+            self._found[key] = locate(python, directory)
+        return self._found[key]
