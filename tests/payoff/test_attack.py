@@ -136,7 +136,7 @@ def test_watch_pauses_between_failed_reads_and_carries_on_through_every_window_e
 
     shown: list[Any] = []
     last = run.report(
-        "http://x", (), None, 1.0, (), watch=True, plot=None,
+        "http://x", (), None, 1.0, (), watch=True,
         show=lambda s, refresh=False: shown.append(s) or True,
         once=fake_once, sleep=lambda s: calls.append(f"sleep {s}"),
     )  # fmt: skip
@@ -147,7 +147,7 @@ def test_watch_pauses_between_failed_reads_and_carries_on_through_every_window_e
             assert calls[i + 1].startswith("sleep"), calls
     with pytest.raises(BadSetting):  # a bad option is still refused at once
         run.report(
-            None, (), None, 1.0, ("a", "b", "c"), watch=True, plot=None,
+            None, (), None, 1.0, ("a", "b", "c"), watch=True,
             show=lambda s, refresh=False: True,
         )  # fmt: skip
 

@@ -20,7 +20,8 @@ PAUSE = 5.0  # seconds between reads that gave no report, and between --window 0
 CARRY_ON = (NoDrafts, NoSpeculation, ServerUnreachable, NotOneWindow)
 
 # show(a report, or a one-line note on a window it could not judge; refresh) -> whether anyone
-# still reads the output. The command line renders both (text or JSON) in one place.
+# still reads the output. The command line renders both (text or JSON) in one place, and draws
+# a report's --plot before it shows it (a plot that fails leaves one answer, its error).
 Show = Callable[["Analysis | str", bool], bool]
 
 
@@ -43,7 +44,6 @@ def report(
     baseline: tuple[str, ...],
     *,
     watch: bool,
-    plot: Path | None,
     show: Show,
     once: Callable[..., Analysis] = measure_once,
     sleep: Callable[[float], None] = time.sleep,
@@ -51,13 +51,9 @@ def report(
     """Measure and show once, or every window until Ctrl-C (``watch``); the last analysis shown
     (the command line's exit code is judged from it)."""
     check(url, metrics, log, window_s, baseline)
-    if plot is not None:
-        from .plot import check_available
-
-        check_available(plot)
     if not watch or url is None:
         a = once(url, metrics, log, window_s, baseline)
-        _publish(a, plot, show, refresh=False)
+        show(a, False)
         return a
     last: Analysis | None = None
     failed: Exception | None = None
@@ -72,7 +68,7 @@ def report(
                     break
                 sleep(PAUSE)
                 continue
-            read, last = _publish(a, plot, show, refresh=last is not None), a
+            read, last = show(a, last is not None), a
             if not read:
                 break
             if window_s <= 0:
@@ -84,12 +80,3 @@ def report(
             raise failed
         raise KeyboardInterrupt
     return last
-
-
-def _publish(a: Analysis, plot: Path | None, show: Show, refresh: bool) -> bool:
-    """Draw first: a plot that fails leaves one answer (its error), not a report then an error."""
-    if plot is not None:
-        from .plot import draw
-
-        draw(a, plot)
-    return show(a, refresh)

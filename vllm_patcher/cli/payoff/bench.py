@@ -41,7 +41,7 @@ def payoff_bench(
 
     opts = app.options
     if plot is not None:
-        from ...payoff.plot import check_available
+        from ..render.plot import check_available
 
         check_available(plot)
     from ...errors import BenchInterrupted
@@ -59,7 +59,7 @@ def payoff_bench(
             "interrupted; the load client is stopped, neither server is under its load"
         ) from None
     if plot is not None:
-        from ...payoff.plot import draw_bench
+        from ..render.plot import draw_bench
 
         draw_bench(result, plot)
     app.show(render.bench(result))

@@ -11,7 +11,7 @@ import click
 
 from ...errors import BadSetting
 from ...payoff import run as payoff_run
-from ...payoff.measure import one_source
+from ...payoff.measure import check, one_source
 from ...payoff.scrape import is_url
 from .. import options, outcomes
 from ..app import Command, pass_app
@@ -87,10 +87,19 @@ def payoff_report(
             f"payoff --metrics {sources[0]}"
         )
     gone = _stdout_gone_check()
+    if plot is not None:  # the options refused first, then a plot that cannot be drawn
+        from ..render.plot import check_available
+
+        check(url, metrics, log, window_s, baseline)
+        check_available(plot)
 
     def show(shown: Any, refresh: bool) -> bool:
         if isinstance(shown, str) and opts.as_json:
             return not gone()  # under --json: full reports only
+        if plot is not None and not isinstance(shown, str):
+            from ..render.plot import draw
+
+            draw(shown, plot)  # first: a plot that fails leaves one answer (its error)
         clear = refresh and sys.stdout is not None and sys.stdout.isatty()
         app.display(render.report(shown, clear))
         return not gone()
@@ -102,7 +111,6 @@ def payoff_report(
         window_s,
         baseline,
         watch=watch,
-        plot=plot,
         show=show,
     )
     sys.exit(outcomes.verdict(last.verdict))

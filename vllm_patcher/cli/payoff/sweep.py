@@ -118,7 +118,7 @@ def payoff_sweep(
         running,
     )
     if plot is not None:
-        from ...payoff.plot import check_available
+        from ..render.plot import check_available
 
         check_available(plot)
     python = vllm_python(opts, "payoff sweep starts vLLM")
@@ -144,7 +144,7 @@ def payoff_sweep(
     code = outcomes.sweep(judged.verdict, failed)
     plot_error = None
     if plot is not None:  # the report is kept whatever happens to the picture
-        from ...payoff.plot import draw_sweep
+        from ..render.plot import draw_sweep
 
         try:
             draw_sweep(result, plot)

@@ -1,17 +1,18 @@
-"""``--plot FILE.png``: the acceptance curve, the measured speedup and, for shorter drafts, the
-range between the two cost models (matplotlib, the optional ``plot`` extra, imported only here)."""
+"""``--plot FILE.png``: payoff's report (the acceptance curve, the measured speedup and, for
+shorter drafts, the range between the two cost models), ``payoff bench``'s or ``payoff sweep``'s
+(matplotlib, the optional ``plot`` extra, imported only here, when a command draws)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import BadSetting, NotWritable
+from ...errors import BadSetting, NotWritable
 
 if TYPE_CHECKING:
-    from ..sweep.result import SweepResult
-    from .analysis import Analysis
-    from .bench import BenchResult
+    from ...payoff.analysis import Analysis
+    from ...payoff.bench import BenchResult
+    from ...sweep.result import SweepResult
 
 
 def _pyplot() -> Any:
