@@ -313,6 +313,9 @@ def test_a_capability_is_a_folder_and_only_small_leaves_lie_at_the_top() -> None
     assert big == {}
     folders = {p.parent.name for p in PACKAGE.glob("*/__init__.py")}
     assert {"patching", "authoring", "diffs", "wheels", "cluster", "catalogue", "cli"} <= folders
+    # payoff reads and judges counters, load drives vLLM's benchmark client, sweep runs k by k,
+    # serving starts every vLLM process: one capability each
+    assert {"payoff", "load", "sweep", "serving"} <= folders
 
 
 def test_every_folder_says_what_it_holds_in_its_docstring() -> None:

@@ -14,7 +14,8 @@ import pytest
 
 from vllm_patcher.cli import outcomes
 from vllm_patcher.cli.render.payoff import bench_summary
-from vllm_patcher.payoff import bench, scrape
+from vllm_patcher.load import bench
+from vllm_patcher.payoff import scrape
 
 from .scrapes import metrics
 
@@ -166,7 +167,7 @@ def test_the_load_client_gets_the_servers_api_key_as_vllm_bench_serve_reads_it(
     client's environment for that request only)."""
     import json as json_mod
 
-    from vllm_patcher.payoff import bench as bench_mod
+    from vllm_patcher.load import vllm_bench as bench_mod
     from vllm_patcher.serving import client as client_mod
 
     fake = tmp_path / "client.py"

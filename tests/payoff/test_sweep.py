@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from vllm_patcher.cli.render import sweep as render_sweep
+from vllm_patcher.load.point import Point, Run
 from vllm_patcher.payoff import scrape
 from vllm_patcher.payoff.analysis import analyse
-from vllm_patcher.payoff.bench import Point, Run
 from vllm_patcher.payoff.window import between
 from vllm_patcher.sweep import result as sweep_result
 from vllm_patcher.sweep import run as sweep

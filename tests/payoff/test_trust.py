@@ -20,8 +20,9 @@ import pytest
 
 from vllm_patcher import runtime
 from vllm_patcher.cli.render import sweep as render_sweep
-from vllm_patcher.payoff import scrape, stall
-from vllm_patcher.payoff.bench import base_noise
+from vllm_patcher.load import stall
+from vllm_patcher.load.bench import base_noise
+from vllm_patcher.payoff import scrape
 from vllm_patcher.payoff.judge import MARGIN
 from vllm_patcher.sweep import run as sweep
 
@@ -389,7 +390,7 @@ def test_no_drafts_because_every_request_failed_says_the_requests_failed(
     """The tryout: a prompt longer than --max-model-len is answered 400, so nothing is drafted;
     payoff bench said 'is it the speculative server?' and sent the user to check the URLs."""
     from vllm_patcher.errors import NoDrafts
-    from vllm_patcher.payoff import bench
+    from vllm_patcher.load import bench
 
     quiet = metrics(per_pos=(0.0, 0.0))
     monkeypatch.setattr(

@@ -7,9 +7,8 @@ one way (a URL, saved scrapes or a log); ``analysis`` turns a window (and a base
 given) into acceptance figures, both measured speed ratios and a verdict, judged by ``judge``
 (one class for every figure, or ``unknown``; a shorter draft only a range between two cost
 models); ``run`` drives it, ``--watch`` too (the command line renders it:
-``cli/render/payoff_report``, and draws its ``--plot``: ``cli/render/plot``); ``bench`` drives
-vLLM's own benchmark client (``bench_client``, run in the target's interpreter;
-``serving.client`` starts it) against two servers, and ``stall`` stops a load whose server
-generates nothing. The sweep over k, which leans on ``bench``, is a folder of its own
-(``vllm_patcher.sweep``).
+``cli/render/payoff_report``, and draws its ``--plot``: ``cli/render/plot``). Driving a load
+with vLLM's own benchmark client (``payoff bench``) is a folder of its own
+(``vllm_patcher.load``), and so is the sweep over k (``vllm_patcher.sweep``); both read and
+judge their servers' counters here.
 """

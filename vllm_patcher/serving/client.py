@@ -11,9 +11,9 @@ servers' /metrics stayed put. The process runs in a process group of its own, wi
 answer (a timeout, a ``watch`` that names a reason, Ctrl-C, an exception, the process ending) and
 when the session ends (what it started and left behind goes with it). Not isolated (``-I``): it
 reads the ``HF_*`` and ``VLLM_*`` settings as ``vllm bench serve`` would. What it answers, and what
-a failure means, is the caller's: ``run`` and ``check`` return ``runtime.ScriptRun`` (exit code 2
-and argparse's message on stderr for a usage error, as ``vllm bench serve`` itself) and raise
-``runtime.ScriptNotRun`` (``ScriptStopped`` for a watch).
+a failure means, is the caller's (``load.vllm_bench``): ``run`` and ``check`` return
+``runtime.ScriptRun`` (exit code 2 and argparse's message on stderr for a usage error, as ``vllm
+bench serve`` itself) and raise ``runtime.ScriptNotRun`` (``ScriptStopped`` for a watch).
 """
 
 from __future__ import annotations

@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..load.point import MEASURES, Point
 from ..payoff.analysis import SMALL_SAMPLE
-from ..payoff.bench import MEASURES, Point
 from ..payoff.judge import BREAK_EVEN, LOSES, PAYS, UNKNOWN, Judgement, span
 from ..payoff.window import Window
 from ..serving import server

@@ -5,8 +5,8 @@ For each k (0 first: the same command without ``--speculative-config``, the base
 other k) the server is started in the target interpreter (``serving.server``), warmed up, loaded
 with vLLM's own benchmark client at each concurrency ``repeat`` times between two scrapes of its
 /metrics, and stopped. Each k's runs are then set against k = 0's at the same concurrency and
-judged by ``payoff bench``'s rules (``bench.Point``: both measures, every repeat in one class, or
-``unknown``). Nothing here is a model: a best k is a measured cell whose verdict is ``pays``.
+judged by ``payoff bench``'s rules (``load.point.Point``: both measures, every repeat in one
+class, or ``unknown``). Nothing here is a model: a best k is a measured cell whose verdict is ``pays``.
 """
 
 from __future__ import annotations
@@ -19,20 +19,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import BadSetting, NoDrafts, NoSpeculation, ServerUnreachable
+from ..load.point import Point, Run
+from ..load.repeats import failed_note, failures, merged, noise
+from ..load.stall import Stall
+from ..load.vllm_bench import check_client_args, client, load_argv
 from ..payoff import scrape
 from ..payoff.analysis import analyse
-from ..payoff.bench import (
-    Point,
-    Run,
-    check_client_args,
-    client,
-    failed_note,
-    failures,
-    merged,
-    noise,
-)
 from ..payoff.judge import MARGIN
-from ..payoff.stall import Stall
 from ..payoff.window import NotOneWindow, between
 from ..serving import server
 from ..serving.args import ServeArgs, option_name
@@ -51,23 +44,6 @@ SWEEP_SETS = frozenset(
 CLIENT_TOKENIZER = ("--tokenizer", "--tokenizer-mode")
 
 
-def _load_argv(
-    url: str, c: int, prompts: int, dataset: str, tmp: str, name: str, extra: tuple[str, ...]
-) -> list[str]:
-    return [
-        "--base-url", url,
-        "--dataset-name", dataset,
-        "--num-prompts", str(prompts),
-        "--max-concurrency", str(c),
-        "--request-rate", "inf",
-        "--ignore-eos",
-        "--save-result",
-        "--result-dir", tmp,
-        "--result-filename", name,
-        *extra,
-    ]  # fmt: skip
-
-
 def _measure(
     python: str, url: str, k: int, plan: Plan, tmp: str, say: Callable[[str], None],
     extra: tuple[str, ...], started: Started, api_key: str | None = None, name: str = "",
@@ -76,8 +52,8 @@ def _measure(
     loading = time.monotonic()
     client(
         python,
-        _load_argv(url, max(plan.concurrencies), WARM_UP_PROMPTS, plan.dataset, tmp,
-                   f"warm-{name or k}.json", extra),
+        load_argv(url, max(plan.concurrencies), WARM_UP_PROMPTS, plan.dataset, tmp,
+                  f"warm-{name or k}.json", extra),
         api_key,
         Stall(url),
     )  # fmt: skip
@@ -87,7 +63,7 @@ def _measure(
             before = scrape.fetch(url)
             result = client(
                 python,
-                _load_argv(
+                load_argv(
                     url,
                     c,
                     plan.prompts,
@@ -306,7 +282,7 @@ def check(python: str, args: ServeArgs | None, p: Plan) -> None:
         args.with_k(1)  # raises when there is no --speculative-config to write k into
     extra = p.client_extra if args is None else p.client_args(args)
     check_client_args(
-        python, _load_argv("http://127.0.0.1:1", 1, 1, p.dataset, "/", "x.json", extra)
+        python, load_argv("http://127.0.0.1:1", 1, 1, p.dataset, "/", "x.json", extra)
     )
 
 

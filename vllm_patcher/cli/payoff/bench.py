@@ -37,7 +37,7 @@ def payoff_bench(
 ) -> None:
     """Run the same load on both servers with vLLM's own benchmark client (`vllm bench serve`, in
     the target interpreter), per concurrency; arguments after `--` go to the client."""
-    from ...payoff import bench
+    from ...load import bench
 
     opts = app.options
     if plot is not None:

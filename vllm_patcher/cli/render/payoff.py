@@ -10,8 +10,8 @@ from .. import outcomes
 from ..base import Shown
 
 if TYPE_CHECKING:  # typing only: payoff bench loads its machinery when it runs
+    from ...load.bench import BenchResult
     from ...payoff.analysis import Analysis
-    from ...payoff.bench import BenchResult
     from ...serving.args import ServeArgs
     from ...sweep.result import SweepResult
     from ...sweep.run import Plan
@@ -86,7 +86,7 @@ def sweep_opening(args: ServeArgs | None, plan: Plan) -> list[str]:
 
 def bench_lines(result: BenchResult) -> list[str]:
     """payoff bench's table: a row per concurrency, its reason where unknown, the summary."""
-    from ...payoff.bench import MEASURES
+    from ...load.point import MEASURES
     from ...payoff.judge import span
 
     out = [

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any
 from ...errors import BadSetting, NotWritable
 
 if TYPE_CHECKING:
+    from ...load.bench import BenchResult
     from ...payoff.analysis import Analysis
-    from ...payoff.bench import BenchResult
     from ...sweep.result import SweepResult
 
 

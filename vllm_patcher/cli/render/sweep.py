@@ -10,7 +10,7 @@ from ...payoff.judge import span
 from ...sweep.result import baseline_runs
 
 if TYPE_CHECKING:
-    from ...payoff.bench import Point
+    from ...load.point import Point
     from ...sweep.result import SweepResult
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 
 from ..errors import PatcherError
-from . import scrape
+from ..payoff import scrape
 
 STALL_S = 180.0  # requests out and no token, prompt or generated, for this long: stuck
 WATCH_EVERY_S = 10.0

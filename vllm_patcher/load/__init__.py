@@ -1,0 +1,11 @@
+"""``load``: the same load on vLLM servers, driven by vLLM's own benchmark client (``vllm bench
+serve``, run in the target interpreter; ``serving.client`` starts it), and what its runs say.
+
+``vllm_bench`` checks the client's arguments with its own parser, builds one run's arguments and
+runs it once (its result file read), watched by ``stall`` (a server whose tokens stand still
+stops the load); ``point`` holds one concurrency's runs on a speculative and a plain server
+(``Run``, ``Point``: both measures, their spread and the verdict, judged by ``payoff.judge``);
+``repeats`` reads the repeats together (windows merged, failed requests, a server's own noise);
+``bench`` is ``payoff bench``'s load on two servers at several concurrencies. ``payoff sweep``
+(``vllm_patcher.sweep``) drives its loads with the same pieces.
+"""

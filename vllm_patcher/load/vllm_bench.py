@@ -1,0 +1,83 @@
+"""vLLM's benchmark client (``vllm bench serve``) as a load sees it: its arguments checked by its
+own parser before a model is loaded (``check_client_args``), the arguments of one load run
+(``load_argv``), and one run, its result file read (``client``). ``serving.client`` starts the
+client's process in the target interpreter; what its answers mean is said here."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from ..errors import BadSetting, ServerUnreachable
+from ..runtime import ScriptNotRun, ScriptStopped
+from ..serving import client as load_client
+from .stall import WATCH_EVERY_S, Stall
+
+
+def load_argv(
+    url: str,
+    concurrency: int,
+    prompts: int,
+    dataset: str,
+    result_dir: str,
+    result_file: str,
+    extra: tuple[str, ...],
+) -> list[str]:
+    """One run's arguments: ``prompts`` requests, ``concurrency`` at a time, sent at once and
+    each generating its full length, the result saved to ``result_dir``/``result_file``;
+    ``extra`` (the user's own client arguments) last."""
+    return [
+        "--base-url", url,
+        "--dataset-name", dataset,
+        "--num-prompts", str(prompts),
+        "--max-concurrency", str(concurrency),
+        "--request-rate", "inf",
+        "--ignore-eos",
+        "--save-result",
+        "--result-dir", result_dir,
+        "--result-filename", result_file,
+        *extra,
+    ]  # fmt: skip
+
+
+def check_client_args(python: str, argv: list[str]) -> None:
+    """Parse ``argv`` with vllm bench serve's own parser, running nothing: a usage error (exit 2)
+    before a model is loaded rather than after."""
+    try:
+        run = load_client.check(python, argv)
+    except ScriptNotRun as exc:
+        raise ServerUnreachable(f"vllm bench serve could not be asked: {exc}") from None
+    if run.returncode == 2 and "error:" in run.stderr:
+        said = run.stderr_tail().split("error:", 1)[-1].strip()
+        raise BadSetting(f"vllm bench serve refused its arguments: {said}")
+    if not (run.answer or {}).get("parsed"):
+        said = str((run.answer or {}).get("error") or run.stderr_tail("no answer"))
+        raise ServerUnreachable(f"vllm bench serve could not be asked: {said.splitlines()[-1]}")
+
+
+def client(
+    python: str, argv: list[str], api_key: str | None = None, watch: Stall | None = None
+) -> dict[str, Any]:
+    """One run of vLLM's benchmark client; ``api_key``: the served ``--api-key``, which the client
+    sends as its Bearer token (it reads ``OPENAI_API_KEY``, as ``vllm bench serve`` does);
+    ``watch``: the loaded server's stall watch (the client is stopped when it names a stall)."""
+    try:
+        run = load_client.run(
+            python, argv, api_key=api_key, watch=watch, watch_every_s=WATCH_EVERY_S
+        )
+    except ScriptStopped as exc:
+        raise ServerUnreachable(exc.reason) from None
+    except ScriptNotRun as exc:
+        raise ServerUnreachable(f"vllm bench serve did not finish: {exc}") from None
+    if run.returncode == 2 and "error:" in run.stderr:  # the client's own argument parser
+        said = run.stderr_tail().split("error:", 1)[-1].strip()
+        raise BadSetting(f"vllm bench serve refused its arguments: {said}")
+    answer = run.answer or {"error": run.stderr_tail("vllm bench serve failed")}
+    if "error" in answer:
+        raise ServerUnreachable(str(answer["error"]).splitlines()[-1] or "vllm bench serve failed")
+    try:
+        result: dict[str, Any] = json.loads(Path(answer["result_file"]).read_text())
+    except (OSError, ValueError) as exc:
+        raise ServerUnreachable(f"cannot read vllm bench serve's result file: {exc}") from None
+    return result
