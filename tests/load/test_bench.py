@@ -1,10 +1,15 @@
 """payoff bench's judgement on a fake client and fake servers: the rows in ascending concurrency,
-a summary that agrees with them, each row's acceptance from its own window, both measures, and
-repeats whose spread decides whether there is a verdict."""
+a summary that agrees with them, each row's acceptance from its own window, both measures,
+repeats whose spread decides whether there is a verdict (the plain server's own spread over
+them), no drafts said as failed requests where they failed; and SIGTERM or SIGHUP stop its client
+(issue 35, item 8)."""
 
 from __future__ import annotations
 
 import itertools
+import os
+import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -15,9 +20,13 @@ import pytest
 from vllm_patcher.cli import outcomes
 from vllm_patcher.cli.render.payoff import bench_summary
 from vllm_patcher.load import bench
+from vllm_patcher.load.bench import base_noise
+from vllm_patcher.load.repeats import failed_note
 from vllm_patcher.payoff import scrape
 
-from .scrapes import metrics
+from ..conftest import REPO
+from ..payoff.scrapes import metrics
+from .points import point
 
 SPEC, BASE = "http://spec", "http://base"
 
@@ -186,3 +195,83 @@ def test_the_load_client_gets_the_servers_api_key_as_vllm_bench_serve_reads_it(
     assert keyed == {"completed": 1, "env": {"OPENAI_API_KEY": "K"}}
     assert plain == {"completed": 1, "env": {}}  # no key: the environment as it is
     assert json_mod.loads((tmp_path / "result-1.json").read_text())["env"] == {}
+
+
+def test_bench_measures_the_plain_servers_spread_over_its_repeats() -> None:
+    p = point(1, 2, [1.2, 1.2])
+    p.runs[0].base.update({"mean_tpot_ms": 10.0, "output_throughput": 100.0})
+    p.runs[1].base.update({"mean_tpot_ms": 12.0, "output_throughput": 100.0})
+    assert base_noise(p.runs) == pytest.approx(2 / 11)
+    assert base_noise(p.runs[:1]) == 0.0
+
+
+# 8. payoff bench on SIGTERM or SIGHUP
+DRIVER = """
+import sys
+from pathlib import Path
+sys.path.insert(0, sys.argv[2])
+from tests.payoff.scrapes import http_server, metrics
+from vllm_patcher.serving import client
+from vllm_patcher.cli import main
+from vllm_patcher.cli.payoff import bench as payoff_bench
+client.SCRIPT = Path(sys.argv[1])  # a load client that loads nothing and never ends
+payoff_bench.vllm_python = lambda opts, what: sys.executable
+body = metrics(per_pos=(0.0, 0.0)).encode()
+with http_server(lambda n: (200, "text/plain", body)) as url:
+    main(["payoff", "bench", url, "--baseline-url", url, "--concurrency", "1"],
+         prog_name="vllm-patcher")
+"""
+
+
+CLIENT = (
+    "import os, time; open(os.environ['PID_FILE'], 'w').write(str(os.getpid())); time.sleep(600)"
+)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_payoff_bench_stopped_by_a_signal_stops_its_client_and_exits_130(
+    tmp_path: Path, sig: signal.Signals
+) -> None:
+    client = tmp_path / "client.py"
+    client.write_text(CLIENT)
+    pid_file = tmp_path / "client.pid"
+    tool = subprocess.Popen(
+        [sys.executable, "-c", DRIVER, str(client), str(REPO)], cwd=REPO, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        env={**os.environ, "PID_FILE": str(pid_file), "PYTHONPATH": str(REPO)},
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while not (pid_file.exists() and pid_file.read_text()):
+            assert tool.poll() is None, tool.communicate()
+            assert time.monotonic() < deadline, "the client never started"
+            time.sleep(0.1)
+        pid = int(pid_file.read_text())
+        tool.send_signal(sig)
+        out, err = tool.communicate(timeout=60)
+        assert tool.returncode == 130, err
+        assert "the load client is stopped" in err and "Traceback" not in err
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+    finally:
+        if tool.poll() is None:
+            tool.kill()
+
+
+def test_no_drafts_because_every_request_failed_says_the_requests_failed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The tryout: a prompt longer than --max-model-len is answered 400, so nothing is drafted;
+    payoff bench said 'is it the speculative server?' and sent the user to check the URLs."""
+    from vllm_patcher.errors import NoDrafts
+
+    quiet = metrics(per_pos=(0.0, 0.0))
+    monkeypatch.setattr(
+        bench, "client", lambda *a, **k: {"num_prompts": 8, "completed": 0, "failed": 8}
+    )
+    monkeypatch.setattr(
+        scrape, "fetch", lambda url, timeout=10.0: scrape.parse(quiet, url, time.time())
+    )
+    with pytest.raises(NoDrafts, match="but 8 of 8 requests failed.*--max-model-len"):
+        bench.run(sys.executable, SPEC, BASE, [1], 8, "random")
+    assert failed_note([{"num_prompts": 8, "completed": 8, "failed": 0}]) == ""

@@ -6,50 +6,16 @@ above which no k pays, and the verdict and text that follow from them."""
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
 
 from vllm_patcher.cli.render import sweep as render_sweep
-from vllm_patcher.load.point import Point, Run
-from vllm_patcher.payoff import scrape
-from vllm_patcher.payoff.analysis import analyse
-from vllm_patcher.payoff.window import between
 from vllm_patcher.sweep import result as sweep_result
 from vllm_patcher.sweep import run as sweep
 
 from ..conftest import assert_refused, run_cli
-from .scrapes import metrics
-
-
-def _window(spec: bool, speedup: float, k: int = 2) -> object:
-    a = 0.5
-    per_pos = tuple(1000 * a ** (i + 1) for i in range(k)) if spec else ()
-    emitted = 1000 + sum(per_pos)
-    after = metrics(
-        drafts=1000 if spec else 0, per_pos=per_pos, generation=emitted + 16, first_tokens=16,
-        itl_sum=emitted * 0.010 / speedup if spec else 1000 * 0.010, itl_count=1000, running=2,
-        spec=spec,
-    )  # fmt: skip
-    before = metrics(per_pos=(0.0,) * k if spec else (), spec=spec)
-    t = time.time()
-    return between(scrape.parse(before, "u", t - 10), scrape.parse(after, "u", t))
-
-
-def _point(c: int, k: int, speedups: list[float]) -> Point:
-    runs = []
-    for s in speedups:
-        spec_w, base_w = _window(True, s, k), _window(False, 1.0)
-        runs.append(
-            Run(
-                {"mean_tpot_ms": 10.0 / s, "output_throughput": 100.0 * s},
-                {"mean_tpot_ms": 10.0, "output_throughput": 100.0},
-                spec_w,  # type: ignore[arg-type]
-                base_w,  # type: ignore[arg-type]
-            )
-        )
-    return Point(c, runs, analyse(runs[0].window), 64)
+from ..load.points import point
 
 
 def _result(
@@ -60,7 +26,7 @@ def _result(
     }
     result = sweep_result.SweepResult(ks, levels, 2, 64, servers, Path("/logs"))
     for (k, c), speedups in cells.items():
-        result.cells[(k, c)] = _point(c, k, speedups)
+        result.cells[(k, c)] = point(c, k, speedups)
     return result
 
 
