@@ -12,6 +12,8 @@ from .errors import UnsupportedRelease
 
 LIST_GONE_FROM = Version("0.22.0")  # the allow-list mechanism no longer exists
 MIXIN_FROM = "0.18.0"  # the interface has EagleModelMixin: a family captures through it
+# vLLM needs Python >= 3.10 (0.11.0 allows 3.9, where an `X | Y` annotation fails at import)
+PEP604_FROM = "0.11.1"
 # captures made on an earlier pipeline stage reach the drafter (only the families that opt in)
 PP_CARRY_FROM = Version("0.30.0")
 PP_CARRY_FAMILIES = ("llama", "qwen2", "sarvam")

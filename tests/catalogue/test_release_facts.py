@@ -247,3 +247,25 @@ def test_hunyuan_and_nemotron_h_0_11_0_loops_keep_their_own_index(tmp_path: Path
     status = json.loads(run_cli("--target", str(pinned), "--json", "status").stdout)
     states = {p["name"]: p["state"] for p in status["patches"]}
     assert states["eagle3-hunyuan"] == states["eagle3-nemotron-h"] == "applied", states
+
+
+def test_no_pep604_annotation_is_evaluated_on_0_11_0(tmp_path: Path) -> None:
+    """vLLM 0.11.0 allows Python 3.9, where ``X | Y`` in a def's annotation raises at import:
+    every 0.11.0 file the built-ins patch (pinned or by the codemods) writes ``Union`` instead,
+    unless the file postpones its annotations."""
+    import ast
+
+    for env in ({}, UNPINNED):
+        site = scratch_tree("0.11.0", tmp_path / f"site-{len(env)}")
+        run_cli("--target", str(site), "apply", env=env, check=True)
+        for path in sorted(site.rglob("*.py")):
+            tree = ast.parse(path.read_text())
+            if any(isinstance(n, ast.ImportFrom) and n.module == "__future__" for n in tree.body):
+                continue
+            for node in ast.walk(tree):
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    anns = [node.returns, *(a.annotation for a in node.args.args)]
+                    pep604 = [a for a in anns if a is not None and any(
+                        isinstance(b, ast.BinOp) and isinstance(b.op, ast.BitOr) for b in ast.walk(a)
+                    )]  # fmt: skip
+                    assert not pep604, (path.relative_to(site), node.name, env)

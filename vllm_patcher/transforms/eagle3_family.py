@@ -29,7 +29,7 @@ import libcst as cst
 from packaging.version import InvalidVersion, Version
 
 from ..errors import PatchShapeError
-from ..releases import MIXIN_FROM, release_of
+from ..releases import MIXIN_FROM, PEP604_FROM, release_of
 from . import Rewrite
 from ._cst import body_of, dotted, find_all, method, names_used, parse, small, with_body
 from ._cst import replace_statement as replace_in
@@ -231,8 +231,9 @@ def _is_layer_loop(stmt: cst.CSTNode) -> bool:
     return _own_index(stmt) is not None
 
 
-def _annotation(fn: cst.FunctionDef) -> cst.FunctionDef:
-    """The forward's return annotation gains ``| tuple[torch.Tensor, list[torch.Tensor]]``."""
+def _annotation(fn: cst.FunctionDef, pep604: bool) -> cst.FunctionDef:
+    """The forward's return annotation gains ``| tuple[torch.Tensor, list[torch.Tensor]]``
+    (``pep604`` False, a release that allows Python 3.9: ``Union[..., tuple[...]]``)."""
     returns = fn.returns
     if returns is None or TUPLE in _code(returns.annotation):
         return fn
@@ -240,6 +241,8 @@ def _annotation(fn: cst.FunctionDef) -> cst.FunctionDef:
     if isinstance(ann, cst.Subscript) and dotted(ann.value) == "Union":
         text = _code(ann)
         new = cst.parse_expression(text[:-1].rstrip().rstrip(",") + f", {TUPLE}]")
+    elif not pep604:
+        new = cst.parse_expression(f"Union[{_code(ann)}, {TUPLE}]")
     else:
         new = cst.parse_expression(f"{_code(ann)} | {TUPLE}")
     return fn.with_changes(returns=returns.with_changes(annotation=new))
@@ -294,7 +297,9 @@ def _templates(
     return "aux_hidden_states = []\n", template
 
 
-def _patch_forward(fn: cst.FunctionDef, spec: FamilyModel, family: Family, mixin: bool):  # type: ignore[no-untyped-def]
+def _patch_forward(
+    fn: cst.FunctionDef, spec: FamilyModel, family: Family, mixin: bool, pep604: bool
+) -> cst.FunctionDef:
     name = spec.model
     _block(fn, f"{name}.forward")
     if names_used(fn, "aux_hidden_states"):
@@ -360,7 +365,7 @@ def _patch_forward(fn: cst.FunctionDef, spec: FamilyModel, family: Family, mixin
         guard,
         last.with_changes(leading_lines=[]),
     ]
-    return _annotation(with_body(fn, body))
+    return _annotation(with_body(fn, body), pep604)
 
 
 # --- the causal LM ----------------------------------------------------------------------------
@@ -394,7 +399,9 @@ def _patch_causal_lm(cls: cst.ClassDef, spec: FamilyModel, mixin: bool) -> cst.C
     return replace_in(cls, based_init, [based_init, *_methods(spec.inner)])
 
 
-def _patch_model(cls: cst.ClassDef, spec: FamilyModel, family: Family, mixin: bool) -> cst.ClassDef:
+def _patch_model(
+    cls: cst.ClassDef, spec: FamilyModel, family: Family, mixin: bool, pep604: bool
+) -> cst.ClassDef:
     if mixin:
         cls = _add_base(cls, MIXIN)
     else:
@@ -405,7 +412,7 @@ def _patch_model(cls: cst.ClassDef, spec: FamilyModel, family: Family, mixin: bo
     forward = method(cls, "forward")
     if forward is None:
         raise PatchShapeError(f"class {cls.name.value} has no forward")
-    return replace_in(cls, forward, _patch_forward(forward, spec, family, mixin))
+    return replace_in(cls, forward, _patch_forward(forward, spec, family, mixin, pep604))
 
 
 # --- the file ---------------------------------------------------------------------------------
@@ -413,12 +420,46 @@ def _patch_model(cls: cst.ClassDef, spec: FamilyModel, family: Family, mixin: bo
 
 def generation_b(version: str | None) -> bool:
     """True for the releases whose interface has ``EagleModelMixin`` (0.18.0 on)."""
+    return _from(version, MIXIN_FROM)
+
+
+def _from(version: str | None, first: str) -> bool:
+    """Whether ``version`` is ``first`` or later (a pre-release counts as its release)."""
     if version is None:
         raise PatchShapeError("the family codemod needs the release it rewrites for")
     try:
-        return release_of(version) >= Version(MIXIN_FROM)
+        return release_of(version) >= Version(first)
     except InvalidVersion:
         raise PatchShapeError(f"the release {version!r} is not a version") from None
+
+
+def _typing_import(module: cst.Module, name: str) -> cst.Module:
+    """``name`` added to the module's ``from typing import ...`` (sorted in), or that import
+    written before the first import when the module has none."""
+    body = list(module.body)
+    first_import = None
+    for i, stmt in enumerate(body):
+        node = small(stmt)
+        future = isinstance(node, cst.ImportFrom) and dotted(node.module) == "__future__"
+        if isinstance(node, (cst.Import, cst.ImportFrom)) and first_import is None and not future:
+            first_import = i
+        if not (isinstance(node, cst.ImportFrom) and not node.relative
+                and dotted(node.module) == "typing" and not isinstance(node.names, cst.ImportStar)):  # fmt: skip
+            continue
+        names = [
+            a.name.value for a in node.names if isinstance(a.name, cst.Name) and a.asname is None
+        ]
+        if name in names:
+            return module
+        text = f"from typing import {', '.join(_sorted_insert(names, name))}\n"
+        body[i] = cst.parse_statement(text).with_changes(leading_lines=stmt.leading_lines)
+        return module.with_changes(body=body)
+    if first_import is None:
+        raise PatchShapeError(f"no import to put `from typing import {name}` beside")
+    new = cst.parse_statement(f"from typing import {name}\n")
+    body.insert(first_import, new.with_changes(leading_lines=body[first_import].leading_lines))
+    body[first_import + 1] = body[first_import + 1].with_changes(leading_lines=[])
+    return module.with_changes(body=body)
 
 
 def rewrite(source: str, path: str, *, family: Family, version: str | None = None) -> Rewrite:
@@ -427,6 +468,7 @@ def rewrite(source: str, path: str, *, family: Family, version: str | None = Non
         raise PatchShapeError(f"{path}: the {family.name} family does not describe this file")
     spec = specs[0]
     mixin = generation_b(version)
+    pep604 = _from(version, PEP604_FROM)
     module = parse(source, path)
     try:
         module, _ = _interfaces_import(module, [MIXIN, INTERFACE] if mixin else [INTERFACE])
@@ -436,7 +478,7 @@ def rewrite(source: str, path: str, *, family: Family, version: str | None = Non
             if not isinstance(stmt, cst.ClassDef):
                 continue
             if stmt.name.value == spec.model:
-                body[i] = _patch_model(stmt, spec, family, mixin)
+                body[i] = _patch_model(stmt, spec, family, mixin, pep604)
                 seen.add(spec.model)
             elif stmt.name.value == spec.causal_lm:
                 body[i] = _patch_causal_lm(stmt, spec, mixin)
@@ -444,7 +486,10 @@ def rewrite(source: str, path: str, *, family: Family, version: str | None = Non
         missing = [c for c in (spec.model, spec.causal_lm) if c not in seen]
         if missing:
             raise PatchShapeError(f"class {', '.join(missing)} not found")
+        module = module.with_changes(body=body)
+        if not pep604 and f", {TUPLE}]" in module.code:
+            module = _typing_import(module, "Union")
     except PatchShapeError as exc:
         raise PatchShapeError(f"{path}: {exc.message}") from None
-    new = module.with_changes(body=body).code
+    new = module.code
     return Rewrite(new, changed=new != source)
