@@ -261,3 +261,23 @@ def test_a_bad_vllm_version_with_json_is_still_exit_2(tmp_path: Path) -> None:
         "exit_code": 2,
         "error": "--vllm-version 'banana' is not a vLLM release version (like 0.15.1)",
     }
+
+
+@pytest.mark.parametrize(("size", "problems"), [("2", 1), ("1", 0)])
+def test_pipeline_parallelism_above_one_is_a_problem_before_0_30(
+    tmp_path: Path, size: str, problems: int
+) -> None:
+    drafter = specforge_drafter(
+        tmp_path, vocab=DEEPSEEK_VOCAB, nested=[1, 29, 57], weights=drafter_weights(),
+        **{KEY: [2, 30, 58]},
+    )  # fmt: skip
+    code, data = doctor_json(
+        "--model", str(deepseek_target(tmp_path)), "--drafter", str(drafter),
+        "--vllm-version", "0.15.1", "--pipeline-parallel-size", size,
+    )  # fmt: skip
+    found = [f for f in data["findings"] if f["check"] == "pipeline"]
+    assert (code, data["problems"], len(found)) == (int(bool(problems)), problems, problems)
+    if problems:
+        assert found[0]["level"] == "problem"
+        assert "captured on an earlier pipeline stage" in found[0]["message"]
+        assert found[0]["fix"].startswith("serve with --pipeline-parallel-size 1")

@@ -75,9 +75,18 @@ FAMILIES = {
 }
 
 
+# Kernels that need no FlashInfer JIT build: on the lent H200 (no nvcc cache, no network) the
+# FlashInfer CUTLASS MoE and GDN prefill kernels were built by ninja during the first forward after
+# torch.compile, and every MoE or Qwen3-Next engine stalled there for minutes (the stacks of
+# 2026-12-03: flashinfer/jit/core.py build_and_load). Triton's kernels serve the tiny models.
+NO_JIT = {"moe_backend": "triton", "gdn_prefill_backend": "triton"}
+NO_JIT_FROM = "0.21.0"  # the release the proof ran these engine arguments on
+
+
 def engine(
-    py: str, logs: Path, name: str, target: Path, drafter: Path, mode: str, timeout: float = 400
-) -> dict:
+    py: str, logs: Path, name: str, target: Path, drafter: Path, mode: str, timeout: float = 400,
+    kernels: dict | None = None,
+) -> dict:  # fmt: skip
     args = {
         "target": str(target),
         "drafter": str(drafter),
@@ -87,7 +96,7 @@ def engine(
         "gpu_memory_utilization": 0.12,
         "max_model_len": 512,
         "enforce_eager": MODES[mode]["enforce_eager"],
-        "engine": {"kv_cache_memory_bytes": KV_BYTES},
+        "engine": {"kv_cache_memory_bytes": KV_BYTES, **(kernels or {})},
     }
     if "cudagraph_mode" in MODES[mode]:  # LLM's own keyword, as engine_run passes "engine"
         args["engine"]["compilation_config"] = {"cudagraph_mode": MODES[mode]["cudagraph_mode"]}
@@ -224,6 +233,11 @@ def main() -> int:
         )
     rows: list[dict] = []
     patch_of = {f: FAMILIES[f][0] for f in families}
+    from packaging.version import Version
+
+    from vllm_patcher.releases import release_of
+
+    kernels = NO_JIT if release_of(release) >= Version(NO_JIT_FROM) else {}
 
     def row(step: str, mode: str, result: str, ok: bool, seconds: float | None = None,
             patch: str = "eagle3-granite") -> None:  # fmt: skip
@@ -259,15 +273,19 @@ def main() -> int:
                     tiny / job[2],
                     job[1],
                     a.engine_timeout,
+                    kernels,
                 )  # fmt: skip
                 for job in jobs
             }
-        for (fam, mode, drafter), fut in futures.items():
-            ans = fut.result()
-            text = acceptance(ans)
-            share = float(text.split("%")[0]) if "%" in text and "error" not in text else None
-            ok = share is not None and (share == 100.0 if drafter == "right" else share < 5)
-            row(f"accept ({drafter} aux layers)", mode, text, ok, ans["seconds"], patch_of[fam])
+            # each row as its engine ends: a run cut short (SIGTERM) keeps the rows it has
+            job_of = {fut: job for job, fut in futures.items()}
+            for fut in concurrent.futures.as_completed(job_of):
+                (fam, mode, drafter), ans = job_of[fut], fut.result()
+                text = acceptance(ans)
+                share = float(text.split("%")[0]) if "%" in text and "error" not in text else None
+                ok = share is not None and (share == 100.0 if drafter == "right" else share < 5)
+                row(f"accept ({drafter} aux layers)", mode, text, ok, ans["seconds"],
+                    patch_of[fam])  # fmt: skip
         for mode in filter(None, a.rehearse_modes.split(",")):
             row("rehearse 8B shape", mode, *rehearse_row(venv, logs, big, mode, release))
         reverted = tool(venv, "revert")

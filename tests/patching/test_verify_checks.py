@@ -474,6 +474,8 @@ def test_the_import_tier_imports_each_touched_file_as_its_module() -> None:
         "vllm.model_executor.models.nemotron_h",
         "vllm.model_executor.models.qwen3_moe",
         "vllm.model_executor.models.qwen3_next",
+        "vllm.model_executor.models.qwen3_vl",
+        "vllm.model_executor.models.qwen3_vl_moe",
         "vllm.v1.spec_decode.eagle",
     ]
 
@@ -620,8 +622,13 @@ def test_built_in_checks_are_red_on_pristine_0151(
         "supports-eagle3: forward without aux layers returns the plain tensor",
         f"eagle3-qwen3-next: {FAMILY_ALLOW}",
         *captured_already,
-        # Qwen3-MoE is upstream in 0.15.1 (from 0.11.1): its checks hold on the release's own code
-        *(f"eagle3-qwen3-moe: {c}" for c in (FAMILY_SUPPORTS, FAMILY_CAPTURE, FAMILY_ALLOW)),
+        # Qwen3-MoE (from 0.11.1) and Qwen3-VL (0.12.0; its MoE language model 0.15.0) are
+        # upstream in 0.15.1: their checks hold on the release's own code
+        *(
+            f"{p}: {c}"
+            for p in ("eagle3-qwen3-moe", "eagle3-qwen3-vl")
+            for c in (FAMILY_SUPPORTS, FAMILY_CAPTURE, FAMILY_ALLOW)
+        ),  # fmt: skip
     }
     accept = got["eagle3-whitelist: SpeculativeConfig eagle3 accepts deepseek_v3"].detail
     assert "rejected: " in accept and "only supported for" in accept, accept

@@ -119,3 +119,64 @@ def test_no_known_fault_without_an_eagle3_drafter(tmp_path: Path, spec: str | No
     extra = [] if spec is None else ["--speculative-config", spec]
     p = run.plan(parse([model, *extra]), False, False, 60.0, None, "x")
     assert run.known_faults(p, "0.25.0") == []
+
+
+# --- pipeline parallelism: captures made on an earlier stage never reach the drafter -----------
+
+
+def _target(tmp_path: Path, model_type: str) -> str:
+    folder = tmp_path / model_type
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({"model_type": model_type}))
+    return str(folder)
+
+
+@pytest.mark.parametrize(
+    ("given", "version", "model_type", "refused"),
+    [
+        (("--pipeline-parallel-size", "2"), "0.15.1", "granitemoe", True),
+        (("-pp", "4"), "0.21.0", "qwen3_next", True),
+        (("--pipeline_parallel_size=2",), "0.15.1", "llama", True),  # before 0.30.0: every family
+        (("--pipeline-parallel-size", "2", "-pp", "1"), "0.15.1", "granite", False),  # the last
+        (("-pp", "1"), "0.15.1", "granite", False),
+        ((), "0.15.1", "granite", False),
+        (("-pp", "2"), "0.31.0", "llama", False),  # 0.30.0 on: llama carries its captures
+        (("-pp", "2"), "0.31.0", "granite", True),  # ... a family backport does not
+    ],
+)
+def test_eagle3_with_pipeline_parallelism_is_refused_where_captures_cannot_cross_stages(
+    tmp_path: Path, given: tuple[str, ...], version: str, model_type: str, refused: bool
+) -> None:
+    from vllm_patcher.doctor.checks import serve_pipeline_refusal
+
+    argv = [_target(tmp_path, model_type), "--speculative-config", SPEC, *given]
+    said = serve_pipeline_refusal(parse(argv), version)
+    assert (said is not None) is refused, said
+    if refused:
+        assert said is not None and "does not pass the aux hidden states" in said
+        assert "serve with --pipeline-parallel-size 1" in said
+    # another drafter, or none, captures nothing: no refusal
+    ngram = '{"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 4}'
+    argv = [argv[0], "--speculative-config", ngram]
+    assert serve_pipeline_refusal(parse([*argv, *given]), version) is None
+    assert serve_pipeline_refusal(parse([argv[0], *given]), version) is None
+
+
+def test_a_hub_target_with_pipeline_parallelism_is_judged_by_the_release_alone() -> None:
+    from vllm_patcher.doctor.checks import serve_pipeline_refusal
+
+    argv = ["org/model", "--speculative-config", SPEC, "-pp", "2"]
+    assert serve_pipeline_refusal(parse(argv), "0.21.0") is not None  # no release carries them
+    assert serve_pipeline_refusal(parse(argv), "0.31.0") is None  # it depends on the family
+
+
+def test_rehearse_and_sweep_refuse_pipeline_parallelism_before_starting_anything(
+    tmp_path: Path,
+) -> None:
+    venv = make_venv(tmp_path / "v", vllm=True)  # vLLM 0.15.1's files
+    target = _target(tmp_path, "granitemoe")
+    serve = ["--", target, "--speculative-config", SPEC, "--pipeline-parallel-size", "2"]
+    py = ["--python", str(venv / "bin" / "python")]
+    said = ("--pipeline-parallel-size 2: vLLM 0.15.1 (before 0.30.0)", "--tensor-parallel-size")
+    assert_refused(run_cli(*py, "rehearse", *serve), 2, *said)
+    assert_refused(run_cli(*py, "payoff", "sweep", "--k", "0,2", *serve), 2, *said)

@@ -182,3 +182,78 @@ def test_forward_without_the_layer_loop_is_refused(pristine_trees: dict[str, Pat
     with pytest.raises(PatchShapeError) as info:
         supports_eagle3.rewrite_deepseek(broken)
     assert "for layer in islice" in info.value.message
+
+
+# --- the family codemod on the shapes of Qwen3-VL (a VL wrapper, an inherited interface) -------
+
+VL_SOURCE = """from .interfaces import (
+    SupportsLoRA,  # LoRA adapters
+    # pipeline stages
+    SupportsPP,
+)
+
+
+class TinyLLMModel(TinyModel):
+    def __init__(self, *, vllm_config, prefix=""):
+        super().__init__(vllm_config=vllm_config, prefix=prefix)
+
+    def forward(self, input_ids, positions, intermediate_tensors=None):
+        hidden_states, residual = self.embed_tokens(input_ids), None
+        for layer_idx, layer in islice(
+            enumerate(self.layers), self.start_layer, self.end_layer
+        ):
+            hidden_states, residual = layer(positions, hidden_states, residual)
+        hidden_states, _ = self.norm(hidden_states, residual)
+        return hidden_states
+
+
+class TinyVLForConditionalGeneration(nn.Module, SupportsLoRA, SupportsPP):
+    def __init__(self, *, vllm_config, prefix=""):
+        super().__init__()
+        self.language_model = TinyLLMForCausalLM(vllm_config=vllm_config)
+"""
+
+
+def _vl_family(interface: bool) -> object:
+    from vllm_patcher.catalogue.family import Family, FamilyModel
+
+    model = FamilyModel(
+        file="vllm/model_executor/models/tiny_vl.py",
+        causal_lm="TinyVLForConditionalGeneration",
+        model="TinyLLMModel",
+        inner="language_model.model",
+        interface=interface,
+    )
+    return Family(name="Tiny-VL", model_types=("tiny_vl",), models=(model,))
+
+
+def test_family_codemod_reaches_a_vl_wrappers_language_model_and_keeps_import_comments() -> None:
+    from vllm_patcher.transforms import eagle3_family
+
+    out = eagle3_family.rewrite(
+        VL_SOURCE, "vllm/model_executor/models/tiny_vl.py", family=_vl_family(True),
+        version="0.15.1",
+    ).source  # fmt: skip
+    # the exploded import gains the interface where it sorts; its comments stay where they were
+    assert out.startswith(
+        "from .interfaces import (\n    SupportsEagle3,\n    SupportsLoRA,  # LoRA adapters\n"
+        "    # pipeline stages\n    SupportsPP,\n)\n"
+    ), out[:200]
+    # islice(enumerate(self.layers), ...) keeps its own (absolute) index for the capture
+    assert "            if layer_idx in self.aux_hidden_state_layers:\n" in out
+    assert "        self.language_model.model.aux_hidden_state_layers = layers\n" in out
+    assert "        num_layers = len(self.language_model.model.layers)\n" in out
+    compile(out, "tiny_vl.py", "exec")
+
+
+def test_family_codemod_leaves_an_inheriting_causal_lm_alone() -> None:
+    from vllm_patcher.transforms import eagle3_family
+
+    out = eagle3_family.rewrite(
+        VL_SOURCE, "vllm/model_executor/models/tiny_vl.py", family=_vl_family(False),
+        version="0.14.1",
+    ).source  # fmt: skip
+    head, _, wrapper = out.partition("class TinyVLForConditionalGeneration")
+    assert wrapper == VL_SOURCE.partition("class TinyVLForConditionalGeneration")[2]
+    assert head.startswith(VL_SOURCE.partition("\n\n\n")[0])  # no interface imported
+    assert "aux_hidden_states.append(" in head and "self.aux_hidden_state_layers = " in head

@@ -21,6 +21,9 @@ library (``verify``)::
     index = "relative"                  # "relative" (default, upstream's): idx from 0 on the stage;
                                         # "absolute": enumerate(..., start=self.start_layer)
     inner = "model"                     # the causal LM's attribute holding the inner model
+                                        # (a path through a VL wrapper: "language_model.model")
+    interface = false                   # the causal LM inherits SupportsEagle3 and its methods
+                                        # from another entry's class: only the model is rewritten
     config = { embedding_multiplier = 3.0 }   # what the forward reads from config (checks)
     rewrite = false                     # checked, not rewritten (a class that already captures)
     releases = ">=0.11.1"               # the releases this entry describes (default: all); two
@@ -46,10 +49,12 @@ from ..releases import release_of
 CAPTURES = ("stream", "hidden")
 FAMILY_KEYS = {"name", "model_types", "model", "needs", "allow_list", "target"}
 MODEL_KEYS = {
-    "file", "causal_lm", "model", "capture", "index", "inner", "config", "rewrite", "releases"
+    "file", "causal_lm", "model", "capture", "index", "inner", "config", "rewrite", "releases",
+    "interface",
 }  # fmt: skip
 MODEL_TYPE = re.compile(r"[a-z0-9_]+")  # written into vLLM's source as a string literal
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # a class or attribute name
+ATTRIBUTES = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")  # inner's path
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9 .+-]*")  # as users say it; one line, in a comment
 INDEXES = ("relative", "absolute")
 ALLOW_LIST_FILE = "vllm/config/speculative.py"
@@ -68,6 +73,7 @@ class FamilyModel:
     config: tuple[tuple[str, Any], ...] = ()
     rewrite: bool = True
     releases: str = ""  # a version specifier; empty: every release of the patch
+    interface: bool = True  # False: the causal LM inherits SupportsEagle3 (not rewritten)
 
     def on(self, version: str | None) -> bool:
         """Whether this entry describes ``version`` (a pre-release or local build counts as its
@@ -135,9 +141,10 @@ def _model(m: dict[str, Any], where: str) -> FamilyModel:
     config = m.get("config", {})
     if not isinstance(config, dict):
         raise PatchFolderError(f"{where}: a [[family.model]] config must be a table")
-    rewrite = m.get("rewrite", True)
-    if not isinstance(rewrite, bool):
-        raise PatchFolderError(f"{where}: a [[family.model]] rewrite must be true or false")
+    flags = {key: m.get(key, True) for key in ("rewrite", "interface")}
+    for key, value in flags.items():
+        if not isinstance(value, bool):
+            raise PatchFolderError(f"{where}: a [[family.model]] {key} must be true or false")
     file = _text(m, "file", where)
     if not (file.startswith("vllm/") and file.endswith(".py") and ".." not in file.split("/")):
         raise PatchFolderError(
@@ -146,7 +153,7 @@ def _model(m: dict[str, Any], where: str) -> FamilyModel:
     names = {k: _text(m, k, where, "model" if k == "inner" else None) for k in
              ("causal_lm", "model", "inner")}  # fmt: skip
     for key, value in names.items():
-        if not IDENTIFIER.fullmatch(value):
+        if not (ATTRIBUTES if key == "inner" else IDENTIFIER).fullmatch(value):
             raise PatchFolderError(f"{where}: [[family.model]] {key} = {value!r} is not a name")
     return FamilyModel(
         file=file,
@@ -156,8 +163,9 @@ def _model(m: dict[str, Any], where: str) -> FamilyModel:
         index=_choice(m, "index", INDEXES, where),
         inner=names["inner"],
         config=tuple(sorted(config.items())),
-        rewrite=rewrite,
+        rewrite=flags["rewrite"],
         releases=_releases(m, where),
+        interface=flags["interface"],
     )
 
 

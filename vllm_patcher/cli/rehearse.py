@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from ..errors import RehearsalInterrupted
+from ..errors import BadSetting, RehearsalInterrupted
 from . import options
 from .app import ServeCommand, pass_app
 from .base import Application, vllm_target
@@ -46,12 +46,16 @@ def rehearse(
     ready, asks a few completions, reads /metrics for drafts, stops it and every process it
     started. Reports each step reached and its time, the classes vLLM resolved, and on a failure
     its cause and fix."""
+    from ..doctor.checks import serve_pipeline_refusal
     from ..rehearse import run as rehearsal
     from ..serving.args import parse
 
     opts = app.options
     args = parse(serve_args)
     target = vllm_target(opts, "rehearse starts vLLM")  # one locate for the whole run
+    refused = serve_pipeline_refusal(args, target.version)
+    if refused is not None:
+        raise BadSetting(refused)
     python = str(target.python)
     loadable = real_drafter and rehearsal.has_draft_load_config(target.site_packages)
     apply = target.command("apply")

@@ -4,9 +4,10 @@ then the aux layers (``aux_layers``) and the rest of the drafter (``drafter``)."
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from packaging.version import Version
 
@@ -31,6 +32,9 @@ from .faults import findings as fault_findings
 from .flags import check_flags
 from .report import DoctorReport
 from .rules import release_version
+
+if TYPE_CHECKING:
+    from ..serving.args import ServeArgs
 
 # The built-in patches a target family needs; their patch.toml says which releases apply can
 # patch (``releases``) and from which one upstream has the change (``fixed_in``).
@@ -165,16 +169,24 @@ def check_pipeline(pipeline: int | None, target: TargetModel, vllm_version: str)
     """A problem for pipeline parallelism above 1 where the release cannot carry the aux hidden
     states captured on an earlier stage to the drafter (before 0.30.0, and from it for the
     families that do not opt in): every family backport is one of those."""
+    return pipeline_findings(pipeline, (target.model_type, target.text_model_type), vllm_version)
+
+
+def pipeline_findings(
+    pipeline: int | None, model_types: tuple[str, ...], vllm_version: str
+) -> list[Finding]:
+    """``check_pipeline`` for a target known by its model types (the first: as users name it;
+    none: a target whose config.json was not read, judged only where the release decides)."""
     if pipeline is None or pipeline <= 1:
         return []
     release = release_version(vllm_version)
-    types = {target.model_type, target.text_model_type}
-    if release >= PP_CARRY_FROM and types & set(PP_CARRY_FAMILIES):
+    types = {t for t in model_types if t}
+    if release >= PP_CARRY_FROM and (types & set(PP_CARRY_FAMILIES) or not types):
         return []
     where = (
         f"vLLM {vllm_version} (before {PP_CARRY_FROM})"
         if release < PP_CARRY_FROM
-        else f"vLLM {vllm_version} for a {target.model_type} target (from {PP_CARRY_FROM} only "
+        else f"vLLM {vllm_version} for a {model_types[0]} target (from {PP_CARRY_FROM} only "
         f"{', '.join(PP_CARRY_FAMILIES)} carry them)"
     )
     return [
@@ -278,3 +290,24 @@ def check(
     return DoctorReport(
         vllm_version, target, drafter, plan, findings, None, model_source, drafter_source
     )
+
+
+def serve_pipeline_refusal(args: ServeArgs, vllm_version: str) -> str | None:
+    """Why ``rehearse`` and ``payoff sweep`` refuse to start these ``vllm serve`` arguments, or
+    None: an EAGLE-3 drafter with pipeline parallelism above 1 where the release cannot carry the
+    captures across stages (``pipeline_findings``). The target's model types come from its local
+    config.json; a hub id is judged by the release alone."""
+    spec = args.speculative or {}
+    if str(spec.get("method", "")).lower() != "eagle3":
+        return None
+    types: tuple[str, ...] = ()
+    try:
+        config = json.loads((Path(args.model) / "config.json").read_text(encoding="utf-8"))
+        text = config.get("text_config") if isinstance(config.get("text_config"), dict) else {}
+        types = tuple(
+            t for t in (config.get("model_type"), text.get("model_type")) if isinstance(t, str)
+        )
+    except (OSError, ValueError, AttributeError):
+        pass
+    found = pipeline_findings(args.pipeline_size(), types or ("",), vllm_version)
+    return f"{found[0].message}; {found[0].fix}" if found else None

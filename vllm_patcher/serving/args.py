@@ -16,7 +16,8 @@ SPEC = "--speculative-config"
 REPLACED = ("--host", "--port")  # ours: 127.0.0.1 and a free port
 KEPT = ("--served-model-name", "--tokenizer", "--api-key")  # read, and given to the server too
 VALUED = ("--model", SPEC, *REPLACED, *KEPT)
-ALIASES = {"-sc": SPEC}  # vLLM's short spellings (0.31: engine/arg_utils.py)
+PIPELINE = "--pipeline-parallel-size"
+ALIASES = {"-sc": SPEC, "-pp": PIPELINE}  # vLLM's short spellings (0.31: engine/arg_utils.py)
 # the server would not answer plain HTTP on 127.0.0.1 and the port we give it
 REFUSED = ("--uds", "--ssl-keyfile", "--ssl-certfile")
 
@@ -34,6 +35,21 @@ class ServeArgs:
     def server_key(self) -> str | None:
         """The key the server will ask for: its --api-key, else VLLM_API_KEY, as vLLM reads it."""
         return self.api_key or os.environ.get("VLLM_API_KEY")
+
+    def pipeline_size(self) -> int | None:
+        """The ``--pipeline-parallel-size`` (``-pp``) given, the last one winning as in
+        argparse; None when none is given or its value is not a whole number (vLLM refuses that
+        itself)."""
+        size: int | None = None
+        rest = list(self.rest)
+        for i, arg in enumerate(rest):
+            name, value = option_name(arg, (PIPELINE,), shortest=len("--pip"))
+            if name != PIPELINE:
+                continue
+            if value is None:
+                value = rest[i + 1] if i + 1 < len(rest) else ""
+            size = int(value) if value.strip().isdigit() else None
+        return size
 
     def with_k(self, k: int) -> list[str]:
         """The arguments after the model for ``k`` draft tokens (0: without speculation)."""

@@ -275,11 +275,18 @@ def plan(
     )
 
 
-def check(python: str, args: ServeArgs | None, p: Plan) -> None:
+def check(python: str, args: ServeArgs | None, p: Plan, vllm_version: str | None = None) -> None:
     """Everything that can be refused before a model is loaded: a k above 0 with no drafter,
-    and the client's arguments (parsed by vllm bench serve's own parser)."""
+    an EAGLE-3 drafter with pipeline stages the release cannot carry captures across (on
+    ``vllm_version``), and the client's arguments (parsed by vllm bench serve's own parser)."""
     if args is not None and any(k for k in p.ks):
         args.with_k(1)  # raises when there is no --speculative-config to write k into
+        if vllm_version is not None:
+            from ..doctor.checks import serve_pipeline_refusal
+
+            refused = serve_pipeline_refusal(args, vllm_version)
+            if refused is not None:
+                raise BadSetting(refused)
     extra = p.client_extra if args is None else p.client_args(args)
     check_client_args(
         python, load_argv("http://127.0.0.1:1", 1, 1, p.dataset, "/", "x.json", extra)

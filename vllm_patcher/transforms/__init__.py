@@ -1,7 +1,8 @@
 """One libcst codemod per patch (``whitelist``, ``image_token``, ``supports_eagle3``), and one
 for every family backport (``eagle3_family`` on its model files, ``allow_list`` on the EAGLE-3
-allow-list, both driven by the patch's ``[family]`` table); shared matchers in ``_cst``: source
-text in, source text out, no I/O.
+allow-list, both driven by the patch's ``[family]`` table); shared matchers in ``_cst``, and the
+import lines and class headers the family codemod extends in ``_headers``: source text in,
+source text out, no I/O.
 
 Each transform is idempotent: on source that already carries its change it returns the text
 unchanged with ``changed=False``. When the code it expects is not there it raises

@@ -16,7 +16,10 @@ anything was recorded, the causal LM lists ``SupportsEagle3``, and the forward's
 says so. The family's parameters: ``capture`` (``stream``: ``hidden_states + residual``, the
 residual still None before the first layer; ``hidden``: the layer adds its own residual, so the
 hidden state is the stream), ``index`` (``relative``, upstream's, or ``absolute`` from
-``self.start_layer``) and ``inner`` (the causal LM's attribute holding the inner model).
+``self.start_layer``), ``inner`` (the causal LM's attribute, or path, holding the inner model)
+and ``interface`` (false: the causal LM inherits the interface, only the model is rewritten).
+A loop that keeps its own index keeps it, and a first statement that makes it absolute
+(``layer_idx = layer_idx + self.start_layer``) comes before the capture.
 Captures made on one pipeline stage do not reach the drafter on another before 0.30.0, so a
 family backport serves pipeline parallelism 1 (``doctor`` says so).
 """
@@ -33,95 +36,14 @@ from ..releases import MIXIN_FROM, PEP604_FROM, release_of
 from . import Rewrite
 from ._cst import body_of, dotted, find_all, method, names_used, parse, small, with_body
 from ._cst import replace_statement as replace_in
+from ._headers import LINE, add_base, code, interfaces_import, typing_import
 
 if TYPE_CHECKING:
     from ..catalogue.family import Family, FamilyModel
 
 INTERFACE = "SupportsEagle3"
-ABSOLUTE_INTERFACES = "vllm.model_executor.models.interfaces"
 MIXIN = "EagleModelMixin"
-LINE = 88  # the width vLLM's sources are formatted to
 TUPLE = "tuple[torch.Tensor, list[torch.Tensor]]"
-
-
-# --- text helpers -----------------------------------------------------------------------------
-
-
-def _code(node: cst.CSTNode) -> str:
-    return cst.Module([]).code_for_node(node)
-
-
-def _sorted_insert(names: list[str], new: str) -> list[str]:
-    """``new`` where it sorts when ``names`` are sorted, else at the end."""
-    if names == sorted(names):
-        return sorted([*names, new])
-    return [*names, new]
-
-
-# --- the interfaces import --------------------------------------------------------------------
-
-
-def _interfaces_import(module: cst.Module, wanted: list[str]) -> tuple[cst.Module, bool]:
-    """Add ``wanted`` to ``from .interfaces import ...`` (sorted in, exploded past the width)."""
-    body = list(module.body)
-    for i, stmt in enumerate(body):
-        node = small(stmt)
-        if not (
-            isinstance(node, cst.ImportFrom)
-            and not isinstance(node.names, cst.ImportStar)
-            and (
-                (len(node.relative) == 1 and dotted(node.module) == "interfaces")
-                or (not node.relative and dotted(node.module) == ABSOLUTE_INTERFACES)
-            )
-        ):
-            continue
-        source = ".interfaces" if node.relative else ABSOLUTE_INTERFACES
-        names = [a.name.value for a in node.names if isinstance(a.name, cst.Name)]
-        missing = [n for n in wanted if n not in names]
-        if not missing:
-            return module, False
-        for n in missing:
-            names = _sorted_insert(names, n)
-        one_line = f"from {source} import {', '.join(names)}"
-        if len(one_line) <= LINE:
-            text = one_line + "\n"
-        else:
-            text = f"from {source} import (\n" + "".join(f"    {n},\n" for n in names) + ")\n"
-        new = cst.parse_statement(text).with_changes(leading_lines=stmt.leading_lines)
-        body[i] = new
-        return module.with_changes(body=body), True
-    raise PatchShapeError("no `from .interfaces import ...` (or its absolute form) to extend")
-
-
-# --- class bases ------------------------------------------------------------------------------
-
-
-def _add_base(cls: cst.ClassDef, base: str) -> cst.ClassDef:
-    """``class X(a, b)`` -> ``class X(a, b, base)``, wrapped the way black wraps past the width."""
-    if any(arg.keyword is None and dotted(arg.value) == base for arg in cls.bases):
-        return cls
-    bases = [_code(arg.value) for arg in cls.bases if arg.keyword is None]
-    if not bases or len(bases) != len(cls.bases):
-        raise PatchShapeError(f"class {cls.name.value} has no plain bases to extend")
-    bases.append(base)
-    one_line = f"class {cls.name.value}({', '.join(bases)}):"
-    exploded = isinstance(cls.bases[-1].comma, cst.Comma)  # a trailing comma: one per line
-    if len(one_line) <= LINE and not exploded:
-        header = one_line
-    elif len(f"    {', '.join(bases)}") <= LINE and not exploded:
-        header = f"class {cls.name.value}(\n    {', '.join(bases)}\n):"
-    else:
-        header = f"class {cls.name.value}(\n" + "".join(f"    {b},\n" for b in bases) + "):"
-    shell = cst.parse_statement(f"{header}\n    pass\n")
-    assert isinstance(shell, cst.ClassDef)
-    return cls.with_changes(
-        bases=shell.bases,
-        lpar=shell.lpar,
-        rpar=shell.rpar,
-        whitespace_after_class=shell.whitespace_after_class,
-        whitespace_after_name=shell.whitespace_after_name,
-        whitespace_before_colon=shell.whitespace_before_colon,
-    )
 
 
 # --- the inner model --------------------------------------------------------------------------
@@ -196,14 +118,30 @@ def _range_index(stmt: cst.For) -> str | None:
         and dotted(first.targets[0].target) == "layer"
         and isinstance(first.value, cst.Subscript)
         and dotted(first.value.value) == "self.layers"
-        and _code(first.value.slice[0].slice) == target.value
+        and code(first.value.slice[0].slice) == target.value
     ):
         return None
     return target.value
 
 
+def _enumerated(it: cst.BaseExpression) -> bool:
+    """``enumerate(<layers>[, start=...])`` or ``islice(enumerate(self.layers),
+    self.start_layer, self.end_layer)`` (an absolute index: Qwen3-VL's language model)."""
+    if not isinstance(it, cst.Call):
+        return False
+    if dotted(it.func) == "islice" and len(it.args) == 3:
+        inner = it.args[0].value
+        return (
+            isinstance(inner, cst.Call)
+            and dotted(inner.func) == "enumerate"
+            and [dotted(a.value) for a in inner.args] == ["self.layers"]
+            and [dotted(a.value) for a in it.args[1:]] == ["self.start_layer", "self.end_layer"]
+        )
+    return dotted(it.func) == "enumerate" and bool(it.args) and _layers_iter(it.args[0].value)
+
+
 def _own_index(stmt: cst.For) -> str | None:
-    """The index name of ``for i, layer in enumerate(<layers>[, start=...])`` or of a
+    """The index name of ``for i, layer in <enumerated layers>`` (``_enumerated``) or of a
     ``range`` loop (``_range_index``), else None."""
     target, it = stmt.target, stmt.iter
     if isinstance(target, cst.Name):
@@ -213,13 +151,22 @@ def _own_index(stmt: cst.For) -> str | None:
         and len(target.elements) == 2
         and isinstance(target.elements[0].value, cst.Name)
         and dotted(target.elements[1].value) == "layer"
-        and isinstance(it, cst.Call)
-        and dotted(it.func) == "enumerate"
-        and it.args
-        and _layers_iter(it.args[0].value)
+        and _enumerated(it)
     ):
         return None
     return target.elements[0].value.value
+
+
+def _rebases(stmt: cst.BaseStatement, idx: str) -> bool:
+    """``idx = idx + self.start_layer``: a loop that counts from 0 on the stage making its own
+    index absolute (Qwen3-VL's language model, 0.11.x)."""
+    node = small(stmt)
+    return (
+        isinstance(node, cst.Assign)
+        and len(node.targets) == 1
+        and dotted(node.targets[0].target) == idx
+        and " ".join(code(node.value).split()) == f"{idx} + self.start_layer"
+    )
 
 
 def _is_layer_loop(stmt: cst.CSTNode) -> bool:
@@ -235,16 +182,16 @@ def _annotation(fn: cst.FunctionDef, pep604: bool) -> cst.FunctionDef:
     """The forward's return annotation gains ``| tuple[torch.Tensor, list[torch.Tensor]]``
     (``pep604`` False, a release that allows Python 3.9: ``Union[..., tuple[...]]``)."""
     returns = fn.returns
-    if returns is None or TUPLE in _code(returns.annotation):
+    if returns is None or TUPLE in code(returns.annotation):
         return fn
     ann = returns.annotation
     if isinstance(ann, cst.Subscript) and dotted(ann.value) == "Union":
-        text = _code(ann)
+        text = code(ann)
         new = cst.parse_expression(text[:-1].rstrip().rstrip(",") + f", {TUPLE}]")
     elif not pep604:
-        new = cst.parse_expression(f"Union[{_code(ann)}, {TUPLE}]")
+        new = cst.parse_expression(f"Union[{code(ann)}, {TUPLE}]")
     else:
-        new = cst.parse_expression(f"{_code(ann)} | {TUPLE}")
+        new = cst.parse_expression(f"{code(ann)} | {TUPLE}")
     return fn.with_changes(returns=returns.with_changes(annotation=new))
 
 
@@ -323,7 +270,7 @@ def _patch_forward(
         if names_used(fn, "idx"):
             raise PatchShapeError(f"{name}.forward already uses the name `idx`")
         idx = "idx"
-        header = _loop_header(_code(loop.iter), spec.index == "absolute")
+        header = _loop_header(code(loop.iter), spec.index == "absolute")
     else:  # the loop already counts its layers: keep its header and its index
         header = None
     residual = "residual" if spec.capture == "stream" else "None"
@@ -351,7 +298,9 @@ def _patch_forward(
         if header
         else loop.with_changes(leading_lines=[])
     )
-    new_loop = with_body(header_node, [*before, *body_of(loop), *after])
+    own = list(body_of(loop))
+    lead = 1 if own and _rebases(own[0], idx) else 0  # capture at the absolute index
+    new_loop = with_body(header_node, [*own[:lead], *before, *own[lead:], *after])
     collect = cst.parse_statement(first).with_changes(leading_lines=loop.leading_lines)
     guard = cst.parse_statement(
         "if len(aux_hidden_states) > 0:\n    return hidden_states, aux_hidden_states\n"
@@ -389,9 +338,10 @@ def _patch_causal_lm(cls: cst.ClassDef, spec: FamilyModel, mixin: bool) -> cst.C
     init = method(cls, "__init__")
     if init is None:
         raise PatchShapeError(f"class {cls.name.value} has no __init__")
-    if not _self_assigns(init, spec.inner):
-        raise PatchShapeError(f"{cls.name.value}.__init__ never sets self.{spec.inner}")
-    cls = _add_base(cls, INTERFACE)
+    holder = spec.inner.split(".")[0]  # "language_model" of "language_model.model"
+    if not _self_assigns(init, holder):
+        raise PatchShapeError(f"{cls.name.value}.__init__ never sets self.{holder}")
+    cls = add_base(cls, INTERFACE)
     if mixin or method(cls, "set_aux_hidden_state_layers") is not None:
         return cls
     based_init = method(cls, "__init__")
@@ -402,16 +352,18 @@ def _patch_causal_lm(cls: cst.ClassDef, spec: FamilyModel, mixin: bool) -> cst.C
 def _patch_model(
     cls: cst.ClassDef, spec: FamilyModel, family: Family, mixin: bool, pep604: bool
 ) -> cst.ClassDef:
+    forward = method(cls, "forward")
+    if forward is None:
+        raise PatchShapeError(f"class {cls.name.value} has no forward")
     if mixin:
-        cls = _add_base(cls, MIXIN)
-    else:
+        cls = add_base(cls, MIXIN)
+    elif not names_used(forward, "aux_hidden_states"):  # a forward that captures has its list
         init = method(cls, "__init__")
         if init is None:
             raise PatchShapeError(f"class {cls.name.value} has no __init__")
         cls = replace_in(cls, init, _patch_init(init))
     forward = method(cls, "forward")
-    if forward is None:
-        raise PatchShapeError(f"class {cls.name.value} has no forward")
+    assert forward is not None
     return replace_in(cls, forward, _patch_forward(forward, spec, family, mixin, pep604))
 
 
@@ -433,35 +385,6 @@ def _from(version: str | None, first: str) -> bool:
         raise PatchShapeError(f"the release {version!r} is not a version") from None
 
 
-def _typing_import(module: cst.Module, name: str) -> cst.Module:
-    """``name`` added to the module's ``from typing import ...`` (sorted in), or that import
-    written before the first import when the module has none."""
-    body = list(module.body)
-    first_import = None
-    for i, stmt in enumerate(body):
-        node = small(stmt)
-        future = isinstance(node, cst.ImportFrom) and dotted(node.module) == "__future__"
-        if isinstance(node, (cst.Import, cst.ImportFrom)) and first_import is None and not future:
-            first_import = i
-        if not (isinstance(node, cst.ImportFrom) and not node.relative
-                and dotted(node.module) == "typing" and not isinstance(node.names, cst.ImportStar)):  # fmt: skip
-            continue
-        names = [
-            a.name.value for a in node.names if isinstance(a.name, cst.Name) and a.asname is None
-        ]
-        if name in names:
-            return module
-        text = f"from typing import {', '.join(_sorted_insert(names, name))}\n"
-        body[i] = cst.parse_statement(text).with_changes(leading_lines=stmt.leading_lines)
-        return module.with_changes(body=body)
-    if first_import is None:
-        raise PatchShapeError(f"no import to put `from typing import {name}` beside")
-    new = cst.parse_statement(f"from typing import {name}\n")
-    body.insert(first_import, new.with_changes(leading_lines=body[first_import].leading_lines))
-    body[first_import + 1] = body[first_import + 1].with_changes(leading_lines=[])
-    return module.with_changes(body=body)
-
-
 def rewrite(source: str, path: str, *, family: Family, version: str | None = None) -> Rewrite:
     specs = [m for m in family.models if m.file == path and m.rewrite and m.on(version)]
     if len(specs) != 1:
@@ -471,7 +394,9 @@ def rewrite(source: str, path: str, *, family: Family, version: str | None = Non
     pep604 = _from(version, PEP604_FROM)
     module = parse(source, path)
     try:
-        module, _ = _interfaces_import(module, [MIXIN, INTERFACE] if mixin else [INTERFACE])
+        wanted = ([MIXIN] if mixin else []) + ([INTERFACE] if spec.interface else [])
+        if wanted:
+            module, _ = interfaces_import(module, wanted)
         body = list(module.body)
         seen = set()
         for i, stmt in enumerate(body):
@@ -481,14 +406,15 @@ def rewrite(source: str, path: str, *, family: Family, version: str | None = Non
                 body[i] = _patch_model(stmt, spec, family, mixin, pep604)
                 seen.add(spec.model)
             elif stmt.name.value == spec.causal_lm:
-                body[i] = _patch_causal_lm(stmt, spec, mixin)
+                if spec.interface:
+                    body[i] = _patch_causal_lm(stmt, spec, mixin)
                 seen.add(spec.causal_lm)
         missing = [c for c in (spec.model, spec.causal_lm) if c not in seen]
         if missing:
             raise PatchShapeError(f"class {', '.join(missing)} not found")
         module = module.with_changes(body=body)
         if not pep604 and f", {TUPLE}]" in module.code:
-            module = _typing_import(module, "Union")
+            module = typing_import(module, "Union")
     except PatchShapeError as exc:
         raise PatchShapeError(f"{path}: {exc.message}") from None
     new = module.code

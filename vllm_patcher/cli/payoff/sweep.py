@@ -15,7 +15,7 @@ from ...errors import (
 from ...payoff.scrape import is_url
 from .. import options, outcomes
 from ..app import ServeCommand, pass_app
-from ..base import Application, vllm_python
+from ..base import Application, vllm_target
 from ..render import payoff as render
 
 
@@ -121,7 +121,8 @@ def payoff_sweep(
         from ..render.plot import check_available
 
         check_available(plot)
-    python = vllm_python(opts, "payoff sweep starts vLLM")
+    target = vllm_target(opts, "payoff sweep starts vLLM")  # one locate for the whole run
+    python = str(target.python)
     from ...serving.server import signals_interrupt
 
     def say(line: str) -> None:  # stderr, whatever the output format: JSON stays on stdout
@@ -129,7 +130,7 @@ def payoff_sweep(
 
     try:
         with signals_interrupt():  # SIGTERM, SIGHUP: as Ctrl-C, every process stopped
-            sweep.check(python, args, plan)
+            sweep.check(python, args, plan, target.version)
             plan = plan.prepare()
             for line in render.sweep_opening(args, plan):
                 say(line)

@@ -154,6 +154,7 @@ class Family:
     wanted: tuple[int, ...]  # aux layers the setter is asked for
     style: str = "residual"  # its decoder layers' style: "residual" or "plain" (stand_ins)
     config: dict[str, Any] = field(default_factory=dict)  # what its forward reads from config
+    inner: str = "model"  # the causal LM's path to the inner model ("language_model.model")
 
 
 # --- the interface and its default aux layers -------------------------------------------------
@@ -192,7 +193,12 @@ def implements_supports_eagle3(module: Any, family: Family) -> None:
     inner.start_layer, inner.end_layer = 0, n
     outer = bare(cls)
     outer.config = inner.config
-    outer.model = inner
+    holder = outer
+    *path, last = family.inner.split(".")
+    for attr in path:  # a VL wrapper's language model: a bare module holding the inner model
+        setattr(holder, attr, torch.nn.Module())
+        holder = getattr(holder, attr)
+    setattr(holder, last, inner)
 
     method = default_layers_method()
     try:

@@ -69,6 +69,7 @@ def _family(ctx: Any, model: dict[str, Any]) -> Any:
         wanted=(3, 21, 38),
         style=STYLES[model["capture"]],
         config=model["config"],
+        inner=model["inner"],
     )
 
 
