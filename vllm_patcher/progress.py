@@ -21,7 +21,8 @@ import os
 import sys
 import threading
 import time
-from typing import TextIO
+from dataclasses import dataclass, field
+from typing import Any, TextIO
 
 TTY, PLAIN, OFF = "tty", "plain", "off"
 TICK = 1.0  # seconds between the terminal's in-place counts
@@ -122,3 +123,13 @@ class Progress:
             stream.flush()
         except (OSError, ValueError):
             self.mode = OFF
+
+
+@dataclass(frozen=True)
+class Reached:
+    """A point a long run (a sweep, a rehearsal) reached, as data: ``what`` names the point and
+    ``facts`` its values. The libraries pass these to their ``say`` callback; the command line
+    words them (``cli/render/reached.py``), so no library builds a line of text."""
+
+    what: str
+    facts: dict[str, Any] = field(default_factory=dict)

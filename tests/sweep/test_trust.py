@@ -106,7 +106,9 @@ def _sweep(
     monkeypatch.setattr(sweep, "client", fleet.client)
     monkeypatch.setattr(scrape, "fetch", fleet.fetch)
     plan = sweep.plan([0, 2], [1], 2, 64, "random", (), tmp_path, 60.0, {0: BASE, 2: SPEC})
-    return sweep.run(sys.executable, None, plan.prepare(), said.append)
+    from vllm_patcher.cli.render.reached import sweep_line
+
+    return sweep.run(sys.executable, None, plan.prepare(), lambda n: said.append(sweep_line(n)))
 
 
 # 5. the host's speed moved between the baseline and the end

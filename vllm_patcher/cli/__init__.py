@@ -5,9 +5,10 @@ machinery and the application object commands receive, ``base`` what needs no cl
 display, the one mapping of failures to exit codes), ``streams`` the printing guards, ``options`` the options several commands take (declared once)
 and the one parser of number lists, ``outcomes`` the one table from a finished command's outcome to
 its exit code. One module per
-command group, imported when its command runs: ``patching`` (status, apply, verify, revert, list),
-``authoring`` (capture, import, port, pin), ``doctor`` (doctor, serve-args), ``cluster``,
-``payoff/`` (a package: a file per subcommand, ``report``, ``bench``, ``sweep``), ``rehearse``; each renders through ``render/``."""
+command, imported when it runs, in a package per group: ``patching/`` (``status``, ``apply``,
+``verify``, ``revert``, ``listing``), ``authoring/`` (``capture``, ``importing``, ``port``,
+``pin``), ``payoff/`` (``report``, ``bench``, ``sweep``); and ``doctor`` (doctor, serve-args),
+``cluster``, ``rehearse``; each renders through ``render/``."""
 
 from __future__ import annotations
 

@@ -62,10 +62,16 @@ def rehearse(
     plan = rehearsal.plan(args, real_drafter, loadable, ready_timeout, log, apply)
     known = rehearsal.known_faults(plan, target.version)
     plan = dataclasses.replace(plan, known_faults=tuple(f.key for f in known))
-    say = None if opts.as_json else (lambda line: app.echo(f"rehearse: {line}", err=True))
-    if say is not None:
+    from .render.reached import rehearse_line
+
+    say = (
+        None
+        if opts.as_json
+        else (lambda note: app.echo(f"rehearse: {rehearse_line(note)}", err=True))
+    )
+    if not opts.as_json:
         for line in render.opening(plan, known):
-            say(line)
+            app.echo(f"rehearse: {line}", err=True)
     try:
         result = rehearsal.rehearse(python, plan, say)
     except KeyboardInterrupt:

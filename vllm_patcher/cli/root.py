@@ -1,6 +1,6 @@
-"""The root command group and its options, for click; each command group is a module of this
-package (patching, authoring, doctor, cluster, payoff), registered by name in ``COMMANDS`` (a new
-group is one line there). The root group makes the run's application object (``base``), which
+"""The root command group and its options, for click; each command is a module of this package
+(grouped in the packages patching, authoring and payoff), registered by name in ``COMMANDS`` (a
+new command is one line there). The root group makes the run's application object (``base``), which
 every command receives through click's context."""
 
 from __future__ import annotations
@@ -16,15 +16,15 @@ from .base import Application, root_options
 # Each command's module is imported when that command runs (or --help lists them all).
 COMMANDS = MappingProxyType(
     {
-        "status": ".patching:status",
-        "apply": ".patching:apply",
-        "verify": ".patching:verify",
-        "revert": ".patching:revert",
-        "list": ".patching:list_",
-        "capture": ".authoring:capture",
-        "import": ".authoring:import_",
-        "port": ".authoring:port",
-        "pin": ".authoring:pin",
+        "status": ".patching.status:status",
+        "apply": ".patching.apply:apply",
+        "verify": ".patching.verify:verify",
+        "revert": ".patching.revert:revert",
+        "list": ".patching.listing:list_",
+        "capture": ".authoring.capture:capture",
+        "import": ".authoring.importing:import_",
+        "port": ".authoring.port:port",
+        "pin": ".authoring.pin:pin",
         "doctor": ".doctor:doctor",
         "serve-args": ".doctor:serve_args",
         "cluster": ".cluster:cluster",

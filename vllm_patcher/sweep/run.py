@@ -27,6 +27,7 @@ from ..payoff import scrape
 from ..payoff.analysis import analyse
 from ..payoff.judge import MARGIN
 from ..payoff.window import NotOneWindow, between
+from ..progress import Reached
 from ..serving import server
 from ..serving.args import ServeArgs, option_name
 from .result import Measured, Started, SweepResult
@@ -45,7 +46,7 @@ CLIENT_TOKENIZER = ("--tokenizer", "--tokenizer-mode")
 
 
 def _measure(
-    python: str, url: str, k: int, plan: Plan, tmp: str, say: Callable[[str], None],
+    python: str, url: str, k: int, plan: Plan, tmp: str, say: Callable[[Reached], None],
     extra: tuple[str, ...], started: Started, api_key: str | None = None, name: str = "",
 ) -> None:  # fmt: skip
     """The warm-up, then ``repeat`` runs at each concurrency between two scrapes."""
@@ -59,7 +60,7 @@ def _measure(
     )  # fmt: skip
     for c in plan.concurrencies:
         for r in range(plan.repeat):
-            say(f"k = {k}: concurrency {c}, run {r + 1} of {plan.repeat}")
+            say(Reached("run", {"k": k, "c": c, "run": r + 1, "repeat": plan.repeat}))
             before = scrape.fetch(url)
             result = client(
                 python,
@@ -94,7 +95,7 @@ def _serve_one(
     k: int,
     plan: Plan,
     tmp: str,
-    say: Callable[[str], None],
+    say: Callable[[Reached], None],
     name: str = "",
 ) -> Started:
     log = plan.log_dir / f"{name or f'k{k}'}.log"
@@ -109,7 +110,7 @@ def _serve_one(
             on_start=lambda pid: _started(started, pid, say),
         ) as srv:
             started.ready_s = srv.ready_s
-            say(f"k = {k}: ready in {srv.ready_s:.0f} s (pid {srv.pid}); warming up")
+            say(Reached("ready", {"k": k, "seconds": srv.ready_s, "pid": srv.pid}))
             srv.follow()  # what it started so far, stopped with it even outside its group
             try:
                 key = args.server_key()
@@ -132,7 +133,7 @@ def _serve_one(
                         log,
                         server.log_tail(log),
                     )
-        say(f"k = {k}: server stopped, its process group and descendants gone")
+        say(Reached("stopped", {"k": k}))
     except server.ServerDidNotStart as exc:
         started.failure = exc.failure
     served = _served_k(started)
@@ -149,17 +150,23 @@ def _serve_one(
         started.failure = server.StartFailure(why, None, log, ())
     if started.failure is not None:
         started.runs.clear()  # nothing of it is judged
-        say(f"k = {k}: {started.failure.reason}; its log: {log}")
+        say(Reached("failed", {"k": k, "reason": started.failure.reason, "log": log}))
     return started
 
 
 def _running_one(
-    python: str, url: str, k: int, plan: Plan, tmp: str, say: Callable[[str], None], name: str = ""
+    python: str,
+    url: str,
+    k: int,
+    plan: Plan,
+    tmp: str,
+    say: Callable[[Reached], None],
+    name: str = "",
 ) -> Started:
     """A server the user runs for this k (``--url K=URL``): measured, never started or stopped,
     and checked to serve that k."""
     started = Started(k, None)
-    say(f"k = {k}: {url} (running); warming up")
+    say(Reached("running", {"k": k, "url": url}))
     try:
         _measure(python, url, k, plan, tmp, say, plan.client_extra, started, None, name)
     except (ServerUnreachable, NoDrafts, NoSpeculation, NotOneWindow) as exc:
@@ -167,7 +174,7 @@ def _running_one(
         started.failure = server.StartFailure(
             f"failed under the load: {exc.message}", None, None, ()
         )
-        say(f"k = {k}: {started.failure.reason}")
+        say(Reached("failed", {"k": k, "reason": started.failure.reason}))
         return started
     served = _served_k(started)
     if served != {k} and name:  # the baseline measured again: its failure, the report kept
@@ -176,7 +183,7 @@ def _running_one(
         started.failure = server.StartFailure(
             f"{url} served k = {said} under the load, no longer {k}", None, None, ()
         )
-        say(f"k = {k} again: {started.failure.reason}")
+        say(Reached("failed again", {"k": k, "reason": started.failure.reason}))
     elif served != {k}:
         said = ", ".join(str(x) for x in sorted(served))
         raise BadSetting(
@@ -186,9 +193,9 @@ def _running_one(
     return started
 
 
-def _started(started: Started, pid: int, say: Callable[[str], None]) -> None:
+def _started(started: Started, pid: int, say: Callable[[Reached], None]) -> None:
     started.pid = pid
-    say(f"k = {started.k}: server started (process group {pid}), waiting until it is ready")
+    say(Reached("started", {"k": started.k, "pid": pid}))
 
 
 @dataclass(frozen=True)
@@ -294,7 +301,7 @@ def check(python: str, args: ServeArgs | None, p: Plan, vllm_version: str | None
 
 
 def run(
-    python: str, args: ServeArgs | None, p: Plan, say: Callable[[str], None] | None = None
+    python: str, args: ServeArgs | None, p: Plan, say: Callable[[Reached], None] | None = None
 ) -> SweepResult:
     """Each k's server started from ``args`` (or, with ``p.urls``, the user's running ones);
     ``p`` prepared (its log folder made) and ``check``-ed."""
@@ -306,21 +313,21 @@ def run(
         what = "measuring" if args is None else "starting"
         for i, k in enumerate(p.ks):
             elapsed = time.monotonic() - started_at
-            rest = f", about {elapsed / i * (total - i):.0f} s to go" if i else ""
-            tell(f"k = {k}: {what} server {i + 1} of {total} ({elapsed:.0f} s so far{rest})")
+            left = elapsed / i * (total - i) if i else None
+            tell(Reached("server", {"k": k, "what": what, "index": i + 1, "total": total,
+                                    "elapsed": elapsed, "left": left}))  # fmt: skip
             if args is None:
                 servers[k] = _running_one(python, p.urls[k], k, p, tmp, tell)
                 servers[k].url = p.urls[k]
             else:
                 servers[k] = _serve_one(python, args, k, p, tmp, tell)
             if k == 0 and servers[0].failure is not None:
-                tell("the baseline (k = 0) did not start: no other k can be judged; stopping")
+                tell(Reached("no baseline"))
                 break
         again = None
         if servers[0].failure is None and any(s.failure is None for s in servers.values() if s.k):
             elapsed = time.monotonic() - started_at
-            tell(f"k = 0 again: {what} server {total} of {total} ({elapsed:.0f} s so far): the "
-                 "baseline a second time, to see whether the host's speed held")  # fmt: skip
+            tell(Reached("baseline again", {"what": what, "total": total, "elapsed": elapsed}))
             if args is None:
                 again = _running_one(python, p.urls[0], 0, p, tmp, tell, "k0-again")
                 again.url = p.urls[0]

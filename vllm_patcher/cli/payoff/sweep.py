@@ -123,17 +123,19 @@ def payoff_sweep(
         check_available(plot)
     target = vllm_target(opts, "payoff sweep starts vLLM")  # one locate for the whole run
     python = str(target.python)
+    from ...progress import Reached
     from ...serving.server import signals_interrupt
+    from ..render.reached import sweep_line
 
-    def say(line: str) -> None:  # stderr, whatever the output format: JSON stays on stdout
-        app.progress(f"payoff sweep: {line}")
+    def say(note: Reached) -> None:  # stderr, whatever the output format: JSON stays on stdout
+        app.progress(f"payoff sweep: {sweep_line(note)}")
 
     try:
         with signals_interrupt():  # SIGTERM, SIGHUP: as Ctrl-C, every process stopped
             sweep.check(python, args, plan, target.version)
             plan = plan.prepare()
             for line in render.sweep_opening(args, plan):
-                say(line)
+                app.progress(f"payoff sweep: {line}")
             result = sweep.run(python, args, plan, say)
     except KeyboardInterrupt:
         logs = f" (logs in {plan.log_dir})" if plan.log_dir != Path() else ""

@@ -1,0 +1,76 @@
+"""The words for what a long run reached (``progress.Reached``): a sweep's and a rehearsal's
+progress lines, one template each, filled from the facts the library passed."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
+from typing import Any
+
+from ...progress import Reached
+
+Facts = dict[str, Any]
+
+
+def _left(seconds: float | None) -> str:
+    return f", about {seconds:.0f} s to go" if seconds is not None else ""
+
+
+def _failed(facts: Facts) -> str:
+    log = facts.get("log")
+    return f"k = {facts['k']}: {facts['reason']}" + (f"; its log: {log}" if log else "")
+
+
+SWEEP: Mapping[str, Callable[[Facts], str]] = MappingProxyType(
+    {
+        "server": lambda f: (
+            f"k = {f['k']}: {f['what']} server {f['index']} of {f['total']} "
+            f"({f['elapsed']:.0f} s so far{_left(f['left'])})"
+        ),
+        "started": lambda f: (
+            f"k = {f['k']}: server started (process group {f['pid']}), waiting until it is ready"
+        ),
+        "ready": lambda f: (
+            f"k = {f['k']}: ready in {f['seconds']:.0f} s (pid {f['pid']}); warming up"
+        ),
+        "running": lambda f: f"k = {f['k']}: {f['url']} (running); warming up",
+        "run": lambda f: f"k = {f['k']}: concurrency {f['c']}, run {f['run']} of {f['repeat']}",
+        "stopped": lambda f: (
+            f"k = {f['k']}: server stopped, its process group and descendants gone"
+        ),
+        "failed": _failed,
+        "failed again": lambda f: f"k = {f['k']} again: {f['reason']}",
+        "no baseline": lambda f: (
+            "the baseline (k = 0) did not start: no other k can be judged; stopping"
+        ),
+        "baseline again": lambda f: (
+            f"k = 0 again: {f['what']} server {f['total']} of {f['total']} ({f['elapsed']:.0f} s so "
+            "far): the baseline a second time, to see whether the host's speed held"
+        ),
+    }
+)
+
+REHEARSE: Mapping[str, Callable[[Facts], str]] = MappingProxyType(
+    {
+        "started": lambda f: (
+            f"server started (process group {f['pid']}), waiting until it is ready"
+        ),
+        "phase": lambda f: (
+            f"{f['label']} after {f['elapsed']:.0f} s"
+            + (f" ({f['tokens']} tokens)" if f.get("tokens") else "")
+        ),
+        "ready": lambda f: (
+            f"ready after {f['seconds']:.0f} s; asking {f['completions']} completions"
+        ),
+    }
+)
+
+
+def sweep_line(note: Reached) -> str:
+    """A sweep's progress line (after ``payoff sweep: ``)."""
+    return SWEEP[note.what](note.facts)
+
+
+def rehearse_line(note: Reached) -> str:
+    """A rehearsal's progress line (after ``rehearse: ``)."""
+    return REHEARSE[note.what](note.facts)
