@@ -594,6 +594,7 @@ BUILT_IN = {
     *MINIMAX_CHECKS,
     *GRANITE_CHECKS,
     *family_checks(VERSION),
+    "eagle3-qwen3-vl: EAGLE proposer reads Qwen3-VL's image token from image_token_id",
 }
 IMAGE_TOKEN = (
     "kimi-k25-image-token: EAGLE proposer reads Kimi-K2.5's image token from "
@@ -629,6 +630,8 @@ def test_built_in_checks_are_red_on_pristine_0151(
             for p in ("eagle3-qwen3-moe", "eagle3-qwen3-vl")
             for c in (FAMILY_SUPPORTS, FAMILY_CAPTURE, FAMILY_ALLOW)
         ),  # fmt: skip
+        # ... and 0.15.1's proposer names both Qwen3-VL classes itself
+        "eagle3-qwen3-vl: EAGLE proposer reads Qwen3-VL's image token from image_token_id",
     }
     accept = got["eagle3-whitelist: SpeculativeConfig eagle3 accepts deepseek_v3"].detail
     assert "rejected: " in accept and "only supported for" in accept, accept

@@ -142,6 +142,8 @@ def _target(tmp_path: Path, model_type: str) -> str:
         ((), "0.15.1", "granite", False),
         (("-pp", "2"), "0.31.0", "llama", False),  # 0.30.0 on: llama carries its captures
         (("-pp", "2"), "0.31.0", "granite", True),  # ... a family backport does not
+        (("-pp", "+2"), "0.15.1", "granite", True),  # argparse's int() reads "+2" as 2
+        (("-pp", "²"), "0.15.1", "granite", False),  # nor a number to argparse: vLLM refuses it
     ],
 )
 def test_eagle3_with_pipeline_parallelism_is_refused_where_captures_cannot_cross_stages(
@@ -160,6 +162,16 @@ def test_eagle3_with_pipeline_parallelism_is_refused_where_captures_cannot_cross
     argv = [argv[0], "--speculative-config", ngram]
     assert serve_pipeline_refusal(parse([*argv, *given]), version) is None
     assert serve_pipeline_refusal(parse([argv[0], *given]), version) is None
+
+
+def test_a_drafter_named_eagle3_without_a_method_is_eagle3_as_vllm_reads_it(tmp_path: Path) -> None:
+    from vllm_patcher.doctor.checks import serve_pipeline_refusal
+
+    spec = '{"model": "/d/Qwen3-VL-8B_eagle3", "num_speculative_tokens": 3}'
+    argv = [_target(tmp_path, "qwen3_vl"), "--speculative-config", spec, "-pp", "2"]
+    assert serve_pipeline_refusal(parse(argv), "0.11.0") is not None
+    plain = '{"model": "/d/Qwen3-VL-8B_eagle", "num_speculative_tokens": 3}'  # EAGLE-1
+    assert serve_pipeline_refusal(parse([argv[0], "-sc", plain, "-pp", "2"]), "0.11.0") is None
 
 
 def test_a_hub_target_with_pipeline_parallelism_is_judged_by_the_release_alone() -> None:

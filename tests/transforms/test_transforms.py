@@ -257,3 +257,46 @@ def test_family_codemod_leaves_an_inheriting_causal_lm_alone() -> None:
     assert wrapper == VL_SOURCE.partition("class TinyVLForConditionalGeneration")[2]
     assert head.startswith(VL_SOURCE.partition("\n\n\n")[0])  # no interface imported
     assert "aux_hidden_states.append(" in head and "self.aux_hidden_state_layers = " in head
+
+
+@pytest.mark.parametrize("version", ["0.11.0", "0.11.1", "0.12.0", "0.14.1", "0.15.1"])
+def test_the_proposer_gives_a_qwen3_vl_drafter_its_image_token_id(version: str) -> None:
+    """Each shape of the proposer's image-token branch (none in 0.11.0; Qwen2.5-VL alone in
+    0.11.1; Qwen3-VL without its MoE in 0.12-0.14) ends naming both Qwen3-VL classes in the
+    branch that reads image_token_id; 0.15.1, upstream, is left alone."""
+    from vllm_patcher.transforms import vl_image_token
+    from vllm_patcher.wheels import sources
+
+    src = (sources.fetch_release(version, [EAGLE]) / EAGLE).read_text(encoding="utf-8")
+    result = vl_image_token.rewrite(src)
+    assert result.changed is (version != "0.15.1")
+    out = result.source
+    compile(out, EAGLE, "exec")
+    branch = out.split("self.model.config.image_token_index = target_model.config.image_token_id")
+    assert len(branch) == 2, version
+    for name in ("Qwen3VLForConditionalGeneration", "Qwen3VLMoeForConditionalGeneration"):
+        assert f'"{name}",' in branch[0][-400:], (version, name)  # in that branch's test
+    assert "target_model.config.image_token_index" in branch[1]  # the fallback stays
+    assert vl_image_token.rewrite(out).changed is False
+    assert removed_lines(src, out) == [] or version in ("0.11.0", "0.11.1")
+
+
+@pytest.mark.parametrize(
+    ("source", "wanted"),
+    [
+        (  # the last name's own comment stays on its line
+            "from .interfaces import (\n    SupportsPP,\n    MixtureOfExperts,  # moe\n)\n",
+            "from .interfaces import (\n    SupportsPP,\n    MixtureOfExperts,  # moe\n"
+            "    SupportsEagle3,\n)\n",
+        ),
+        (  # a name imported under another keeps it
+            "from .interfaces import SupportsLoRA as L, SupportsPP\n",
+            "from .interfaces import SupportsEagle3, SupportsLoRA as L, SupportsPP\n",
+        ),
+    ],
+)
+def test_the_interfaces_import_gains_the_name_and_loses_nothing(source: str, wanted: str) -> None:
+    from vllm_patcher.transforms._headers import interfaces_import
+
+    module, changed = interfaces_import(cst.parse_module(source), ["SupportsEagle3"])
+    assert changed and module.code == wanted

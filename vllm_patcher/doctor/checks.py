@@ -298,7 +298,9 @@ def serve_pipeline_refusal(args: ServeArgs, vllm_version: str) -> str | None:
     captures across stages (``pipeline_findings``). The target's model types come from its local
     config.json; a hub id is judged by the release alone."""
     spec = args.speculative or {}
-    if str(spec.get("method", "")).lower() != "eagle3":
+    method = str(spec.get("method") or "").lower()
+    # no method: vLLM takes "eagle3" from the drafter's name (config/speculative.py, 0.11-0.32)
+    if method != "eagle3" and not (not method and "eagle3" in str(spec.get("model", "")).lower()):
         return None
     types: tuple[str, ...] = ()
     try:

@@ -48,7 +48,10 @@ class ServeArgs:
                 continue
             if value is None:
                 value = rest[i + 1] if i + 1 < len(rest) else ""
-            size = int(value) if value.strip().isdigit() else None
+            try:  # as argparse's int() reads it: "+2" and "1_0" too
+                size = int(value)
+            except ValueError:
+                size = None
         return size
 
     def with_k(self, k: int) -> list[str]:

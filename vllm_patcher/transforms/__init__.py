@@ -1,4 +1,5 @@
-"""One libcst codemod per patch (``whitelist``, ``image_token``, ``supports_eagle3``), and one
+"""One libcst codemod per patch (``whitelist``, ``image_token``, ``supports_eagle3``,
+``vl_image_token``: Qwen3-VL's image token in the EAGLE proposer), and one
 for every family backport (``eagle3_family`` on its model files, ``allow_list`` on the EAGLE-3
 allow-list, both driven by the patch's ``[family]`` table); shared matchers in ``_cst``, and the
 import lines and class headers the family codemod extends in ``_headers``: source text in,

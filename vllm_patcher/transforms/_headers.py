@@ -55,13 +55,21 @@ def interfaces_import(module: cst.Module, wanted: list[str]) -> tuple[cst.Module
         if exploded is not None:  # one name a line: inserted, every comment there kept
             body[i] = stmt.with_changes(body=[exploded])
             return module.with_changes(body=body), True
+        # each name as written, ``X as Y`` included, the missing ones sorted in
+        entries = [
+            (a.name.value if isinstance(a.name, cst.Name) else code(a.name),
+             code(a.with_changes(comma=cst.MaybeSentinel.DEFAULT)))
+            for a in node.names
+        ]  # fmt: skip
         for n in missing:
-            names = sorted_insert(names, n)
-        one_line = f"from {source} import {', '.join(names)}"
+            keys = sorted_insert([k for k, _ in entries], n)
+            entries.insert(keys.index(n), (n, n))
+        texts = [t for _, t in entries]
+        one_line = f"from {source} import {', '.join(texts)}"
         if len(one_line) <= LINE:
             text = one_line + "\n"
         else:
-            text = f"from {source} import (\n" + "".join(f"    {n},\n" for n in names) + ")\n"
+            text = f"from {source} import (\n" + "".join(f"    {t},\n" for t in texts) + ")\n"
         new = cst.parse_statement(text).with_changes(leading_lines=stmt.leading_lines)
         body[i] = new
         return module.with_changes(body=body), True
@@ -92,10 +100,23 @@ def insert_alias(node: cst.ImportFrom, name: str) -> cst.ImportFrom | None:
     )
     names = [a.name.value if isinstance(a.name, cst.Name) else "" for a in aliases]
     at = sorted_insert(names, name).index(name)
-    if at == len(aliases):
-        new = cst.ImportAlias(cst.Name(name), comma=aliases[-1].comma)
-        aliases[-1] = aliases[-1].with_changes(comma=clean)
-        aliases.append(new)
+    if at == len(aliases):  # the last name keeps its own comment; the new one takes the ")" line
+        last = aliases[-1].comma
+        assert isinstance(last, cst.Comma)
+        kept, given = clean, last
+        if isinstance(last.whitespace_after, cst.ParenthesizedWhitespace):
+            ws, sep = last.whitespace_after, clean.whitespace_after
+            assert isinstance(sep, cst.ParenthesizedWhitespace)
+            kept = last.with_changes(
+                whitespace_after=ws.with_changes(indent=sep.indent, last_line=sep.last_line)
+            )
+            given = last.with_changes(
+                whitespace_after=ws.with_changes(
+                    first_line=cst.TrailingWhitespace(), empty_lines=[]
+                )
+            )
+        aliases[-1] = aliases[-1].with_changes(comma=kept)
+        aliases.append(cst.ImportAlias(cst.Name(name), comma=given))
     else:
         aliases.insert(at, cst.ImportAlias(cst.Name(name), comma=clean))
     return node.with_changes(names=aliases)

@@ -14,6 +14,8 @@ name before it loads any check file, built-in or from a user's patch folder::
 - ``family``: not a library but the check file every family backport runs (``verify`` adds it
   with the patch's ``[family]`` table as ``ctx.family``): SupportsEagle3, the capture is the
   residual stream, the allow-list entry is exact.
+- ``proposer``: the release's own ``EagleProposer.load_model`` for a multimodal target, driven
+  up to the branch that gives the drafter the target's image token (Kimi-K2.5, Qwen3-VL).
 - ``checkpoints``: tiny config-only checkpoints (a ``config.json``, no weights) and ``folder``,
   which writes one under ``ctx.workdir``; ``private_remote_code_cache`` for those whose config
   class arrives through ``auto_map``.
