@@ -28,6 +28,7 @@ import gc
 import json
 import sys
 import time
+import traceback
 
 
 def run(args: dict[str, object], drafter: object) -> tuple[dict[str, object], bool]:
@@ -59,6 +60,7 @@ def run(args: dict[str, object], drafter: object) -> tuple[dict[str, object], bo
         )
         outputs = llm.generate([{"prompt_token_ids": p} for p in args["prompts"]], params)
     except Exception as exc:  # the engine's refusal is the result being tested
+        traceback.print_exc()  # into the log: an assertion without a message names its line
         return {"error": f"{type(exc).__name__}: {exc}"}, False
     done = time.monotonic()
     counters: dict[str, object] = {}
