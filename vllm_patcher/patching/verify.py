@@ -198,12 +198,11 @@ def run_probe(
         ]
 
 
-def _touched_modules(target: Target, catalogue: Catalogue) -> list[str]:
-    return [
-        module_name(rel)
-        for rel in catalogue.paths_for(target.version)
-        if rel in target.record and rel.endswith(".py")
-    ]
+def _touched_modules(lay: Layout, record: dict[str, str]) -> list[str]:
+    """The modules of the files a patch changes on this release (``lay.steps``): a file only an
+    upstream patch names is the release's own, and whether it imports in this interpreter (the
+    CPU build's qwen3_vl needs torchvision) is no verdict on a patch."""
+    return [module_name(rel) for rel in sorted(lay.steps) if rel in record and rel.endswith(".py")]
 
 
 def probe_tiers(target: Target, catalogue: Catalogue) -> list[Check]:
@@ -214,7 +213,7 @@ def probe_tiers(target: Target, catalogue: Catalogue) -> list[Check]:
     upstream = frozenset(n for n, v in lay.verdicts.items() if v == Verdict.UPSTREAM)
     return run_probe(
         target.python,
-        _touched_modules(target, catalogue),
+        _touched_modules(lay, target.record),
         check_files(lay),
         target.version,
         upstream,

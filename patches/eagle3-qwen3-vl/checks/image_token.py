@@ -3,10 +3,9 @@ image-token branch."""
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
-from vllm_patcher_checklib import proposer
+from vllm_patcher_checklib import eagle3, proposer
 
 TOKEN = 1001  # the tiny targets' image token (their vocabulary: 1024)
 TEXT = {
@@ -60,7 +59,8 @@ def check_image_token(ctx: Any) -> str:
     """
     done = []
     for model_type, (module, cls, _) in TARGETS.items():
-        target_class = getattr(importlib.import_module(f"vllm.model_executor.models.{module}"), cls)
+        models = eagle3.model_module(ctx, f"vllm.model_executor.models.{module}")
+        target_class = getattr(models, cls)
         configs = proposer.engine(ctx, model_type, _config(model_type))
         got = proposer.drafter_image_token(ctx, target_class, configs, cls)
         if got != TOKEN:

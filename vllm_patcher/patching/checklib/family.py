@@ -37,13 +37,7 @@ def _models(ctx: Any) -> list[tuple[Any, dict[str, Any]]]:
     for model in ctx.family["models"]:
         if importlib.util.find_spec(model["module"]) is None:
             continue
-        try:
-            module = importlib.import_module(model["module"])
-        except Exception as exc:
-            raise RuntimeError(
-                f"importing {model['module']} failed: {type(exc).__name__}: {exc}"
-            ) from exc
-        out.append((module, model))
+        out.append((eagle3.model_module(ctx, model["module"]), model))
     if not out:
         names = ", ".join(m["module"] for m in ctx.family["models"]) or "none"
         ctx.skip(f"vLLM {ctx.version} ships none of the family's model files ({names})")
