@@ -75,26 +75,44 @@ def _insert_kimi(node: cst.If) -> cst.If:
     return node.with_changes(orelse=branch.with_changes(orelse=node.orelse))
 
 
-def rewrite(source: str, path: str = "vllm/v1/spec_decode/eagle.py") -> Rewrite:
-    module = parse(source, path)
-    # load_model: `if supports_multimodal(target_model):` holds an if/elif chain over model
-    # names whose final `else` is the generic image_token_index fallback.
+Branch = tuple[cst.ClassDef, cst.FunctionDef, cst.If]
+
+
+def multimodal_branches(module: cst.Module) -> list[Branch]:
+    """(class, its load_model, the branch) of each ``if supports_multimodal(target_model):`` in
+    a proposer's ``load_model``: where the drafter gets the target's image token (this codemod
+    and ``vl_image_token`` both rewrite it)."""
     found = []
     for cls in classes(module):
         fn = method(cls, "load_model")
         if fn is None:
             continue
         for outer in body_of(fn):
-            if not (
+            if (
                 isinstance(outer, cst.If)
                 and isinstance(outer.test, cst.Call)
-                and isinstance(outer.test.func, cst.Name)
-                and outer.test.func.value == "supports_multimodal"
+                and dotted(outer.test.func) == "supports_multimodal"
             ):
-                continue
-            for chain in body_of(outer):
-                if isinstance(chain, cst.If) and _is_fallback(_chain(chain)[-1].orelse):
-                    found.append((cls, fn, outer, chain))
+                found.append((cls, fn, outer))
+    return found
+
+
+def with_branch(module: cst.Module, found: Branch, new_outer: cst.If) -> str:
+    """The module's code with the branch ``found`` replaced by ``new_outer``."""
+    cls, fn, outer = found
+    new_cls = replace_statement(cls, fn, replace_statement(fn, outer, new_outer))
+    return replace_top(module, cls, new_cls).code
+
+
+def rewrite(source: str, path: str = "vllm/v1/spec_decode/eagle.py") -> Rewrite:
+    module = parse(source, path)
+    # load_model: `if supports_multimodal(target_model):` holds an if/elif chain over model
+    # names whose final `else` is the generic image_token_index fallback.
+    found = []
+    for cls, fn, outer in multimodal_branches(module):
+        for chain in body_of(outer):
+            if isinstance(chain, cst.If) and _is_fallback(_chain(chain)[-1].orelse):
+                found.append((cls, fn, outer, chain))
     if not found:
         raise PatchShapeError(
             f"{path}: no image-token fallback in load_model "
@@ -106,5 +124,4 @@ def rewrite(source: str, path: str = "vllm/v1/spec_decode/eagle.py") -> Rewrite:
     if any(_is_kimi_test(branch.test) for branch in _chain(chain)):
         return Rewrite(source, changed=False)
     new_outer = replace_statement(outer, chain, _insert_kimi(chain))
-    new_cls = replace_statement(cls, fn, replace_statement(fn, outer, new_outer))
-    return Rewrite(replace_top(module, cls, new_cls).code, changed=True)
+    return Rewrite(with_branch(module, (cls, fn, outer), new_outer), changed=True)

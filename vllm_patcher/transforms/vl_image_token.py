@@ -24,13 +24,11 @@ from . import Rewrite
 from ._cst import (
     assign_target,
     body_of,
-    classes,
     dotted,
-    method,
     parse,
     replace_statement,
-    replace_top,
 )
+from .image_token import multimodal_branches, with_branch
 
 NAMES = ("Qwen3VLForConditionalGeneration", "Qwen3VLMoeForConditionalGeneration")
 TARGET = "self.model.config.image_token_index"
@@ -132,29 +130,17 @@ def _rewrite_body(outer: cst.If) -> cst.If | None:
 
 def rewrite(source: str, path: str = "vllm/v1/spec_decode/eagle.py") -> Rewrite:
     module = parse(source, path)
-    found = []
-    for cls in classes(module):
-        fn = method(cls, "load_model")
-        if fn is None:
-            continue
-        for outer in body_of(fn):
-            if (
-                isinstance(outer, cst.If)
-                and isinstance(outer.test, cst.Call)
-                and dotted(outer.test.func) == "supports_multimodal"
-            ):
-                found.append((cls, fn, outer))
+    found = multimodal_branches(module)
     if len(found) != 1:
         raise PatchShapeError(
             f"{path}: expected one `if supports_multimodal(target_model):` in load_model, "
             f"found {len(found)}"
         )
-    cls, fn, outer = found[0]
+    outer = found[0][2]
     try:
         new_outer = _rewrite_body(outer)
     except PatchShapeError as exc:
         raise PatchShapeError(f"{path}: {exc.message}") from None
     if new_outer is None:
         return Rewrite(source, changed=False)
-    new_cls = replace_statement(cls, fn, replace_statement(fn, outer, new_outer))
-    return Rewrite(replace_top(module, cls, new_cls).code, changed=True)
+    return Rewrite(with_branch(module, found[0], new_outer), changed=True)
