@@ -180,8 +180,14 @@ def drafter(
     seed: int = 0,
     d2t: list[int] | None = None,
     no_aux: str | None = None,
+    kv_heads: int = HEADS,
 ) -> None:
-    """``d2t``: a draft vocabulary of ``len(d2t)`` ids, draft id j predicting target token
+    """``kv_heads``: the attention's key/value heads (GQA below ``HEADS``; head 0 does all the
+    work, so the drafts are the same). A hybrid target's drafter needs a KV page per token that
+    divides the target's: vLLM pads the Mamba page to the target's attention page only, and a
+    larger drafter page fails the KV cache's setup (``unify_kv_cache_spec_page_size``).
+
+    ``d2t``: a draft vocabulary of ``len(d2t)`` ids, draft id j predicting target token
     ``NARROW[j]``, with this d2t tensor written (vLLM adds it to j as an offset).
 
     ``no_aux``: a drafter that reads the target's last hidden state, not aux layers (EAGLE-1
@@ -213,6 +219,7 @@ def drafter(
     o = torch.zeros(H, HEADS * HD)
     for i in range(64):
         o[OUT.start + i, i] = 25.0
+    k, v = k[: kv_heads * HD], v[: kv_heads * HD]
     p = "midlayer."
     w = {
         "embed_tokens.weight": _embedding(out, key),
@@ -245,6 +252,7 @@ def drafter(
         "rope_theta": 1e12,
         "norm_before_residual": True,
         "eagle_aux_hidden_state_layer_ids": list(layers),
+        "num_key_value_heads": kv_heads,
     }
     if no_aux == "nested":
         del config["eagle_aux_hidden_state_layer_ids"]
@@ -263,6 +271,9 @@ def build(root: Path) -> None:
     drafter(root / "right", 1.0)
     drafter(root / "shifted", 1.0, layers=SHIFTED_LAYERS)
     drafter(root / "half", 0.5)
+    # for the hybrid targets of family_models.py (one KV head of HD): the KV page theirs
+    drafter(root / "right-kv1", 1.0, kv_heads=1)
+    drafter(root / "shifted-kv1", 1.0, layers=SHIFTED_LAYERS, kv_heads=1)
     # a draft vocabulary of target tokens 64-255: its d2t as offsets (what vLLM reads), and the
     # same map written as absolute target ids (draft id j -> 2 j + 64 as vLLM reads it: wrong)
     drafter(root / "narrow", 1.0, d2t=[t - j for j, t in enumerate(NARROW)])

@@ -73,6 +73,10 @@ FAMILIES = {
     "mimo_v2_flash": ("eagle3-mimo-v2-flash", "mimo_v2_flash-target"),
     "hunyuan_moe": ("eagle3-hunyuan", "hunyuan_moe-target"),
 }
+# a hybrid target's drafter: a KV page per token that divides the target's attention page (one
+# KV head): with the usual drafter's two, both engines failed at the KV cache's setup on 0.21.0
+# (an AssertionError in unify_kv_cache_spec_page_size, 2026-12-03), which doctor now names
+DRAFTER_SUFFIX = {"nemotron_h": "-kv1", "qwen3_next": "-kv1"}
 
 
 # Kernels that need no FlashInfer JIT build: on the lent H200 (no nvcc cache, no network) the
@@ -270,7 +274,7 @@ def main() -> int:
                     logs,
                     f"accept-{job[0]}-{job[1]}-{job[2]}",
                     tiny / FAMILIES[job[0]][1],
-                    tiny / job[2],
+                    tiny / (job[2] + DRAFTER_SUFFIX.get(job[0], "")),
                     job[1],
                     a.engine_timeout,
                     kernels,

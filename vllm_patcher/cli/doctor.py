@@ -34,6 +34,15 @@ _PIPELINE_OPTION = click.option(
     help="The server's pipeline parallelism (vllm serve --pipeline-parallel-size): above 1, "
     "doctor says whether the release carries the drafter's aux layers across stages.",
 )
+_TENSOR_OPTION = click.option(
+    "--tensor-parallel-size",
+    "tensor",
+    type=click.IntRange(min=1),
+    default=None,
+    metavar="N",
+    help="The server's tensor parallelism (vllm serve --tensor-parallel-size): the KV heads a "
+    "GPU holds, for a hybrid target's KV page (1 when not given).",
+)
 _MODEL_HELP = "Target model: a directory, or a Hugging Face repo id found in the local cache."
 _DRAFTER_HELP = "EAGLE-3 drafter: a directory, or a Hugging Face repo id found in the local cache."
 
@@ -54,6 +63,7 @@ def _doctor_release(opts: Options, vllm_version: str | None) -> str:
 @_VLLM_VERSION_OPTION
 @_MAX_MODEL_LEN_OPTION
 @_PIPELINE_OPTION
+@_TENSOR_OPTION
 @click.option(
     "--fix",
     is_flag=True,
@@ -67,6 +77,7 @@ def doctor(
     vllm_version: str | None,
     served_len: int | None,
     pipeline: int | None,
+    tensor: int | None,
     fix: bool,
 ) -> None:
     """Preflight: check the drafter against the target for this vLLM release, before any load."""
@@ -83,6 +94,7 @@ def doctor(
         catalogue=opts.catalogue(),
         served_len=served_len,
         pipeline=pipeline,
+        tensor=tensor,
     )
     app.show(render.doctor(report, fix))
 

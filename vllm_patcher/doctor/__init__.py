@@ -8,7 +8,8 @@ reads from the drafter's config, because a one-layer shift there does not crash:
 acceptance. ``checks`` judges (``aux_layers`` and ``drafter`` hold the two big checks; ``acceptance``
 those of a drafter that runs but will rarely be accepted: its d2t map, its positions, the target
 it was trained for), ``flags`` the drafter flags each release reads, ``capture`` the targets whose
-vLLM class claims EAGLE-3 and captures nothing, ``faults`` vLLM's own faults measured on a
+vLLM class claims EAGLE-3 and captures nothing, ``kv_page`` a hybrid target whose KV page cannot
+hold the drafter's, ``faults`` vLLM's own faults measured on a
 GPU with their workarounds, ``fix`` writes the key ``--fix`` can, ``serve_args`` prints the
 speculative config; ``report`` holds what doctor found, for the renderers.
 """

@@ -30,6 +30,7 @@ from .capture import check_capture
 from .drafter import check_drafter
 from .faults import findings as fault_findings
 from .flags import check_flags
+from .kv_page import check_kv_page
 from .report import DoctorReport
 from .rules import release_version
 
@@ -252,9 +253,11 @@ def check(
     catalogue: Catalogue | None = None,
     served_len: int | None = None,
     pipeline: int | None = None,
+    tensor: int | None = None,
 ) -> DoctorReport:
     """Every check, reading only; nothing is written. ``served_len``: the server's
-    ``--max-model-len``, when given; ``pipeline``: its ``--pipeline-parallel-size``.
+    ``--max-model-len``, when given; ``pipeline``: its ``--pipeline-parallel-size``; ``tensor``:
+    its ``--tensor-parallel-size``.
 
     ``model_dir`` and ``drafter_dir`` may be Hugging Face repo ids, looked up in the local cache
     through ``python()``'s huggingface_hub (this interpreter's when None). ``catalogue`` is the
@@ -283,6 +286,7 @@ def check(
     findings += fault_findings(target.model_type, vllm_version)
     findings += check_capture(target, vllm_version)
     findings += check_pipeline(pipeline, target, vllm_version)
+    findings += check_kv_page(drafter.config, target, model_config, vllm_version, tensor)
     missing_model = check_model_file(vllm_version, target, catalogue)
     if missing_model is not None:
         findings.insert(0, missing_model)

@@ -73,11 +73,14 @@ def run(
     catalogue: Catalogue | None = None,
     served_len: int | None = None,
     pipeline: int | None = None,
+    tensor: int | None = None,
 ) -> DoctorReport:
     """check(); with ``fix``, write the top-level key it calls for, then check again."""
     if catalogue is None:
         catalogue = load_catalogue()
-    report = check(model_dir, drafter_dir, vllm_version, python, catalogue, served_len, pipeline)
+    report = check(
+        model_dir, drafter_dir, vllm_version, python, catalogue, served_len, pipeline, tensor
+    )
     plan = report.aux
     if not fix or plan is None or plan.write_ids is None or report.drafter is None:
         return report
@@ -94,7 +97,9 @@ def run(
         AUX_KEY, list(ids), plan.write_basis or GUESSED, plan.write_based_on or ""
     )
     backup = write_aux_layer_ids(report.drafter.path, ids)
-    after = check(model_dir, drafter_dir, vllm_version, python, catalogue, served_len, pipeline)
+    after = check(
+        model_dir, drafter_dir, vllm_version, python, catalogue, served_len, pipeline, tensor
+    )
     after.fix = AppliedFix(str(report.drafter.config_path), str(backup), ids, (written,))
     if written.basis == GUESSED:
         # the config now states a value nobody knew: keep saying so until a person confirms it

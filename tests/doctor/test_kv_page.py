@@ -1,0 +1,152 @@
+"""A hybrid target's KV page against its drafter's (doctor/kv_page.py): the rule is vLLM's own
+function's verdict, the releases it holds for are read from their wheels, and doctor says it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+from packaging.version import Version
+
+from vllm_patcher.doctor import PROBLEM, WARNING
+from vllm_patcher.doctor.kv_page import (
+    PAD_ANY_FROM,
+    PAD_ATTENTION_FROM,
+    PAD_MAMBA_FROM,
+    READ_UNTIL,
+    UNIFY_FROM,
+    failure,
+)
+from vllm_patcher.wheels import sources
+
+from ..models.model_files import kimi_target, specforge_drafter, write_json
+from .reports import by_check, doctor_json
+from .test_drafter_flags import RELEASES
+
+PROBE = Path(__file__).with_name("unify_probe.py")
+KV_UTILS = "vllm/v1/core/kv_cache_utils.py"
+# (target KV heads, head dim, drafter KV heads, head dim): equal, dividing, a multiple (the
+# GPU proof's 2026-12-03 failure), neither way, smaller but not dividing
+CASES = [(1, 64, 1, 64), (2, 256, 4, 128), (2, 256, 1, 64), (1, 64, 2, 64), (8, 128, 16, 128),
+         (2, 128, 3, 64), (2, 96, 1, 128)]  # fmt: skip
+
+
+def test_the_rule_is_vllm_0_15_1_s_own_unify_kv_cache_spec_page_size(vllm_python: Path) -> None:
+    proc = subprocess.run(
+        [str(vllm_python), str(PROBE), json.dumps(CASES)], capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    real = json.loads(proc.stdout.strip().splitlines()[-1])
+    found = [failure(tk * td, dk * dd, Version("0.15.1")) for tk, td, dk, dd in CASES]
+    ours = ["ok" if f is None else f[1] for f in found]
+    assert ours == real
+    assert {"ok", "AssertionError", "NotImplementedError"} == set(real)  # every branch is held
+
+
+@pytest.fixture(scope="module")
+def kv_utils() -> dict[str, str]:
+    return {
+        v: (sources.fetch_release(v, [KV_UTILS]) / KV_UTILS).read_text(encoding="utf-8")
+        for v in RELEASES
+    }
+
+
+def _unify(text: str) -> str:
+    """The body of unify_kv_cache_spec_page_size, or '' where the release has none."""
+    start = text.find("def unify_kv_cache_spec_page_size(")
+    if start < 0:
+        return ""
+    end = text.find("\ndef ", start + 1)
+    return text[start:end]
+
+
+def test_each_release_s_pages_follow_the_rule_s_regime(kv_utils: dict[str, str]) -> None:
+    for version, text in kv_utils.items():
+        release, body = Version(version), _unify(text)
+        if release < UNIFY_FROM:  # pages must already be one size, or get_kv_cache_groups gives up
+            assert body == "" and "is_kv_cache_page_size_uniform(" in text, version
+            assert "\n    raise NotImplementedError\n" in text, version
+            continue
+        assert bool(body) is (release <= READ_UNTIL), version
+        if not body:
+            continue
+        # a smaller page scales its block size, which a Mamba page's size does not follow
+        assert "layer_spec.block_size * ratio" in body, version
+        assert "assert new_spec.page_size_bytes == max_page_size" in body, version
+        by_backend = "indexes_kv_by_block_stride" in body
+        assert by_backend is (PAD_ATTENTION_FROM <= release < PAD_ANY_FROM), version
+        pads_any = "not isinstance(\n                layer_spec, MLAAttentionSpec" in body
+        assert pads_any is (release >= PAD_ANY_FROM), version
+        pads_mamba = "isinstance(layer_spec, MambaSpec)" in body
+        assert pads_mamba is (release >= PAD_MAMBA_FROM), version
+
+
+def _nemotron_h(root: Path, kv: int, dim: int) -> Path:
+    config = {
+        "architectures": ["NemotronHForCausalLM"], "model_type": "nemotron_h",
+        "hidden_size": 4096, "num_hidden_layers": 52, "vocab_size": 131072,
+        "num_attention_heads": 32, "num_key_value_heads": kv, "head_dim": dim,
+        "hybrid_override_pattern": "M-M-M-M*-" * 5 + "M-M-M-M-M-M-M",
+    }  # fmt: skip
+    write_json(root / "target" / "config.json", config)
+    return root / "target"
+
+
+def _drafter(root: Path, kv: int, dim: int) -> Path:
+    return specforge_drafter(
+        root, vocab=131072, hidden_size=4096, num_attention_heads=32, num_key_value_heads=kv,
+        head_dim=dim, eagle_aux_hidden_state_layer_ids=[1, 25, 49],
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("release", "target", "drafter", "tensor", "level", "says"),
+    [
+        ("0.21.0", (1, 64), (2, 64), None, PROBLEM, "AssertionError"),  # the GPU proof's pair
+        ("0.21.0", (2, 256), (8, 128), None, PROBLEM, "AssertionError"),
+        ("0.21.0", (2, 256), (8, 128), "8", None, None),  # one head a GPU each: 256 and 128
+        ("0.21.0", (8, 128), (4, 128), None, None, None),
+        ("0.11.0", (8, 128), (4, 128), None, PROBLEM, "NotImplementedError"),  # equal before 0.12
+        ("0.11.0", (8, 128), (8, 128), None, None, None),
+        ("0.23.0", (2, 128), (3, 64), None, PROBLEM, "NotImplementedError"),
+        ("0.24.0", (2, 128), (3, 64), None, WARNING, "backend"),  # padded, by backend
+        ("0.25.1", (1, 64), (2, 64), None, PROBLEM, "AssertionError"),
+        ("0.26.0", (1, 64), (2, 64), None, None, None),  # the Mamba page padded from 0.26.0
+        ("0.28.0", (2, 64), (3, 64), None, WARNING, "backend"),  # the target's page padded
+        ("0.29.0", (2, 64), (3, 64), None, None, None),  # any attention page padded
+        ("0.34.0", (1, 64), (3, 64), None, None, None),  # not read the same way: nothing said
+    ],
+)
+def test_doctor_names_a_drafter_page_a_hybrid_target_cannot_hold(
+    tmp_path: Path,
+    release: str,
+    target: tuple[int, int],
+    drafter: tuple[int, int],
+    tensor: str | None,
+    level: str | None,
+    says: str | None,
+) -> None:
+    tp = ["--tensor-parallel-size", tensor] if tensor else []
+    code, report = doctor_json(
+        "--model", str(_nemotron_h(tmp_path, *target)), "--drafter",
+        str(_drafter(tmp_path, *drafter)), "--vllm-version", release, *tp,
+    )  # fmt: skip
+    found = by_check(report, "kv-page")
+    if level is None:
+        assert found == [], found
+        return
+    assert [lvl for lvl, _ in found] == [level], found
+    assert says in found[0][1] and "NemotronHForCausalLM" in found[0][1], found
+    if level == PROBLEM:
+        assert code == 1, report
+
+
+def test_a_target_that_is_not_hybrid_gets_no_kv_page_finding(tmp_path: Path) -> None:
+    drafter = specforge_drafter(tmp_path, num_key_value_heads=64, head_dim=999,
+                                eagle_aux_hidden_state_layer_ids=[3, 31, 59])  # fmt: skip
+    _, report = doctor_json(
+        "--model", str(kimi_target(tmp_path)), "--drafter", str(drafter), "--vllm-version", "0.21.0"
+    )
+    assert by_check(report, "kv-page") == []
