@@ -3,6 +3,7 @@ function's verdict, the releases it holds for are read from their wheels, and do
 
 from __future__ import annotations
 
+import ast
 import json
 import subprocess
 from pathlib import Path
@@ -12,6 +13,7 @@ from packaging.version import Version
 
 from vllm_patcher.doctor import PROBLEM, WARNING
 from vllm_patcher.doctor.kv_page import (
+    HYBRID_ARCHITECTURES,
     PAD_ANY_FROM,
     PAD_ATTENTION_FROM,
     PAD_MAMBA_FROM,
@@ -21,6 +23,7 @@ from vllm_patcher.doctor.kv_page import (
 )
 from vllm_patcher.wheels import sources
 
+from ..conftest import run_cli, venv_site
 from ..models.model_files import kimi_target, specforge_drafter, write_json
 from .reports import by_check, doctor_json
 from .test_drafter_flags import RELEASES
@@ -43,6 +46,35 @@ def test_the_rule_is_vllm_0_15_1_s_own_unify_kv_cache_spec_page_size(vllm_python
     ours = ["ok" if f is None else f[1] for f in found]
     assert ours == real
     assert {"ok", "AssertionError", "NotImplementedError"} == set(real)  # every branch is held
+
+
+def _hybrid_classes(models: Path) -> set[str]:
+    """The causal-LM and VL classes of vLLM's model files that reach IsHybrid through their
+    bases (by name, across files)."""
+    bases: dict[str, set[str]] = {}
+    for path in models.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef):
+                names = {
+                    b.id if isinstance(b, ast.Name) else b.attr
+                    for b in node.bases
+                    if isinstance(b, ast.Name | ast.Attribute)
+                }
+                bases.setdefault(node.name, set()).update(names)
+
+    def hybrid(name: str, seen: frozenset[str] = frozenset()) -> bool:
+        if name == "IsHybrid":
+            return True
+        return name not in seen and any(hybrid(b, seen | {name}) for b in bases.get(name, ()))
+
+    ends = ("ForCausalLM", "ForConditionalGeneration")
+    return {c for c in bases if c.endswith(ends) and hybrid(c)}
+
+
+def test_every_hybrid_class_of_vllm_0_15_1_is_known(vllm_python: Path) -> None:
+    found = _hybrid_classes(venv_site(vllm_python) / "vllm" / "model_executor" / "models")
+    assert {"NemotronHForCausalLM", "Qwen3NextForCausalLM"} <= found  # the reader is not blind
+    assert found - HYBRID_ARCHITECTURES == set()
 
 
 @pytest.fixture(scope="module")
@@ -150,3 +182,16 @@ def test_a_target_that_is_not_hybrid_gets_no_kv_page_finding(tmp_path: Path) -> 
         "--model", str(kimi_target(tmp_path)), "--drafter", str(drafter), "--vllm-version", "0.21.0"
     )
     assert by_check(report, "kv-page") == []
+
+
+def test_serve_args_judges_the_page_at_the_server_s_tensor_parallel_size(tmp_path: Path) -> None:
+    """Two KV heads of 256 against eight of 128: one GPU cannot fit them, eight GPUs hold one
+    head each (256 and 128), which fits; serve-args refuses the first and prints the second."""
+    pair = ["--model", str(_nemotron_h(tmp_path, 2, 256)), "--drafter",
+            str(_drafter(tmp_path, 8, 128)), "--vllm-version", "0.21.0"]  # fmt: skip
+    refused = run_cli("serve-args", *pair)
+    assert refused.returncode == 1 and refused.stdout == "", refused
+    assert "kv-page" in refused.stderr and "AssertionError" in refused.stderr, refused.stderr
+    served = run_cli("serve-args", *pair, "--tensor-parallel-size", "8")
+    assert served.returncode == 0, served.stderr
+    assert json.loads(served.stdout)["method"] == "eagle3"

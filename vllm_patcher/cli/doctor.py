@@ -117,6 +117,7 @@ def doctor(
     show_default=True,
     help="Draft tokens proposed per step.",
 )
+@_TENSOR_OPTION
 @pass_app
 def serve_args(
     app: Application,
@@ -125,6 +126,7 @@ def serve_args(
     vllm_version: str | None,
     served_len: int | None,
     num_speculative_tokens: int,
+    tensor: int | None,
 ) -> None:
     """Run doctor's checks, then print the JSON for vllm serve --speculative-config.
 
@@ -142,6 +144,7 @@ def serve_args(
         python=opts.hub_python,
         catalogue=opts.catalogue(),
         served_len=served_len,
+        tensor=tensor,
     )
     if not report.ok:
         app.display(render.serve_args_problems(report))
@@ -150,7 +153,8 @@ def serve_args(
             f"{'s' * (len(report.problems) != 1)} (above); nothing printed for "
             f"--speculative-config (vllm-patcher doctor --model {model_dir} --drafter "
             f"{drafter_dir}{f' --vllm-version {vllm_version}' if vllm_version else ''}"
-            f"{f' --max-model-len {served_len}' if served_len else ''} shows the whole report)"
+            f"{f' --max-model-len {served_len}' if served_len else ''}"
+            f"{f' --tensor-parallel-size {tensor}' if tensor else ''} shows the whole report)"
         )
     assert report.drafter_source is not None
     app.display(render.serve_args_faults(report))

