@@ -86,9 +86,10 @@ cluster-pre-deploy: $(VENV)/.vllm-$(VLLM_VERSION)
 # MAX_MODEL_LEN=N: the served context, passed to vllm serve and to doctor (the drafter's positions)
 LEN_FLAG       = $(if $(MAX_MODEL_LEN),--max-model-len $(MAX_MODEL_LEN))
 serve: pre-deploy
-	$(VENV)/bin/vllm-patcher doctor --model $(MODEL) --drafter $(DRAFTER) $(LEN_FLAG)
+	$(VENV)/bin/vllm-patcher doctor --model $(MODEL) --drafter $(DRAFTER) $(LEN_FLAG) \
+	  --tensor-parallel-size $(TP)
 	spec="$$($(VENV)/bin/vllm-patcher serve-args --model $(MODEL) --drafter $(DRAFTER) \
-	  --num-speculative-tokens $(NUM_SPEC) $(LEN_FLAG))" && \
+	  --num-speculative-tokens $(NUM_SPEC) $(LEN_FLAG) --tensor-parallel-size $(TP))" && \
 	if [ "$(REHEARSE)" != 0 ]; then $(VENV)/bin/vllm-patcher rehearse -- $(MODEL) \
 	  --tensor-parallel-size $(TP) $(LEN_FLAG) $(SERVE_FLAGS) --speculative-config "$$spec" \
 	  || exit $$?; fi && \

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from vllm_patcher.doctor import PROBLEM, WARNING
+from vllm_patcher.doctor import OK, PROBLEM, WARNING
 from vllm_patcher.doctor.kv_page import (
     HYBRID_ARCHITECTURES,
     PAD_ANY_FROM,
@@ -20,6 +20,7 @@ from vllm_patcher.doctor.kv_page import (
     READ_UNTIL,
     UNIFY_FROM,
     failure,
+    fits_from,
 )
 from vllm_patcher.wheels import sources
 
@@ -46,6 +47,15 @@ def test_the_rule_is_vllm_0_15_1_s_own_unify_kv_cache_spec_page_size(vllm_python
     ours = ["ok" if f is None else f[1] for f in found]
     assert ours == real
     assert {"ok", "AssertionError", "NotImplementedError"} == set(real)  # every branch is held
+
+
+def test_the_release_a_fix_names_is_the_first_from_which_the_pair_always_fits() -> None:
+    read = [Version(v) for v in RELEASES if Version(v) <= READ_UNTIL]
+    for t in (64, 128, 256, 512):
+        for d in (32, 64, 96, 128, 192, 256, 384, 512, 768, 1024):
+            fitting = [r for r in read if failure(t, d, r) is None]
+            first = next(r for r in read if all(x in fitting for x in read if x >= r))
+            assert fits_from(t, d) == first, (t, d)
 
 
 def _hybrid_classes(models: Path) -> set[str]:
@@ -138,17 +148,20 @@ def _drafter(root: Path, kv: int, dim: int) -> Path:
     [
         ("0.21.0", (1, 64), (2, 64), None, PROBLEM, "AssertionError"),  # the GPU proof's pair
         ("0.21.0", (2, 256), (8, 128), None, PROBLEM, "AssertionError"),
-        ("0.21.0", (2, 256), (8, 128), "8", None, None),  # one head a GPU each: 256 and 128
-        ("0.21.0", (8, 128), (4, 128), None, None, None),
+        ("0.21.0", (2, 256), (8, 128), "8", OK, "over 8 GPUs, 1 a GPU, x 256 = 256"),
+        ("0.21.0", (8, 128), (4, 128), None, OK, "fit"),
+        ("0.21.0", (8, 128), (16, 128), "3", None, None),  # vLLM refuses 3 GPUs itself
         ("0.11.0", (8, 128), (4, 128), None, PROBLEM, "NotImplementedError"),  # equal before 0.12
-        ("0.11.0", (8, 128), (8, 128), None, None, None),
+        ("0.11.0", (8, 128), (8, 128), None, OK, "fit"),
         ("0.23.0", (2, 128), (3, 64), None, PROBLEM, "NotImplementedError"),
         ("0.24.0", (2, 128), (3, 64), None, WARNING, "backend"),  # padded, by backend
         ("0.25.1", (1, 64), (2, 64), None, PROBLEM, "AssertionError"),
-        ("0.26.0", (1, 64), (2, 64), None, None, None),  # the Mamba page padded from 0.26.0
+        ("0.26.0", (1, 64), (2, 64), None, OK, "fit"),  # the Mamba page padded from 0.26.0
         ("0.28.0", (2, 64), (3, 64), None, WARNING, "backend"),  # the target's page padded
-        ("0.29.0", (2, 64), (3, 64), None, None, None),  # any attention page padded
+        ("0.29.0", (2, 64), (3, 64), None, OK, "fit"),  # any attention page padded
         ("0.34.0", (1, 64), (3, 64), None, None, None),  # not read the same way: nothing said
+        ("0.10.2", (8, 128), (4, 128), None, None, None),  # before the releases read
+        ("0.26.0", (8, 128), (12, 128), None, WARNING, "pad the target's page"),
     ],
 )
 def test_doctor_names_a_drafter_page_a_hybrid_target_cannot_hold(
@@ -173,6 +186,46 @@ def test_doctor_names_a_drafter_page_a_hybrid_target_cannot_hold(
     assert says in found[0][1] and "NemotronHForCausalLM" in found[0][1], found
     if level == PROBLEM:
         assert code == 1, report
+
+
+@pytest.mark.parametrize(
+    ("change", "says"),
+    [
+        ({"num_key_value_heads": "8"}, None),  # present but not a whole number: not judged
+        ({"num_key_value_heads": 0}, None),
+        ({"head_dim": 128.0}, None),
+        ({"kv_lora_rank": 512, "qk_rope_head_dim": 64}, None),  # MLA: one latent head a page
+        ({"architectures": ["Zamba2ForCausalLM"]}, None),  # its head size is read another way
+        # vLLM's other spellings, each giving another verdict than the fallback would
+        ({"num_key_value_heads": None, "num_kv_heads": 4}, PROBLEM),  # else 32 heads: ok
+        ({"head_dim": None, "hidden_size_per_head": 256}, OK),  # else 4096 / 32 = 128: problem
+    ],
+)
+def test_a_target_config_is_read_as_vllm_reads_it_or_not_judged(
+    tmp_path: Path, change: dict[str, object], says: str | None
+) -> None:
+    target = _nemotron_h(tmp_path, 8, 128)
+    config = json.loads((target / "config.json").read_text())
+    config.update(change)
+    write_json(target / "config.json", {k: v for k, v in config.items() if v is not None})
+    _, report = doctor_json(
+        "--model", str(target), "--drafter", str(_drafter(tmp_path, 16, 128)),
+        "--vllm-version", "0.21.0",
+    )  # fmt: skip
+    assert [lvl for lvl, _ in by_check(report, "kv-page")] == ([says] if says else []), report
+
+
+def test_a_drafter_s_attention_is_read_at_its_top_level(tmp_path: Path) -> None:
+    """vLLM's EAGLE-3 head reads its config's top level, not a text_config in it."""
+    drafter = _drafter(tmp_path, 16, 128)
+    config = json.loads((drafter / "config.json").read_text())
+    config["text_config"] = {"num_key_value_heads": 8, "head_dim": 128}
+    write_json(drafter / "config.json", config)
+    _, report = doctor_json(
+        "--model", str(_nemotron_h(tmp_path, 8, 128)), "--drafter", str(drafter),
+        "--vllm-version", "0.21.0",
+    )  # fmt: skip
+    assert [lvl for lvl, _ in by_check(report, "kv-page")] == [PROBLEM], report
 
 
 def test_a_target_that_is_not_hybrid_gets_no_kv_page_finding(tmp_path: Path) -> None:

@@ -51,8 +51,8 @@ def _check_target(target: TargetModel) -> Finding:
         "target",
         WARNING,
         f"target model_type {target.model_type!r} is neither a DeepSeek-V3-family type "
-        f"({', '.join(DEEPSEEK_V3_FAMILY)}) nor {MINIMAX_M2} nor {GRANITE}; the aux-layer "
-        "default assumed here is theirs",
+        f"({', '.join(DEEPSEEK_V3_FAMILY)}) nor {MINIMAX_M2} nor {GRANITE} nor a family "
+        "backport's (vllm-patcher list); the aux-layer default assumed here is vLLM's usual one",
     )
 
 

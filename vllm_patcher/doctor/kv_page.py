@@ -35,7 +35,7 @@ from typing import Any
 
 from packaging.version import Version
 
-from ..findings import PROBLEM, WARNING, Finding
+from ..findings import OK, PROBLEM, WARNING, Finding
 from ..models.configs import TargetModel
 from .rules import release_version
 
@@ -43,6 +43,7 @@ UNIFY_FROM = Version("0.12.0")  # unify_kv_cache_spec_page_size: smaller pages s
 PAD_ATTENTION_FROM = Version("0.24.0")  # a page that does not divide: padded, by backend
 PAD_MAMBA_FROM = Version("0.26.0")  # the Mamba page padded to a larger drafter page
 PAD_ANY_FROM = Version("0.29.0")  # every non-MLA attention page padded, whatever the backend
+READ_FROM = Version("0.11.0")  # the first release read
 READ_UNTIL = Version("0.32.0")  # the last release with unify_kv_cache_spec_page_size
 
 # The causal-LM and VL classes vLLM marks IsHybrid (read from the model files of vLLM 0.15.1,
@@ -62,11 +63,21 @@ HYBRID_ARCHITECTURES = frozenset({
 })  # fmt: skip
 
 
-def kv_shape(config: dict[str, Any]) -> tuple[int, int] | None:
-    """(KV heads, head dim) of a config's attention (its text config's for a VL wrapper); None
-    when the config does not say."""
-    text = config.get("text_config")
-    c = text if isinstance(text, dict) else config
+# Hybrid classes whose attention page this check does not model: Zamba2's head size is its
+# config's attention_head_dim (vLLM's Zamba2 converter); an MLA target (kv_lora_rank: Kimi
+# Linear, Bailing) has one latent head a page, never padded. Nothing is said for them.
+READ_ANOTHER_WAY = frozenset({"Zamba2ForCausalLM"})
+KV_HEAD_KEYS = ("n_head_kv", "num_kv_heads", "num_key_value_heads", "multi_query_group_num")
+
+
+def kv_shape(config: dict[str, Any], text: bool = True) -> tuple[int, int] | None:
+    """(KV heads, head dim) of a config's attention as vLLM reads them (the text config's for a
+    target that has one, ``text``; a drafter's top level); None when the config does not say,
+    says something vLLM would not take as a whole number, or is MLA."""
+    inner = config.get("text_config")
+    c = inner if text and isinstance(inner, dict) else config
+    if c.get("kv_lora_rank") is not None:
+        return None
 
     def whole(key: str) -> int | None:
         value = c.get(key)
@@ -75,17 +86,32 @@ def kv_shape(config: dict[str, Any]) -> tuple[int, int] | None:
         )
 
     heads, hidden = whole("num_attention_heads"), whole("hidden_size")
-    kv = whole("num_key_value_heads") or heads
-    dim = whole("head_dim") or (
-        hidden // heads if heads and hidden and hidden % heads == 0 else None
-    )
+    kv_key = next((k for k in KV_HEAD_KEYS if c.get(k) is not None), None)
+    kv = whole(kv_key) if kv_key else heads  # present but not a whole number: not judged
+    dim_key = next((k for k in ("head_dim", "hidden_size_per_head") if c.get(k) is not None), None)
+    if dim_key:
+        dim = whole(dim_key)
+    else:
+        dim = hidden // heads if heads and hidden and hidden % heads == 0 else None
     return (kv, dim) if kv and dim else None
 
 
-def width(shape: tuple[int, int], tensor: int) -> int:
-    """KV values a token takes in one GPU's attention page (K and V alike)."""
-    kv, dim = shape
-    return max(1, kv // tensor) * dim
+def per_gpu(kv: int, tensor: int) -> int | None:
+    """KV heads one GPU holds: split, or one replicated where there are fewer than GPUs; None
+    where vLLM refuses the split itself (before any load)."""
+    if kv >= tensor:
+        return kv // tensor if kv % tensor == 0 else None
+    return 1 if tensor % kv == 0 else None
+
+
+def fits_from(target_width: int, drafter_width: int) -> Version:
+    """The first release whose KV cache setup fits these widths a GPU (on every backend)."""
+    t, d = target_width, drafter_width
+    if d == t:
+        return Version("0.11.0")
+    if t % d == 0:
+        return UNIFY_FROM
+    return PAD_MAMBA_FROM if d % t == 0 else PAD_ANY_FROM
 
 
 def failure(target_width: int, drafter_width: int, release: Version) -> tuple[str, str] | None:
@@ -112,49 +138,68 @@ def check_kv_page(
     vllm_version: str,
     tensor: int | None = None,
 ) -> list[Finding]:
-    """A problem when a hybrid target's attention page cannot hold the drafter's; nothing for a
-    target that is not hybrid or a config that does not say its widths."""
-    if HYBRID_ARCHITECTURES.isdisjoint(target.architectures):
-        return []
+    """A problem when a hybrid target's attention page cannot hold the drafter's, a warning where
+    the backend decides, ok when they fit; nothing for a target that is not hybrid, is read
+    another way (``READ_ANOTHER_WAY``, MLA), a release not read, or a config that does not say
+    its widths."""
+    hybrid = HYBRID_ARCHITECTURES.intersection(target.architectures)
     release = release_version(vllm_version)
-    t_shape, d_shape = kv_shape(target_config), kv_shape(drafter_config)
+    if not hybrid or hybrid & READ_ANOTHER_WAY or release < READ_FROM:
+        return []
+    t_shape, d_shape = kv_shape(target_config), kv_shape(drafter_config, text=False)
     if t_shape is None or d_shape is None:
         return []
     tp = tensor or 1
-    t, d = width(t_shape, tp), width(d_shape, tp)
+    t_gpu, d_gpu = per_gpu(t_shape[0], tp), per_gpu(d_shape[0], tp)
+    if t_gpu is None or d_gpu is None:  # vLLM refuses this tensor parallel size itself
+        return []
+    t, d = t_gpu * t_shape[1], d_gpu * d_shape[1]
+
+    def heads(shape: tuple[int, int], one: int) -> str:
+        kv, dim = shape
+        split = "" if tp == 1 else f" over {tp} GPUs, {one} a GPU,"
+        return f"{kv} KV head{'s' * (kv != 1)}{split} x {dim} = {one * dim}"
+
+    arch = next(a for a in target.architectures if a in hybrid)
+    pages = (
+        f"the hybrid target {arch}'s attention page ({heads(t_shape, t_gpu)} per token) and "
+        f"the drafter's ({heads(d_shape, d_gpu)})"
+    )
+    assumed = "" if tensor else " at tensor parallel size 1 (--tensor-parallel-size: the server's)"
     found = failure(t, d, release)
     if found is None:
-        return []
+        if release > READ_UNTIL:  # not read the same way: nothing claimed
+            return []
+        return [Finding("kv-page", OK, f"{pages} fit on vLLM {vllm_version}{assumed}")]
     level, raised = found
-    arch = next(a for a in target.architectures if a in HYBRID_ARCHITECTURES)
-    pages = (
-        f"the target {arch} is hybrid: vLLM {vllm_version} pads its Mamba state to the "
-        f"target's attention page ({t_shape[0]} KV heads x {t_shape[1]} = {t} a token a GPU "
-        f"at tensor parallel size {tp}), and the drafter's attention needs {d_shape[0]} x "
-        f"{d_shape[1]} = {d}"
-    )
+    bare = "a bare " if raised == "AssertionError" or release < UNIFY_FROM else ""
     fit = "equals" if release < UNIFY_FROM else "divides"
-    tp_hint = f"; give doctor the server's --tensor-parallel-size if it is not {tp}"
+    upgrade = fits_from(t, d)
+    tp_hint = "" if tensor else "; give doctor the server's --tensor-parallel-size (1 assumed here)"
+    why = (
+        f"vLLM {vllm_version} pads the Mamba state to the target's attention page, and the "
+        "drafter's attention shares its block size"
+    )
     if level == WARNING:
+        padded = "target's" if d > t else "drafter's"  # the smaller one pads up to the larger
         return [
             Finding(
                 "kv-page",
                 WARNING,
-                f"{pages}, which neither divides nor is a multiple of it: the engine sets up "
-                f"the KV cache only if its attention backend can pad the drafter's page, and "
-                f"raises {raised} after the weights load otherwise",
+                f"{pages} neither divide each other: {why}, so the engine sets up the KV cache "
+                f"only if its attention backend can pad the {padded} page, and raises {raised} "
+                "after the weights load otherwise",
                 f"a drafter whose num_key_value_heads x head_dim per GPU {fit} {t} needs no "
-                f"padding{tp_hint}",
+                f"padding, and vLLM {upgrade} or later pads any attention page{tp_hint}",
             )
         ]
     return [
         Finding(
             "kv-page",
             PROBLEM,
-            f"{pages}, which this release cannot fit to it: the engine fails setting up the KV "
-            f"cache (a bare {raised}), after the weights load",
+            f"{pages} cannot share one page: {why}; the engine fails setting up the KV cache "
+            f"({bare}{raised}), after the weights load",
             f"serve a drafter whose num_key_value_heads x head_dim per GPU {fit} {t}, or vLLM "
-            f"{PAD_MAMBA_FROM} or later (it pads the Mamba page to a larger drafter page); no "
-            f"serve flag changes the pages{tp_hint}",
+            f"{upgrade} or later, which fits these two{tp_hint}",
         )
     ]
