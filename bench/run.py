@@ -38,6 +38,7 @@ from pathlib import Path
 from vllm_patcher.catalogue.folders import load_catalogue
 from vllm_patcher.catalogue.model import PATCH_TOML
 from vllm_patcher.catalogue.writer import write_pin
+from vllm_patcher.cli.render.reached import fetch_line
 from vllm_patcher.wheels import sources
 
 REPO = Path(__file__).resolve().parent.parent
@@ -201,7 +202,7 @@ def growth_tree() -> tuple[Path, list[str]]:
         VERSION,
         [*builtin, *picked],
         cache=sources.cache_root() / GROWTH_CACHE,
-        progress=lambda msg: print(f"growth tree: {msg}", file=sys.stderr),
+        say=lambda note: print(f"growth tree: {fetch_line(note)}", file=sys.stderr),
     )
     usable = []
     for rel in picked:

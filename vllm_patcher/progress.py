@@ -11,8 +11,8 @@ Three modes, picked once per run by ``Progress.for_stderr``:
 - ``off`` (``--json``): nothing at all; stderr carries only an error.
 
 A one-off message (``progress("downloading ...")``, a lock wait) is one line in ``tty`` and
-``plain``. A ``Progress`` is also the ``progress: Callable[[str], None]`` that
-``sources.fetch_release`` takes. Only the CLI makes one: the other modules get callbacks.
+``plain``. Only the CLI makes one: the libraries pass ``Reached`` points to a callback, and
+``cli/render/reached.py`` words them.
 """
 
 from __future__ import annotations
@@ -128,7 +128,8 @@ class Progress:
 @dataclass(frozen=True)
 class Reached:
     """A point a long run (a sweep, a rehearsal) reached, as data: ``what`` names the point and
-    ``facts`` its values. The libraries pass these to their ``say`` callback; the command line
+    ``facts`` its values. The libraries (a sweep, a rehearsal, a wheel fetch) pass these to their
+    ``say`` callback; the command line
     words them (``cli/render/reached.py``), so no library builds a line of text."""
 
     what: str

@@ -15,6 +15,7 @@ from ..catalogue.writer import write_pin
 from ..errors import LocallyModified
 from ..install.locate import locate_in_directory
 from ..install.record import file_hash
+from ..progress import Reached
 from ..wheels import sources
 
 
@@ -29,10 +30,10 @@ def pin_release(
     version: str,
     catalogue: Catalogue,
     root: Path,
-    progress: Callable[[str], None] | None = None,
+    say: Callable[[Reached], None] | None = None,
     wheels: Mapping[str, Path] | None = None,
 ) -> PinResult:
-    tree = sources.fetch_release(version, progress=progress, wheels=wheels, catalogue=catalogue)
+    tree = sources.fetch_release(version, say=say, wheels=wheels, catalogue=catalogue)
     target = locate_in_directory(str(tree))
     support.classify(catalogue, target.version)
     coded = [p for p in catalogue.patches if p.transforms]

@@ -18,6 +18,7 @@ from ..payoff import scrape
 from ..payoff.analysis import analyse
 from ..payoff.judge import PAYS, UNKNOWN
 from ..payoff.window import Window, between
+from ..progress import Reached
 from .point import Point, Run
 from .repeats import failed_note, merged, noise
 from .stall import Stall
@@ -67,7 +68,7 @@ def run(
     num_prompts: int,
     dataset: str,
     extra: tuple[str, ...] = (),
-    progress: Callable[[str], None] | None = None,
+    say: Callable[[Reached], None] | None = None,
     repeat: int = 1,
 ) -> BenchResult:
     """The load at each of ``concurrencies`` (above 0), ``repeat`` times (1 or more: the
@@ -82,8 +83,8 @@ def run(
             ]
             window = merged([r.window for r in runs])
             out.points.append(Point(c, runs, analyse(window), num_prompts, base_noise(runs)))
-            if progress is not None:
-                progress(f"payoff bench: concurrency {c} measured ({repeat} run(s))")
+            if say is not None:
+                say(Reached("measured", {"c": c, "repeat": repeat}))
     return out
 
 

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
 from ..errors import FetchError
+from ..progress import Reached
 
 if TYPE_CHECKING:
     import requests
@@ -49,7 +50,7 @@ def fetch_members(
     dest: Path,
     scratch: Path,
     *,
-    progress: Callable[[str], None] | None = None,
+    say: Callable[[Reached], None] | None = None,
     stats: FetchStats | None = None,
     config: IndexConfig | None = None,
 ) -> FetchStats:
@@ -61,7 +62,7 @@ def fetch_members(
     config = config or index_config()
     try:
         with index_session() as session:
-            link = find_wheel(version, config, session, stats, progress)
+            link = find_wheel(version, config, session, stats, say)
             stats.url = link.url
             where = link.filename
             if link.url.startswith("file:"):
@@ -73,16 +74,23 @@ def fetch_members(
                 except (zipfile.BadZipFile, OSError) as exc:
                     raise FetchError(f"cannot read {path}: {short_error(exc)}") from None
                 return stats
-            if not _fetch_by_ranges(link, version, members, dest, config, session, stats, progress):
-                _fetch_whole(
-                    link, version, members, dest, scratch, config, session, stats, progress
-                )
+            if not _fetch_by_ranges(link, version, members, dest, config, session, stats, say):
+                _fetch_whole(link, version, members, dest, scratch, config, session, stats)
     finally:
         stats.seconds = time.monotonic() - start
-    if progress:
-        progress(
-            f"fetched {stats.members} files of vllm-{version}: {_size(stats.bytes)} in "
-            f"{stats.requests} requests, {stats.seconds:.1f} s ({stats.method})"
+    if say:
+        say(
+            Reached(
+                "fetched",
+                {
+                    "files": stats.members,
+                    "version": version,
+                    "bytes": stats.bytes,
+                    "requests": stats.requests,
+                    "seconds": stats.seconds,
+                    "method": stats.method,
+                },
+            )
         )
     return stats
 
@@ -95,7 +103,7 @@ def _fetch_by_ranges(
     config: IndexConfig,
     session: requests.Session,
     stats: FetchStats,
-    progress: Callable[[str], None] | None,
+    say: Callable[[Reached], None] | None,
 ) -> bool:
     """False when the server does not do range requests (nothing was written then)."""
     import requests
@@ -134,19 +142,18 @@ def _fetch_by_ranges(
                 if n.count("/") == 1 and n.endswith((".dist-info/RECORD", ".dist-info/METADATA"))
             ]
             size = sum(zf.getinfo(n).compress_size for n in asked + dist)
-            if progress:
-                progress(
-                    f"fetching {len(asked)} files of vllm-{version} ({_size(size)}) from {host} "
-                    "by range requests"
+            if say:
+                say(
+                    Reached(
+                        "fetching",
+                        {"files": len(asked), "version": version, "bytes": size, "host": host},
+                    )
                 )
             stats.method = "range"
             extract_checked(zf, version, members, dest, link.filename, stats)
     except RangeNotSupported:
-        if progress:
-            total = f" ({_size(link.size)})" if link.size else ""
-            progress(
-                f"{host} does not answer range requests; downloading the whole wheel{total} instead"
-            )
+        if say:
+            say(Reached("no ranges", {"host": host, "bytes": link.size}))
         return False
     except zipfile.BadZipFile as exc:
         raise FetchError(
@@ -168,7 +175,6 @@ def _fetch_whole(
     config: IndexConfig,
     session: requests.Session,
     stats: FetchStats,
-    progress: Callable[[str], None] | None,
 ) -> None:
     """One plain GET of the whole wheel into ``scratch`` (no pip needed), checked against the
     index's sha256 when it gives one, then read like a wheel on disk and deleted."""
@@ -211,11 +217,3 @@ def _fetch_whole(
             ) from None
     finally:
         path.unlink(missing_ok=True)
-
-
-def _size(n: int) -> str:
-    if n >= 1_000_000:
-        return f"{n / 1_000_000:.1f} MB"
-    if n >= 1000:
-        return f"{n / 1000:.0f} kB"
-    return f"{n} B"

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from .. import fileops
 from ..errors import BadSetting, FetchError
+from ..progress import Reached
 from ..releases import public_version
 
 if TYPE_CHECKING:
@@ -45,7 +46,7 @@ def fetch_release(
     paths: Iterable[str] | None = None,
     cache: Path | None = None,
     *,
-    progress: Callable[[str], None] | None = None,
+    say: Callable[[Reached], None] | None = None,
     wheels: Mapping[str, Path] | None = None,
     stats: FetchStats | None = None,
     catalogue: Catalogue | None = None,
@@ -99,14 +100,15 @@ def fetch_release(
                         wheel.extract_checked(zf, version, wanted, staging, str(local), stats)
                 except (zipfile.BadZipFile, OSError) as exc:
                     raise FetchError(f"cannot read the wheel {local}: {exc}") from None
-                if progress:  # after the checks: a refused wheel is one error line, nothing more
-                    progress(
-                        f"extracted {len(wanted)} files of vllm-{version} from {local}, "
-                        "each checked against its RECORD"
+                if say:  # after the checks: a refused wheel is one error line, nothing more
+                    say(
+                        Reached(
+                            "extracted", {"files": len(wanted), "version": version, "wheel": local}
+                        )
                     )
             else:
                 fetch.fetch_members(
-                    version, wanted, staging, cache / "wheels", progress=progress, stats=stats
+                    version, wanted, staging, cache / "wheels", say=say, stats=stats
                 )
             # first line the version, then every member asked for (present in the wheel or not)
             (staging / ".complete").write_text("\n".join([version, *wanted]) + "\n")

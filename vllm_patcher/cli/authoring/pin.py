@@ -13,6 +13,7 @@ from ...wheels.sources import wheels_by_release
 from ..app import Command, pass_app
 from ..base import Application
 from ..render import authoring as render
+from ..render.reached import fetch_line
 from ._shared import wheel_option
 
 
@@ -43,7 +44,8 @@ def pin(
     wheels = wheels_by_release(wheel_files)
     root = out_dir or builtin_root()
     catalogue = load_catalogue()
-    fetching = None if app.options.as_json else progress.Progress.for_stderr(False, prefix="pin")
+    lines = None if app.options.as_json else progress.Progress.for_stderr(False, prefix="pin")
+    fetching = None if lines is None else (lambda note: lines(fetch_line(note)))
     releases = list(dict.fromkeys([*versions, *wheels]))
-    results = [pin_release(v, catalogue, root, progress=fetching, wheels=wheels) for v in releases]
+    results = [pin_release(v, catalogue, root, say=fetching, wheels=wheels) for v in releases]
     app.show(render.pin(results, root))

@@ -10,6 +10,7 @@ from .. import options
 from ..app import Command, pass_app
 from ..base import Application, vllm_python
 from ..render import payoff as render
+from ..render.reached import bench_line
 
 
 @click.command("bench", cls=Command)
@@ -52,7 +53,7 @@ def payoff_bench(
         with signals_interrupt():  # SIGTERM, SIGHUP: as Ctrl-C, the client's group stopped
             result = bench.run(
                 python, url, baseline_url, concurrency, num_prompts, dataset, client_args,
-                progress=lambda line: app.progress(line), repeat=repeat,
+                say=lambda note: app.progress(f"payoff bench: {bench_line(note)}"), repeat=repeat,
             )  # fmt: skip
     except KeyboardInterrupt:
         raise BenchInterrupted(

@@ -1,5 +1,6 @@
-"""The words for what a long run reached (``progress.Reached``): a sweep's and a rehearsal's
-progress lines, one template each, filled from the facts the library passed."""
+"""The words for what a long run reached (``progress.Reached``): a sweep's, a rehearsal's, a
+load run's and a wheel fetch's progress lines, one template each, filled from the facts the
+library passed."""
 
 from __future__ import annotations
 
@@ -66,6 +67,43 @@ REHEARSE: Mapping[str, Callable[[Facts], str]] = MappingProxyType(
 )
 
 
+BENCH: Mapping[str, Callable[[Facts], str]] = MappingProxyType(
+    {"measured": lambda f: f"concurrency {f['c']} measured ({f['repeat']} run(s))"}
+)
+
+
+def _size(n: int) -> str:
+    if n >= 1_000_000:
+        return f"{n / 1_000_000:.1f} MB"
+    if n >= 1000:
+        return f"{n / 1000:.0f} kB"
+    return f"{n} B"
+
+
+FETCH: Mapping[str, Callable[[Facts], str]] = MappingProxyType(
+    {
+        "looking up": lambda f: f"looking up vllm=={f['version']} on {f['host']}",
+        "fetching": lambda f: (
+            f"fetching {f['files']} files of vllm-{f['version']} ({_size(f['bytes'])}) from "
+            f"{f['host']} by range requests"
+        ),
+        "no ranges": lambda f: (
+            f"{f['host']} does not answer range requests; downloading the whole wheel"
+            + (f" ({_size(f['bytes'])})" if f["bytes"] else "")
+            + " instead"
+        ),
+        "fetched": lambda f: (
+            f"fetched {f['files']} files of vllm-{f['version']}: {_size(f['bytes'])} in "
+            f"{f['requests']} requests, {f['seconds']:.1f} s ({f['method']})"
+        ),
+        "extracted": lambda f: (
+            f"extracted {f['files']} files of vllm-{f['version']} from {f['wheel']}, "
+            "each checked against its RECORD"
+        ),
+    }
+)
+
+
 def sweep_line(note: Reached) -> str:
     """A sweep's progress line (after ``payoff sweep: ``)."""
     return SWEEP[note.what](note.facts)
@@ -74,3 +112,13 @@ def sweep_line(note: Reached) -> str:
 def rehearse_line(note: Reached) -> str:
     """A rehearsal's progress line (after ``rehearse: ``)."""
     return REHEARSE[note.what](note.facts)
+
+
+def bench_line(note: Reached) -> str:
+    """A load run's progress line (after ``payoff bench: ``)."""
+    return BENCH[note.what](note.facts)
+
+
+def fetch_line(note: Reached) -> str:
+    """A wheel fetch's progress line (after ``pin: ``)."""
+    return FETCH[note.what](note.facts)
