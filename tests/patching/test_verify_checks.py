@@ -1,6 +1,6 @@
 """Behaviour checks as data: the probe's check runner, and the built-in check files on real vLLM.
 
-The runner tests drive the real ``probe.py`` through ``verify.run_probe`` in this interpreter (no
+The runner tests drive the real ``scripts/probe.py`` through ``verify.run_probe`` in this interpreter (no
 vLLM needed: ``modules`` is empty or names a stand-in package) on check files written to tmp_path.
 
 The built-in check files run on the real vLLM 0.15.1 venv (``VLLM_PATCHER_TEST_VENV``, default
@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from vllm_patcher import releases
+from vllm_patcher import releases, scripts
 from vllm_patcher.catalogue.folders import load_catalogue
 from vllm_patcher.catalogue.layout import layout
 from vllm_patcher.patching import verify
@@ -546,7 +546,7 @@ def probe_overlay(
     checks.append(("overlay", write(tmp_path / "overlay" / "checks" / "where.py", WHERE)))
     env = verify.probe_env()
     env["PYTHONPATH"] = str(overlay)
-    probe = Path(verify.__file__).with_name("probe.py")
+    probe = scripts.path("probe")
     proc = subprocess.run(
         [
             str(test_venv_python()),

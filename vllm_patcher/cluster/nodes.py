@@ -2,7 +2,7 @@
 
 A model served across nodes loads each node's own vLLM, so one unpatched or differently patched
 node is enough to fail at load or to compute differently. Ray reaches the nodes: vLLM's multi-node
-backend already needs it. The tool's own process never imports Ray. ``driver.py`` runs in
+backend already needs it. The tool's own process never imports Ray. ``scripts/ray_driver.py`` runs in
 the target interpreter (``--python``, else this one), connects with ``ray.init(address=...)``,
 pins one task to each alive node (hard node affinity) and prints every node's answer as one JSON
 line. Each task calls ``run_on_node`` from this module, shipped to the cluster with Ray's
@@ -29,6 +29,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .. import scripts
 from ..errors import ClusterError, PatcherError, TargetNotFound
 from ..runtime import ScriptNotRun, run_script
 
@@ -250,7 +251,7 @@ def run(
     exe = Path(os.path.abspath(python))  # the driver runs elsewhere; keep the venv's symlink
     if not exe.exists():
         raise TargetNotFound(f"interpreter {python} does not exist; pass the venv's bin/python")
-    driver = Path(__file__).with_name("driver.py")
+    driver = scripts.path("ray_driver")
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="vllm-patcher-cluster-") as tmp:
         modules = stage_tool(Path(tmp) / "ship", user_dirs)

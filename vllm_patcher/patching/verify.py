@@ -10,7 +10,7 @@
    version of them) fail this tier but still go through the next two, which say whether those
    bytes load and behave.
 3. import and 4. behaviour: one fresh interpreter of the target environment imports every touched
-   module and runs the patches' behaviour checks, ``patches/<patch>/checks/*.py`` (``probe.py``
+   module and runs the patches' behaviour checks, ``patches/<patch>/checks/*.py`` (``scripts/probe.py``
    loads them and states their API). Skipped for a bare ``--target``.
 
 Every tier that did not run has its reason in ``not_run``.
@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .. import scripts
 from ..catalogue import support
 from ..catalogue.layout import Layout, Verdict, layout
 from ..catalogue.model import Catalogue
@@ -138,7 +139,7 @@ def probe_request(
     upstream: frozenset[str] = frozenset(),
     allow_list: bool = False,
 ) -> str:
-    """The JSON request ``probe.py`` takes as argv[1]; the tool's verdicts on the release, which
+    """The JSON request ``scripts/probe.py`` takes as argv[1]; the tool's verdicts on the release, which
     the checks read and never work out again: ``upstream``, the patches it counts as upstream in
     this release (``ctx.upstream`` in their checks), ``allow_list``, whether the release's
     SpeculativeConfig has the EAGLE-3 allow-list (``ctx.allow_list``)."""
@@ -176,7 +177,7 @@ def run_probe(
     allow_list: bool = False,
 ) -> list[Check]:
     """Import ``modules``, then run the ``(patch, file)`` behaviour checks, in ``python``."""
-    probe = Path(__file__).with_name("probe.py")
+    probe = scripts.path("probe")
     env = probe_env()
     request = probe_request(modules, checks, version, upstream, allow_list)
     # Another environment's interpreter runs isolated, as it was located; this interpreter keeps

@@ -8,9 +8,9 @@ importing it (this interpreter imports it as a module); ``hub_snapshot`` a Huggi
 snapshot in the local cache, offline, through that venv's huggingface_hub; ``bench_client``
 vLLM's own ``vllm bench serve`` with its results file, the one script that answers many requests,
 one per stdin line, each with one JSON line (started and asked by ``serving.client``, not
-``runtime.run_script``). Two more live beside what they need:
-``patching/probe.py`` (its check library, ``checklib/``, is made importable next to it) and
-``cluster/driver.py`` (shipped to the Ray nodes with the tool)."""
+``runtime.run_script``); ``probe`` verify's import and behaviour tiers (it makes the check library,
+``patching/checklib/``, importable to the patches' check files); ``ray_driver`` the Ray driver of
+``vllm-patcher cluster`` (the tool itself is shipped to the nodes)."""
 
 from pathlib import Path
 

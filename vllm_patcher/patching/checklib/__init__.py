@@ -1,7 +1,7 @@
 """The check library: what the behaviour checks of several patches share, written once.
 
 A check file runs in the target's interpreter, where vllm_patcher may not be installed, so it
-cannot import this package by its own name. ``probe.py`` makes it importable there under a fixed
+cannot import this package by its own name. ``scripts/probe.py`` makes it importable there under a fixed
 name before it loads any check file, built-in or from a user's patch folder::
 
     from vllm_patcher_checklib import checkpoints, eagle3

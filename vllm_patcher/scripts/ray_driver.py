@@ -1,6 +1,6 @@
 """Ray driver for ``vllm-patcher cluster``, run as a script in the target environment's interpreter.
 
-Standalone on purpose (standard library and Ray only), like ``probe.py``: it runs wherever Ray
+Standalone on purpose (standard library and Ray only), like ``probe.py`` beside it: it runs wherever Ray
 is installed, whether or not vllm-patcher is. Reads a JSON request from argv[1]; connects to the
 cluster; runs one task pinned to each alive node (``NodeAffinitySchedulingStrategy``, soft=False),
 which calls ``vllm_patcher.cluster.nodes.run_on_node`` from the code shipped as runtime_env
@@ -17,8 +17,8 @@ import sys
 import time
 from typing import Any
 
-# Ray hands the driver's script directory to every worker's sys.path; this one is the package
-# folder itself, whose modules must not become top-level imports on the nodes.
+# Ray hands the driver's script directory to every worker's sys.path; this one is the tool's
+# scripts folder, whose files must not become top-level imports on the nodes.
 _HERE = os.path.dirname(os.path.realpath(__file__))
 sys.path[:] = [p for p in sys.path if os.path.realpath(p or ".") != _HERE]
 

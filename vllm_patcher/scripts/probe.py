@@ -64,7 +64,7 @@ from typing import Any
 
 CHECKS: list[dict[str, Any]] = []
 # The check library: what several patches' checks share (checklib/__init__.py says what is there).
-LIBRARY = Path(__file__).resolve().with_name("checklib")
+LIBRARY = Path(__file__).resolve().parent.parent / "patching" / "checklib"
 LIBRARY_NAME = "vllm_patcher_checklib"
 
 
@@ -116,7 +116,7 @@ def verdict_line(site: list[traceback.FrameSummary], own: str) -> int | None:
 
 
 def expose_library() -> None:
-    """Make the check library (``checklib/`` beside this script) importable by check files as
+    """Make the check library (``patching/checklib/`` of this script's package) importable by check files as
     ``vllm_patcher_checklib``, whether or not this interpreter has vllm_patcher."""
     spec = importlib.util.spec_from_file_location(
         LIBRARY_NAME, LIBRARY / "__init__.py", submodule_search_locations=[str(LIBRARY)]
