@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from ..conftest import scratch_tree
+from ..conftest import scratch_tree, states_on
+from ..patching.sites import _states
 
 CLI = (sys.executable, "-m", "vllm_patcher")
 
@@ -159,3 +160,33 @@ def test_a_stderr_that_cannot_be_written_changes_neither_the_work_nor_the_exit_c
     )
     assert run("--target", str(site), "revert").returncode == 0
     assert not (site / ".vllm-patcher" / "state.json").exists()
+
+
+def _with_reader_gone(site: Path, command: str) -> subprocess.CompletedProcess[str]:
+    """Run ``command`` with a stdout whose reader is gone before the first byte is written."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        return subprocess.run(
+            [sys.executable, "-m", "vllm_patcher", "--target", str(site), command],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            check=False,
+        )
+    finally:
+        os.close(write_end)
+
+
+def test_a_reader_gone_after_a_committed_apply_keeps_exit_code_0(tmp_path: Path) -> None:
+    """`vllm-patcher apply | head -0`: the files are patched, so the run succeeded."""
+    site = _site(tmp_path)
+    proc = _with_reader_gone(site, "apply")
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr and "Exception ignored" not in proc.stderr
+    assert _states(site) == set(states_on("0.15.1", "applied"))
+
+
+def test_a_reader_gone_never_turns_a_failing_verify_green(tmp_path: Path) -> None:
+    site = _site(tmp_path)  # nothing applied: the state tier fails
+    assert _with_reader_gone(site, "verify").returncode == 1

@@ -131,7 +131,8 @@ def apply(
     on_wait: Callable[[str], None] | None = None,
 ) -> ApplyResult:
     """Bring the files of the selected patches to the end of their series, as one transaction,
-    and return the status that leaves (or, with ``dry_run``, would leave: nothing is written)."""
+    and return the edits and the status that leaves (with ``dry_run``, the edits it would make
+    and the status as it is: nothing is written)."""
     support.classify(catalogue, target.version)  # refuses releases before the allow-list existed
     # Laid over the release once: every patch's layout depends on no journal, and the layout of
     # the selection is that one narrowed (below, once the journal is read under the lock).
