@@ -109,3 +109,13 @@ def test_the_words_are_filled_from_the_facts() -> None:
     )
     measured = Reached("measured", {"c": 4, "repeat": 3})
     assert reached.bench_line(measured) == "concurrency 4 measured (3 run(s))"
+
+
+def test_what_revert_leaves_is_worded_by_whether_copies_may_be_there(tmp_path: Path) -> None:
+    from vllm_patcher.cli.render.patching import left_in_place
+    from vllm_patcher.patching.journal import LeftInPlace
+
+    only_lock = left_in_place(LeftInPlace(tmp_path, copies=False))
+    assert only_lock.startswith(f"left in place: {tmp_path} (only the lock file now)")
+    copies = left_in_place(LeftInPlace(tmp_path, copies=True))
+    assert "move them out" in copies and "only the lock" not in copies

@@ -1,18 +1,25 @@
 """vllm_patcher/patching/journal.py owns the state folder: its entries are named there and
 nowhere else (issue 36: the names lived in journal.py, txn.py and recovery.py), each inside the
-one folder. Through the real command line: a state record that is corrupt, foreign or names a
-file outside vllm/, a state folder that is a link and an unusable lock timeout are refused
-cleanly, and a saved/ it cannot list never fails a revert that is done."""
+one folder. A state record that is corrupt, foreign or names a file outside vllm/, a state folder
+that is a link and an unusable lock timeout are refused, with the exit code the command line
+gives them, by status, apply and revert alike, and nothing is written; what revert leaves in the
+folder is read from it, and a saved/ it cannot list may hold copies."""
 
 from __future__ import annotations
 
 import json
 import re
+import shutil
+from collections.abc import Callable
 from pathlib import Path
 
-from vllm_patcher.patching import journal
+import pytest
 
-from ..conftest import assert_refused, run_cli, snapshot, touched_match_record
+from vllm_patcher.errors import BadSetting, LocallyModified, PatcherError, StateError
+from vllm_patcher.install.locate import locate_in_directory
+from vllm_patcher.patching import journal, status, txn
+
+from ..conftest import CATALOGUE, snapshot, touched_match_record
 from .sites import SPEC
 
 TOOL = Path(journal.__file__).resolve().parents[1]
@@ -46,34 +53,50 @@ def test_every_entry_lies_in_the_state_folder(tmp_path: Path) -> None:
     assert [e.name for e in entries[:4]] == list(ENTRIES)
 
 
-def test_corrupt_state_record(tree_copy) -> None:  # type: ignore[no-untyped-def]
+OPERATIONS: dict[str, Callable[[Path], object]] = {
+    "status": lambda site: status.read_status(locate_in_directory(str(site)), CATALOGUE),
+    "apply": lambda site: txn.apply(locate_in_directory(str(site)), CATALOGUE),
+    "revert": lambda site: txn.revert(locate_in_directory(str(site))),
+}
+
+
+def _refused_by_all(site: Path, error: type[PatcherError], code: int, fragment: str) -> None:
+    """status, apply and revert each raise ``error`` (exit ``code``, naming ``fragment``)."""
+    for name, operation in OPERATIONS.items():
+        with pytest.raises(error, match=fragment) as refused:
+            operation(site)
+        assert refused.value.exit_code == code, name
+
+
+def test_a_corrupt_state_record_is_refused_by_every_operation(tree_copy) -> None:  # type: ignore[no-untyped-def]
     site = tree_copy("0.15.1")
-    run_cli("--target", str(site), "apply", check=True)
-    state = site / ".vllm-patcher" / "state.json"
-    state.write_text("{not json")
+    txn.apply(locate_in_directory(str(site)), CATALOGUE)
+    journal.state_file(site).write_text("{not json")
     before = snapshot(site)
-    for command in ("status", "apply", "revert"):
-        assert_refused(run_cli("--target", str(site), command), 7, "corrupt", "reinstall vLLM")
+    with pytest.raises(StateError, match="reinstall vLLM"):
+        journal.load(site)
+    _refused_by_all(site, StateError, 7, "corrupt")
     assert snapshot(site) == before
 
 
-def test_foreign_state_record(tree_copy) -> None:  # type: ignore[no-untyped-def]
+def test_a_foreign_state_record_is_refused(tree_copy) -> None:  # type: ignore[no-untyped-def]
     site = tree_copy("0.15.1")
-    (site / ".vllm-patcher").mkdir()
-    (site / ".vllm-patcher" / "state.json").write_text(json.dumps({"tool": "something-else"}))
-    assert_refused(run_cli("--target", str(site), "apply"), 7, "not a vllm-patcher state record")
+    journal.state_dir(site).mkdir()
+    journal.state_file(site).write_text(json.dumps({"tool": "something-else"}))
+    before = snapshot(site)
+    _refused_by_all(site, StateError, 7, "not a vllm-patcher state record")
+    assert snapshot(site) == before
 
 
-def test_state_record_naming_a_file_outside_vllm_is_refused(tree_copy) -> None:  # type: ignore[no-untyped-def]
+def test_a_state_record_naming_a_file_outside_vllm_is_refused(tree_copy) -> None:  # type: ignore[no-untyped-def]
     site = tree_copy("0.15.1")
-    run_cli("--target", str(site), "apply", check=True)
-    path = site / ".vllm-patcher" / "state.json"
+    txn.apply(locate_in_directory(str(site)), CATALOGUE)
+    path = journal.state_file(site)
     data = json.loads(path.read_text())
     data["files"]["../evil.py"] = data["files"].pop(SPEC)
     path.write_text(json.dumps(data))
     before = snapshot(site)
-    for command in ("status", "revert", "apply"):
-        assert_refused(run_cli("--target", str(site), command), 7, "outside vllm/")
+    _refused_by_all(site, StateError, 7, "outside vllm/")
     assert snapshot(site) == before
 
 
@@ -82,31 +105,39 @@ def test_a_state_folder_that_is_a_link_is_refused(tree_copy, tmp_path: Path) -> 
     victim = tmp_path / "victim"
     (victim / "pristine").mkdir(parents=True)
     (victim / "pristine" / "keep").write_text("x")
-    (site / ".vllm-patcher").symlink_to(victim)
+    journal.state_dir(site).symlink_to(victim)
     before = snapshot(victim)
-    for command in ("revert", "apply", "status"):
-        assert_refused(run_cli("--target", str(site), command), 5, "is a link")
+    _refused_by_all(site, LocallyModified, 5, "is a link")
     assert snapshot(victim) == before
     assert all(touched_match_record(site).values())
 
 
-def test_an_unreadable_lock_timeout_is_a_clean_usage_error(tree_copy) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize("raw", ["abc", "-1", "nan", "inf"])
+def test_an_unusable_lock_timeout_is_a_usage_error(
+    raw: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("VLLM_PATCHER_LOCK_TIMEOUT", raw)
+    with pytest.raises(BadSetting, match="VLLM_PATCHER_LOCK_TIMEOUT") as refused:
+        journal.lock_timeout()
+    assert refused.value.exit_code == 2
+    monkeypatch.setenv("VLLM_PATCHER_LOCK_TIMEOUT", "2.5")
+    assert journal.lock_timeout() == 2.5
+
+
+def test_what_revert_leaves_is_read_from_the_folder(tree_copy) -> None:  # type: ignore[no-untyped-def]
+    """Only the lock after a plain revert; copies after a forced one; and a saved/ it cannot
+    list (here a file) may hold copies, so it is never called empty."""
     site = tree_copy("0.15.1")
-    proc = run_cli("--target", str(site), "apply", env={"VLLM_PATCHER_LOCK_TIMEOUT": "abc"})
-    assert_refused(proc, 2, "VLLM_PATCHER_LOCK_TIMEOUT")
-
-
-def test_a_revert_that_succeeded_exits_0_whatever_saved_is(tree_copy) -> None:  # type: ignore[no-untyped-def]
-    """The closing "left in place" line reads saved/ to say what is there; a saved/ it cannot
-    list (here a file) makes it say copies may be there, never turns the done revert into a
-    failure."""
-    site = tree_copy("0.15.1")
-    run_cli("--target", str(site), "apply", check=True)
-    (site / ".vllm-patcher" / "saved").write_text("not a folder")
-    proc = run_cli("--target", str(site), "revert")
-    assert proc.returncode == 0, proc.stderr
-    assert "restored vllm/config/speculative.py" in proc.stdout and not proc.stderr
-    assert "move them out" in proc.stdout
-    from ..conftest import touched_match_record
-
-    assert all(touched_match_record(site).values())
+    txn.apply(locate_in_directory(str(site)), CATALOGUE)
+    txn.revert(locate_in_directory(str(site)))
+    assert journal.left_in_place(site) == (journal.state_dir(site), False)
+    txn.apply(locate_in_directory(str(site)), CATALOGUE)
+    (site / SPEC).write_text((site / SPEC).read_text() + "# mine\n")
+    txn.revert(locate_in_directory(str(site)), force=True)
+    assert journal.left_in_place(site).copies
+    txn.apply(locate_in_directory(str(site)), CATALOGUE)
+    shutil.rmtree(journal.saved_dir(site))
+    journal.saved_dir(site).write_text("not a folder")
+    result = txn.revert(locate_in_directory(str(site)))  # the revert is done all the same
+    assert SPEC in result.restored and all(touched_match_record(site).values())
+    assert journal.left_in_place(site).copies

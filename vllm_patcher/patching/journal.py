@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from enum import Enum
 from pathlib import Path
+from typing import NamedTuple
 
 from .. import fileops
 from ..errors import BadSetting, LocallyModified, LockTimeout, NotWritable, StateError
@@ -336,9 +337,16 @@ def observed(root: Path) -> Iterator[bool]:
         os.close(fd)
 
 
-def left_in_place(root: Path) -> str:
-    """What revert leaves in the state folder, read from the folder (saved copies of your edits
-    may be there from any earlier ``revert --force``), and whether removing it loses anything."""
+class LeftInPlace(NamedTuple):
+    """What revert leaves: the state folder, and whether saved/ may hold copies of your edits
+    (from any earlier ``revert --force``), so removing the folder could lose them."""
+
+    folder: Path
+    copies: bool
+
+
+def left_in_place(root: Path) -> LeftInPlace:
+    """What revert leaves in the state folder, read from the folder."""
     folder = state_dir(root)
     try:
         names = sorted(p.name for p in folder.iterdir())
@@ -349,13 +357,4 @@ def left_in_place(root: Path) -> str:
         copies = saved.name in names and any(saved.iterdir())
     except OSError:  # a saved/ it cannot list may hold copies all the same
         copies = True
-    if copies:
-        return (
-            f"left in place: {folder} (the lock file, and in saved/ the copies of your edits that "
-            "revert --force kept); move them out, then remove it with rm -r once no vllm-patcher "
-            "run is active"
-        )
-    return (
-        f"left in place: {folder} (only the lock file now); remove it with rm -r once no "
-        "vllm-patcher run is active"
-    )
+    return LeftInPlace(folder, copies)

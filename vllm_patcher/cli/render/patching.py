@@ -15,6 +15,7 @@ from ..base import Shown, chosen_line
 if (
     TYPE_CHECKING
 ):  # typing only: the transaction and verify are loaded by the commands that run them
+    from ...patching.journal import LeftInPlace
     from ...patching.txn import ApplyResult, RevertResult
     from ...patching.verify import VerifyReport
 
@@ -90,7 +91,20 @@ def apply(result: ApplyResult, dry_run: bool) -> Shown:
     return Shown(EXIT_OK, result.to_dict(), lines)
 
 
-def revert(result: RevertResult, target: target_mod.Target, left_in_place: str) -> Shown:
+def left_in_place(left: LeftInPlace) -> str:
+    if left.copies:
+        return (
+            f"left in place: {left.folder} (the lock file, and in saved/ the copies of your edits "
+            "that revert --force kept); move them out, then remove it with rm -r once no "
+            "vllm-patcher run is active"
+        )
+    return (
+        f"left in place: {left.folder} (only the lock file now); remove it with rm -r once no "
+        "vllm-patcher run is active"
+    )
+
+
+def revert(result: RevertResult, target: target_mod.Target, left: LeftInPlace) -> Shown:
     data = {
         "vllm_version": target.version,
         "location": str(target.site_packages),
@@ -109,7 +123,7 @@ def revert(result: RevertResult, target: target_mod.Target, left_in_place: str) 
     lines += [f"restored {rel}" for rel in result.restored]
     lines += [f"your edited {rel} was kept at {where}" for rel, where in result.saved_edits.items()]
     lines += [f"{rel} was already pristine" for rel in result.already_pristine]
-    lines.append(left_in_place)
+    lines.append(left_in_place(left))
     return Shown(EXIT_OK, data, lines)
 
 
