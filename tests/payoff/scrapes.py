@@ -1,14 +1,16 @@
 """Generated /metrics text and local HTTP servers for payoff's tests: what a vLLM server would
-expose, shaped by hand to hold one defect at a time."""
+expose, shaped by hand to hold one defect at a time; and payoff's command line run on them."""
 
 from __future__ import annotations
 
 import http.server
+import json
 import os
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 
 def metrics(
@@ -117,3 +119,65 @@ def growing(n: int) -> tuple[int, str, bytes]:
         drafts=1000 * (n + 1), requests=10 * (n + 1),
     )  # fmt: skip
     return 200, "text/plain; version=0.0.4", text.encode()
+
+
+def _scrape_text(
+    drafts: str = "100",
+    accepted: str = "60",
+    itl_sum: str = "1.0",
+    pos: str = "0",
+    draft_tokens: str = "300",
+) -> str:
+    """One engine's scrape, each counter given as the text the exposition holds (NaN, +Inf)."""
+    return "\n".join(
+        [
+            f'vllm:spec_decode_num_drafts_total{{engine="0",model_name="m"}} {drafts}',
+            f'vllm:spec_decode_num_draft_tokens_total{{engine="0",model_name="m"}} {draft_tokens}',
+            f'vllm:spec_decode_num_accepted_tokens_total{{engine="0",model_name="m"}} {accepted}',
+            f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{engine="0",model_name="m",position="{pos}"}} 50',
+            'vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="m",position="1"} 7',
+            'vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="m",position="2"} 3',
+            'vllm:generation_tokens_total{engine="0",model_name="m"} 1000',
+            'vllm:time_to_first_token_seconds_count{engine="0",model_name="m"} 10',
+            f'vllm:inter_token_latency_seconds_sum{{engine="0",model_name="m"}} {itl_sum}',
+            'vllm:inter_token_latency_seconds_count{engine="0",model_name="m"} 500',
+            "",
+        ]
+    )
+
+
+def _payoff_json(*args: str) -> dict[str, Any]:
+    """``payoff --json ARGS`` through the real command line: its answer, valid against the output
+    schema, with the exit code under ``_exit``. The test helpers are imported here, not at the top:
+    tests/load/test_bench.py's driver script imports this module outside pytest."""
+    import jsonschema
+
+    from ..conftest import REPO, run_cli
+
+    schema = json.loads((REPO / "vllm_patcher" / "schema" / "output.schema.json").read_text())
+    proc = run_cli("--json", "payoff", *args)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    data: dict[str, Any] = json.loads(proc.stdout)
+    jsonschema.validate(data, schema)
+    data["_exit"] = proc.returncode
+    return data
+
+
+def _pair(tmp: Path, name: str, first: str, second: str, t0: float = 1000.0) -> list[str]:
+    """Two saved scrapes, ``first`` then ``second`` 10 s later: the paths, as arguments."""
+    return [
+        str(save(tmp / f"{name}1.txt", first, t0)),
+        str(save(tmp / f"{name}2.txt", second, t0 + 10)),
+    ]
+
+
+def _with_baseline(tmp: Path, spec: tuple[str, str], base: tuple[str, str]) -> dict[str, Any]:
+    """payoff's JSON answer on two saved scrapes of the server and two of the baseline."""
+    s = _pair(tmp, "s", *spec)
+    b = _pair(tmp, "b", *base)
+    return _payoff_json("--metrics", *s, "--baseline", b[0], "--baseline", b[1])
+
+
+def _no_advice_to_change_k(data: dict[str, Any]) -> None:
+    text = " ".join(data.get("advice", []))
+    assert "set num_speculative_tokens" not in text and "best_k" not in data, data
