@@ -518,10 +518,7 @@ def overlays(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Pat
         pytest.fail(f"no vLLM venv at {python}; `make test` creates it (make test-venv)")
     site = venv_site(python)
     root = tmp_path_factory.mktemp("overlays")
-    made = {
-        "pristine": _overlay(site, root / "pristine", patched=False),
-        "patched": _overlay(site, root / "patched", patched=True),
-    }
+    made = {"patched": _overlay(site, root / "patched", patched=True)}
     yield made
     shutil.rmtree(root, ignore_errors=True)
 
@@ -602,10 +599,12 @@ IMAGE_TOKEN = (
 )
 
 
-def test_built_in_checks_are_red_on_pristine_0151(
-    overlays: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    got = probe_overlay(overlays["pristine"], tmp_path, monkeypatch)
+def test_built_in_checks_are_red_on_pristine_0151(pristine_probe: list[verify.Check]) -> None:
+    """verify's own probe of the pristine shared venv (``pristine_probe``, run once a session:
+    its import alone is about 35 s); the overlay mechanism is proven by the green test."""
+    assert all(c.ok for c in pristine_probe if c.tier == "import"), pristine_probe
+    got = {c.name: c for c in pristine_probe if c.tier == "behaviour"}
+    assert len(got) == len([c for c in pristine_probe if c.tier == "behaviour"])
     assert set(got) == BUILT_IN
     assert not any(c.skipped for c in got.values())  # 0.15.1 ships Kimi-K2.5
     passed = {n for n, c in got.items() if c.ok}
