@@ -35,7 +35,8 @@ The check API (check files live in ``patches/<patch-name>/checks/*.py``):
 - Recorded name: ``<patch-name>: <first line of the docstring, else the function's name>``, tier
   ``behaviour``. A check file that does not import is one failed check naming the file.
 - Besides those, a check file can import the check library, ``vllm_patcher_checklib`` (the
-  ``checklib/`` folder beside this script, made importable here before any check file loads):
+  ``patching/checklib/`` folder of this script's package, made importable here before any check
+  file loads):
   what several patches' checks share, e.g. ``eagle3.implements_supports_eagle3``, the check that
   a model family implements EAGLE-3. An AssertionError it raises is the calling check's verdict,
   shown at the check file's line that called it.
