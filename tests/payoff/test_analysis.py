@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from vllm_patcher.payoff.analysis import analyse
+from vllm_patcher.cli.render.payoff_report import note, wider
+from vllm_patcher.payoff import analysis as an
+from vllm_patcher.payoff.analysis import Analysis, analyse
 from vllm_patcher.payoff.window import Window
 
 from ..conftest import run_cli
@@ -40,8 +42,19 @@ def _window(drafts: float, per_pos: tuple[float, ...], step_s: float, steps: flo
     )
 
 
+def _kinds(a: Analysis) -> list[str]:
+    return [n.kind for n in a.notes]
+
+
 def _plain(step_s: float, steps: float) -> Window:
     return Window("base", 10.0, False, False, 0, 0, 0, 0, (), steps + 4, 4, step_s * steps, steps)
+
+
+def test_the_command_line_has_words_for_every_kind_of_note() -> None:
+    """A note is an object (a kind and its figures); the command line words each kind."""
+    from vllm_patcher.cli.render.payoff_report import _WORDS
+
+    assert set(_WORDS) == set(an.KINDS) and len(an.KINDS) == len(set(an.KINDS))
 
 
 def test_a_shorter_draft_gets_a_range_between_the_two_cost_models_never_a_figure() -> None:
@@ -56,14 +69,16 @@ def test_a_shorter_draft_gets_a_range_between_the_two_cost_models_never_a_figure
     assert a.conditional == pytest.approx([0.8, 0.5, 0.5])
     assert a.speedup == pytest.approx(10 * 2.4 / 16)  # measured: per-token time ratio
     assert a.throughput_ratio == pytest.approx(240 / 160)  # measured: tokens per second
-    assert a.verdict == "pays" and a.unknown_reason is None
+    assert a.verdict == "pays" and a.unknown is None
     # k' = 1: 1.8 tokens a step; low end at the same step cost (16 ms), high end at 10 + 2 ms
     assert a.shorter_k_range[1] == pytest.approx((10 * 1.8 / 16, 10 * 1.8 / 12))
     assert a.shorter_k_range[2] == pytest.approx((10 * 2.2 / 16, 10 * 2.2 / 14))
     assert 3 not in a.shorter_k_range  # the served k is measured, not modelled
     assert a.break_even_length == pytest.approx(1.6)
-    advice = " ".join(a.advice)  # both models above 1.0x: a reason to measure, never advice
-    assert "set num_speculative_tokens" not in advice and "payoff sweep" in advice
+    # both models above 1.0x: a reason to measure, never advice
+    assert an.Note(an.MEASURE_EACH_K, {"ks": [1, 2], "crossing": False}) in a.notes, a.notes
+    said = note(a.notes[-1], a.window)
+    assert "set num_speculative_tokens" not in said and "payoff sweep" in said
 
 
 def test_a_range_that_crosses_one_says_to_measure_each_k() -> None:
@@ -73,14 +88,19 @@ def test_a_range_that_crosses_one_says_to_measure_each_k() -> None:
     assert a.speedup == pytest.approx(1.047, abs=1e-3) and a.verdict == "break-even"
     low, high = a.shorter_k_range[1]
     assert low == pytest.approx(0.84, abs=0.005) and high == pytest.approx(1.18, abs=0.005)
-    advice = " ".join(a.advice)
-    assert "vllm-patcher payoff sweep" in advice and "set num_speculative_tokens" not in advice
+    (measure,) = [n for n in a.notes if n.kind == an.MEASURE_EACH_K]
+    assert measure.facts == {"ks": [1, 2], "crossing": True}, measure
+    said = note(measure, a.window)
+    assert "vllm-patcher payoff sweep" in said and "set num_speculative_tokens" not in said
 
 
 def test_without_a_baseline_the_speedup_is_unknown_and_never_guessed() -> None:
     a = analyse(_window(100, (80, 40, 20), step_s=0.016, steps=100))
     assert a.verdict == "unknown" and a.speedup is None and a.shorter_k_range == {}
-    assert a.unknown_reason is None and any("--baseline" in line for line in a.advice)
+    assert a.unknown is None and an.NEED_BASELINE in _kinds(a), a.notes
+    (need,) = [n for n in a.notes if n.kind == an.NEED_BASELINE]
+    assert need.facts == {"k": 3, "per_step": pytest.approx(2.4), "step_s": pytest.approx(0.016)}
+    assert "--baseline" in note(need, a.window)
 
 
 def test_a_plain_step_slower_than_a_speculative_one_fits_no_cost_and_predicts_nothing() -> None:
@@ -88,14 +108,16 @@ def test_a_plain_step_slower_than_a_speculative_one_fits_no_cost_and_predicts_no
     a = analyse(_window(100, (80, 40, 20), step_s=0.008, steps=100), _plain(0.010, 100))
     assert a.speedup is not None and a.verdict == "unknown"  # no measurement under unequal loads
     assert a.shorter_k_range == {} and a.break_even_length is None
-    assert any("not under the same load" in line for line in a.advice)
+    assert a.unknown is not None and a.unknown.kind == an.STEP_NOT_LONGER, a.notes
+    assert "not under the same load" in note(a.unknown, a.window)
 
 
 def test_a_small_window_says_its_figures_are_noisy() -> None:
     a = analyse(_window(100, (80, 40, 20), step_s=0.016, steps=100), _plain(0.010, 100))
-    assert any("only 100 drafts" in line for line in a.advice)
+    assert an.Note(an.SMALL, {"drafts": 100, "wanted": 500}) in a.notes, a.notes
+    assert "only 100 drafts" in note(a.notes[0], a.window)
     big = analyse(_window(1000, (800, 400, 200), step_s=0.016, steps=1000), _plain(0.010, 1000))
-    assert not any("noisy" in line for line in big.advice)
+    assert an.SMALL not in _kinds(big)
 
 
 @pytest.mark.parametrize(
@@ -113,7 +135,9 @@ def test_the_advice_for_a_longer_window_fits_the_source(
     w = dataclasses.replace(
         _window(100, (80, 40, 20), step_s=0.016, steps=100), source=source, approximate=approximate
     )
-    advice = " ".join(analyse(w, _plain(0.010, 100)).advice)
+    a = analyse(w, _plain(0.010, 100))
+    advice = " ".join(note(n, a.window) for n in a.notes)
+    assert wider(a.window) == wanted
     assert wanted in advice and ("--window" in advice) == source.startswith("http"), advice
 
 

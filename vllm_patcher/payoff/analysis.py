@@ -1,6 +1,7 @@
 """From a window of a speculative server (and one of a plain server under the same load): the
 acceptance figures, the two measures of speed, a verdict that needs both to agree, and, for each
-shorter draft, a range between two cost models (``judge``), never a figure or advice.
+shorter draft, a range between two cost models (``judge``), never a figure or advice. What it
+notes or advises is a ``Note`` (a kind and the figures behind it); the command line words it.
 
 The figures, in one place:
 - The count at position i is the number of drafts whose first i+1 tokens were all accepted, so
@@ -19,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 from .judge import (
     BREAK_EVEN,
@@ -26,7 +28,6 @@ from .judge import (
     MARGIN,
     PAYS,
     RANGE_MODEL,
-    SWEEP,
     UNKNOWN,
     judge,
     shorter_k_range,
@@ -35,10 +36,40 @@ from .judge import (
 from .scrape import is_url
 from .window import Window
 
-__all__ = ["BREAK_EVEN", "LOSES", "PAYS", "UNKNOWN", "Analysis", "analyse", "verdict", "wider"]
+__all__ = ["BREAK_EVEN", "LOSES", "PAYS", "UNKNOWN", "Analysis", "Note", "analyse", "verdict"]
 
 SMALL_SAMPLE = 500  # drafts; a tryout's 5 s windows of 50-150 drafts swung from 0.36x to 3.67x
 SAME_LOAD = 1.5  # requests decoding on one side at most this many times the other's
+
+# What a report notes or advises (Note.kind), each with the figures it names:
+MINUS_ONE = "minus-one-counter"  # accepted, positions: vLLM 0.11-0.14 counted -1 for empty steps
+SMALL = "small-sample"  # drafts, wanted
+NOT_TIMED = "not-timed"  # missing: which windows have no decode latency samples
+NO_THROUGHPUT = "throughput-not-compared"  # a window's length is not known
+SPLIT = "figures-disagree"  # reason: the judge's
+SHORT_DRAFTS = "short-drafts"  # per_draft, k: drafts shorter than the position labels
+OTHER_MODEL = "other-model"  # model, baseline_model
+UNEVEN_LOAD = "uneven-load"  # here, there (requests decoding), running, baseline_running
+MAYBE_UNEVEN = "maybe-uneven-load"  # running, baseline_running: no window length to average
+STEP_NOT_LONGER = "step-not-longer"  # step_ms, plain_step_ms, running, baseline_running
+NEED_BASELINE = "needs-baseline"  # k, per_step, step_ms (or None)
+MEASURE_EACH_K = "measure-each-k"  # ks, crossing: the cost models' range does not settle them
+NO_SHORTER_K = "no-shorter-k"  # no shorter draft reaches 1.0x under either cost model
+LOW_FIRST = "low-first-acceptance"  # first: the share of drafts with their first token accepted
+KINDS: tuple[str, ...] = (MINUS_ONE, SMALL, NOT_TIMED, NO_THROUGHPUT, SPLIT, SHORT_DRAFTS)
+KINDS += (OTHER_MODEL, UNEVEN_LOAD, MAYBE_UNEVEN, STEP_NOT_LONGER, NEED_BASELINE, MEASURE_EACH_K)
+KINDS += (NO_SHORTER_K, LOW_FIRST)
+
+
+@dataclass(frozen=True)
+class Note:
+    """One thing a report notes or advises: ``kind`` (the constants above) and its figures."""
+
+    kind: str
+    facts: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, **self.facts}
 
 
 @dataclass
@@ -62,8 +93,8 @@ class Analysis:
     shorter_k_range: dict[int, tuple[float, float]] = field(default_factory=dict)
     break_even_length: float | None = None
     verdict: str = UNKNOWN
-    unknown_reason: str | None = None
-    advice: list[str] = field(default_factory=list)
+    unknown: Note | None = None  # why the verdict is unknown, where a baseline was given
+    notes: list[Note] = field(default_factory=list)  # in order; ``unknown`` is one of them
 
     @property
     def draft_tokens_per_draft(self) -> float | None:
@@ -74,7 +105,6 @@ class Analysis:
         w, b = self.window, self.baseline
         return {
             "verdict": self.verdict,
-            "unknown_reason": self.unknown_reason,
             "speedup": _round(self.speedup),
             "throughput_ratio": _round(self.throughput_ratio),
             "acceptance_rate": _round(self.acceptance_rate),
@@ -108,7 +138,7 @@ class Analysis:
             "baseline_mean_batch": _round(b.running) if b else None,
             "source": w.source,
             "baseline": b.source if b else None,
-            "advice": self.advice,
+            "notes": [n.to_dict() for n in self.notes],
         }
 
 
@@ -120,15 +150,14 @@ def _ms(seconds: float | None) -> float | None:
     return None if seconds is None or not math.isfinite(seconds) else round(seconds * 1000, 3)
 
 
-def wider(w: Window) -> str:
-    """How to get a longer window from this source: --window is for a live server only."""
+def source_kind(w: Window) -> str:
+    """Where a window came from, which decides how to get a longer one: ``live`` (a server's
+    URL), ``log``, ``one scrape`` (its window is since the server started) or ``two scrapes``."""
     if is_url(w.source):
-        return "widen --window"
+        return "live"
     if w.approximate:
-        return "give a log that covers more traffic"
-    if w.since_start:  # one saved scrape: its window is since the server started
-        return "save a scrape after more traffic"
-    return "save the two scrapes further apart"
+        return "log"
+    return "one scrape" if w.since_start else "two scrapes"
 
 
 def _per_token(w: Window) -> tuple[float | None, float | None, float | None]:
@@ -147,9 +176,7 @@ def analyse(w: Window, baseline: Window | None = None) -> Analysis:
         # vLLM 0.11-0.14 count -1 accepted for a step with no sampled token; the per-position
         # counts (a prefix count each) hold the true number of accepted tokens
         notes.append(
-            f"the accepted-tokens counter ({int(w.accepted)}) is below the per-position counts' "
-            f"sum ({int(sum(w.per_pos))}): vLLM 0.11-0.14 count -1 for a step that sampled "
-            "nothing; the per-position counts are used"
+            Note(MINUS_ONE, {"accepted": int(w.accepted), "positions": int(sum(w.per_pos))})
         )
         w = dataclasses.replace(w, accepted=float(sum(w.per_pos)))
     k = w.k
@@ -173,11 +200,8 @@ def analyse(w: Window, baseline: Window | None = None) -> Analysis:
         per_token_s=per_token_s,
     )
     if w.drafts < SMALL_SAMPLE:
-        notes.append(
-            f"only {int(w.drafts)} drafts in the window: the figures are noisy at this size; "
-            f"{wider(w)} (or send more traffic) for {SMALL_SAMPLE} or more"
-        )
-    a.advice.extend(notes)
+        notes.append(Note(SMALL, {"drafts": int(w.drafts), "wanted": SMALL_SAMPLE}))
+    a.notes.extend(notes)
     if baseline is not None:
         _with_baseline(a, baseline)
     _advise(a)
@@ -190,16 +214,11 @@ def _with_baseline(a: Analysis, baseline: Window) -> None:
     a.baseline_per_token_s = base_per_token
     missing = [
         name
-        for name, value in (("the server's", a.per_token_s), ("the baseline's", base_per_token))
+        for name, value in (("server", a.per_token_s), ("baseline", base_per_token))
         if value is None
     ]
     if missing:
-        _unknown(
-            a,
-            f"{' and '.join(missing)} window has no decode latency samples to time "
-            "(inter_token_latency_seconds: its _sum or _count did not grow), so the speedup was "
-            f"not measured; put the same load on both while payoff reads them and {wider(w)}",
-        )
+        _unknown(a, Note(NOT_TIMED, {"missing": missing}))
         return
     assert a.per_token_s is not None and base_per_token is not None and t0 is not None
     assert a.step_s is not None
@@ -216,111 +235,59 @@ def _with_baseline(a: Analysis, baseline: Window) -> None:
     if a.throughput_ratio is not None:
         figures["throughput"] = [a.throughput_ratio]
     else:
-        a.advice.append(
-            "the throughput was not compared: a window's length is not known (saved scrapes "
-            "with the same modification time, or one scrape per side); the verdict is the "
-            "per-token time's alone"
-        )
+        a.notes.append(Note(NO_THROUGHPUT))
     judged = judge(figures)
     a.verdict = judged.verdict
     if judged.reason:
-        _unknown(a, f"{judged.reason}; {wider(w)} to settle it")
+        _unknown(a, Note(SPLIT, {"reason": judged.reason}))
         return
     a.break_even_length = a.step_s / t0
     per_draft = a.draft_tokens_per_draft or 0.0
     if a.k >= 2 and abs(per_draft - a.k) > 0.01:
-        a.advice.append(
-            f"the drafts held {per_draft:.2f} draft tokens per draft where the position labels "
-            f"say k = {a.k} (drafts shorter than k, as n-gram or suffix drafts are, or positions "
-            "left from an earlier k): no range is modelled for a shorter draft"
-        )
+        a.notes.append(Note(SHORT_DRAFTS, {"per_draft": per_draft, "k": a.k}))
     elif a.tokens_per_step is not None:
         a.shorter_k_range = shorter_k_range(
             a.speedup, a.k, w.per_pos, w.steps, a.tokens_per_step, a.step_s, t0
         )
 
 
-def _not_comparable(a: Analysis, baseline: Window, t0: float) -> str | None:
+def _not_comparable(a: Analysis, baseline: Window, t0: float) -> Note | None:
     """Why the two windows are not one load on the same model, or None."""
     w = a.window
     if w.model and baseline.model and w.model != baseline.model:
-        return (
-            f"the baseline serves model_name {baseline.model!r} and the server {w.model!r}: "
-            "give the same model served without --speculative-config (same --served-model-name)"
-        )
+        return Note(OTHER_MODEL, {"model": w.model, "baseline_model": baseline.model})
     here, there = w.decoding, baseline.decoding
-    running = (
-        f"requests running when read: {w.running or 0:.1f} here, {baseline.running or 0:.1f} "
-        "on the baseline"
-    )
+    running = {"running": w.running or 0.0, "baseline_running": baseline.running or 0.0}
     if here and there and max(here, there) / min(here, there) > SAME_LOAD:
-        return (
-            f"the two servers were not under the same load: {here:.1f} requests decoding on "
-            f"average here, {there:.1f} on the baseline ({running}); put the same load on both "
-            f"at the same time and {wider(w)}"
-        )
+        return Note(UNEVEN_LOAD, {"here": here, "there": there, **running})
     if not (here and there):  # no window length to average over: the gauges read are all
         now, then = w.running or 0.0, baseline.running or 0.0
         if max(now, then) > SAME_LOAD * max(min(now, then), 1.0):
-            return (
-                f"the two servers may not have been under the same load ({running}), and with "
-                "no window length (saved scrapes with the same modification time, or without "
-                "_created series) the requests decoding cannot be averaged: save the scrapes "
-                "with their times (cp -p) or read both servers live"
-            )
+            return Note(MAYBE_UNEVEN, running)
     if a.k and a.step_s is not None and a.step_s <= t0:
-        return (
-            f"a speculative step ({a.step_s * 1000:.2f} ms) took no longer than a plain one "
-            f"({t0 * 1000:.2f} ms), so the two servers were not under the same load (or the "
-            f"window is too short; {running}): put the same load on both at the same time and "
-            f"{wider(w)}"
-        )
+        return Note(STEP_NOT_LONGER, {"step_s": a.step_s, "plain_step_s": t0, **running})
     return None
 
 
-def _unknown(a: Analysis, reason: str) -> None:
+def _unknown(a: Analysis, note: Note) -> None:
     a.verdict = UNKNOWN
-    a.unknown_reason = reason
-    a.advice.append(reason)
+    a.unknown = note
+    a.notes.append(note)
 
 
 def _advise(a: Analysis) -> None:
     """What to do next, from what was measured (a shorter draft only ever gets a range)."""
-    say = a.advice.append
+    say = a.notes.append
     if a.baseline is None:
         if a.mean_acceptance_length is not None:
-            cost = f" (one speculative step took {a.step_s * 1000:.1f} ms here)" if a.step_s else ""
             per_step = a.tokens_per_step or a.mean_acceptance_length
-            say(
-                f"to pay, one speculative step with k = {a.k} must cost less than "
-                f"{per_step:.2f} plain decode steps{cost}; serve the same model "
-                "without --speculative-config under the same load and pass it as --baseline "
-                "to measure the speedup"
-                + (
-                    " (scrapes of both servers' /metrics: a log has no step times)"
-                    if a.window.approximate
-                    else ""
-                )
-            )
+            say(Note(NEED_BASELINE, {"k": a.k, "per_step": per_step, "step_s": a.step_s}))
     elif a.shorter_k_range:
         crossing = [k for k, (lo, hi) in a.shorter_k_range.items() if lo < 1 < hi]
         above = [k for k, (lo, _) in a.shorter_k_range.items() if lo >= 1 + MARGIN]
         if crossing or above:
-            ks = ", ".join(f"k = {k}" for k in crossing + above)
-            say(
-                f"one served k cannot tell whether {ks} would pay (the two cost models' range "
-                f"{'crosses' if crossing else 'is above'} 1.0x): measure each k ({SWEEP}) before "
-                "changing num_speculative_tokens"
-            )
+            say(Note(MEASURE_EACH_K, {"ks": crossing + above, "crossing": bool(crossing)}))
         elif a.verdict in (LOSES, BREAK_EVEN):
-            say(
-                "under both cost models no shorter draft reaches 1.0x at this load: serve "
-                "without speculation, or keep it for low-concurrency traffic (payoff bench "
-                f"--concurrency 1,4,16 measures that; {SWEEP} measures each k)"
-            )
+            say(Note(NO_SHORTER_K))
     if a.prefix and a.prefix[0] < 0.3:
-        say(
-            f"only {a.prefix[0]:.0%} of drafts get their first token accepted: check the drafter "
-            f"fits the target (vllm-patcher doctor --model {a.window.model or 'TARGET'} --drafter "
-            "DRAFTER: aux layers, vocabulary, hidden size, the d2t map, positions)"
-        )
+        say(Note(LOW_FIRST, {"first": a.prefix[0]}))

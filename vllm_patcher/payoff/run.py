@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import NoDrafts, NoSpeculation, ServerUnreachable
+from ..errors import NoDrafts, NoSpeculation, PatcherError, ServerUnreachable
 from .analysis import Analysis, analyse
 from .measure import check, measure
 from .window import NotOneWindow
@@ -19,10 +20,19 @@ from .window import NotOneWindow
 PAUSE = 5.0  # seconds between reads that gave no report, and between --window 0 reports
 CARRY_ON = (NoDrafts, NoSpeculation, ServerUnreachable, NotOneWindow)
 
-# show(a report, or a one-line note on a window it could not judge; refresh) -> whether anyone
-# still reads the output. The command line renders both (text or JSON) in one place, and draws
-# a report's --plot before it shows it (a plot that fails leaves one answer, its error).
-Show = Callable[["Analysis | str", bool], bool]
+
+@dataclass(frozen=True)
+class Retry:
+    """A window ``--watch`` could not judge: why, and the pause before it reads again."""
+
+    error: PatcherError
+    pause: float
+
+
+# show(a report, or a window it could not judge; refresh) -> whether anyone still reads the
+# output. The command line renders both (text or JSON) in one place, and draws a report's --plot
+# before it shows it (a plot that fails leaves one answer, its error).
+Show = Callable[["Analysis | Retry", bool], bool]
 
 
 def measure_once(
@@ -63,8 +73,7 @@ def report(
                 a = once(url, metrics, log, window_s, baseline)
             except CARRY_ON as exc:  # a window that cannot be judged: say so, pause, read again
                 failed = exc
-                said = f"payoff: {exc.message}; reading again in {PAUSE:.0f} s"
-                if not show(said, False):
+                if not show(Retry(exc, PAUSE), False):
                     break
                 sleep(PAUSE)
                 continue

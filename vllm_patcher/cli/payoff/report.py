@@ -94,9 +94,9 @@ def payoff_report(
         check_available(plot)
 
     def show(shown: Any, refresh: bool) -> bool:
-        if isinstance(shown, str) and opts.as_json:
+        if isinstance(shown, payoff_run.Retry) and opts.as_json:
             return not gone()  # under --json: full reports only
-        if plot is not None and not isinstance(shown, str):
+        if plot is not None and not isinstance(shown, payoff_run.Retry):
             from ..render.plot import draw
 
             draw(shown, plot)  # first: a plot that fails leaves one answer (its error)

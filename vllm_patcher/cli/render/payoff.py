@@ -12,6 +12,7 @@ from ..base import Shown
 if TYPE_CHECKING:  # typing only: payoff bench loads its machinery when it runs
     from ...load.bench import BenchResult
     from ...payoff.analysis import Analysis
+    from ...payoff.run import Retry
     from ...serving.args import ServeArgs
     from ...sweep.result import SweepResult
     from ...sweep.run import Plan
@@ -19,15 +20,19 @@ if TYPE_CHECKING:  # typing only: payoff bench loads its machinery when it runs
 CLEAR_SCREEN = "\x1b[H\x1b[2J"
 
 
-def report(shown: Analysis | str, clear: bool) -> Shown:
+def report(shown: Analysis | Retry, clear: bool) -> Shown:
     """One report of payoff (``--watch``: one per window), or a note on a window it could not
     judge (text only: under --json only full reports are printed); ``clear``: the screen is
     cleared first (a refresh on a terminal)."""
-    if isinstance(shown, str):
-        return Shown(EXIT_OK, None, [shown])
-    from .payoff_report import lines as report_lines
+    from ...payoff.run import Retry
 
-    data = shown.to_dict()
+    if isinstance(shown, Retry):
+        said = f"payoff: {shown.error.message}; reading again in {shown.pause:.0f} s"
+        return Shown(EXIT_OK, None, [said])
+    from .payoff_report import lines as report_lines
+    from .payoff_report import to_dict
+
+    data = to_dict(shown)
     lines = report_lines(shown)
     if clear:
         lines[:1] = [CLEAR_SCREEN + (lines[0] if lines else "")]
