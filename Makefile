@@ -42,7 +42,7 @@ RAY_ADDRESS   ?= auto
 PINNED = $(shell ls -d patches/*/vllm-* 2>/dev/null | sed 's|.*/vllm-||' | sort -u -V)
 
 .PHONY: help pre-deploy cluster-pre-deploy serve test lint unit bench pin dev test-venv clean gpu-proof \
-        test-venv-0171 test-releases unit-pythons engine-venvs
+        test-venv-0171 test-releases unit-pythons unit-venvs engine-venvs
 
 help:
 	@echo "make pre-deploy   create $(VENV) with vllm==$(VLLM_VERSION), apply the patches, verify them"
@@ -176,7 +176,8 @@ $(CACHE)/unit-%/.ready: pyproject.toml
 
 # The Pythons run side by side (each a process of its own, its log printed whole when all are
 # done); every one runs even when another fails; one line each at the end.
-unit-pythons: $(foreach v,$(UNIT_PYTHONS),$(CACHE)/unit-$(v)/.ready)
+unit-venvs: $(foreach v,$(UNIT_PYTHONS),$(CACHE)/unit-$(v)/.ready)
+unit-pythons: unit-venvs
 	@logs=$$(mktemp -d); pids=""; \
 	for v in $(UNIT_PYTHONS); do \
 	  ( start=$$(date +%s); \
@@ -195,9 +196,11 @@ unit-pythons: $(foreach v,$(UNIT_PYTHONS),$(CACHE)/unit-$(v)/.ready)
 	rm -rf $$logs; echo -e "unit tier:$$summary"; exit $$status
 
 # The cheap tiers first: lint, then the interpreter tier under each Python, then the venvs the
-# suite needs (created when missing, side by side: on a fresh host their downloads and installs
-# overlap), then the whole suite. Stops at the first red tier; the last
-# lines give every tier's time, so the CI budget is visible in every log.
+# suite needs, then the whole suite. The venvs (created when missing, side by side: on a fresh host
+# their downloads and installs overlap) are made beside the interpreter tier's tests, once that
+# tier's own venvs are ready (each pip build of this checkout writes build/ here: one at a time);
+# their log is printed when the suite needs them. Stops at the first red tier (once the venvs it
+# started are done); the last lines give every tier's time, so the CI budget is visible in every log.
 TIERS := lint unit-pythons venvs suite
 # The suite in two steps (SUITE_SPLIT=0: one process). First three lanes side by side, each one
 # pytest process after another: the tests of the shared CUDA vLLM 0.15.1 venv (`-m vllm_venvs`),
@@ -209,14 +212,25 @@ TIERS := lint unit-pythons venvs suite
 # log is printed whole, with its slowest tests and its time, when every lane is done.
 SUITE_SPLIT ?= 1
 test:
-	@summary=""; status=0; all=$$(date +%s); \
+	@summary=""; status=0; all=$$(date +%s); logs=$$(mktemp -d); venvs=; \
 	for tier in $(TIERS); do \
 	  start=$$(date +%s); \
-	  case $$tier in venvs) jobs=-j4 ;; *) jobs= ;; esac; \
-	  if $(MAKE) --no-print-directory $$jobs tier-$$tier; then result=green; else result=red; status=1; fi; \
-	  summary="$$summary\n  $$tier: $$result ($$(( $$(date +%s) - start )) s)"; \
+	  if [ $$tier = unit-pythons ] && $(MAKE) --no-print-directory unit-venvs; then \
+	    ( s=$$(date +%s); $(MAKE) --no-print-directory -j4 tier-venvs > $$logs/venvs.log 2>&1; \
+	      echo "$$? $$(( $$(date +%s) - s ))" > $$logs/venvs.rc ) & venvs=$$!; \
+	  fi; \
+	  if [ $$tier = venvs ] && [ -n "$$venvs" ]; then \
+	    wait $$venvs; venvs=; cat $$logs/venvs.log; read rc spent < $$logs/venvs.rc || rc=1; \
+	    [ "$$rc" = 0 ] && result=green || { result=red; status=1; }; \
+	    summary="$$summary\n  venvs: $$result ($$spent s, $$(( $$(date +%s) - start )) s of it after unit-pythons)"; \
+	  else \
+	    case $$tier in venvs) jobs=-j4 ;; *) jobs= ;; esac; \
+	    if $(MAKE) --no-print-directory $$jobs tier-$$tier; then result=green; else result=red; status=1; fi; \
+	    summary="$$summary\n  $$tier: $$result ($$(( $$(date +%s) - start )) s)"; \
+	  fi; \
 	  [ $$status = 0 ] || break; \
 	done; \
+	[ -z "$$venvs" ] || wait $$venvs; rm -rf $$logs; \
 	if grep -qw amx_tile /proc/cpuinfo 2>/dev/null; then isa="AMX yes (the engine tier's attention kernel: amx)"; \
 	else isa="AMX no (the engine tier's attention kernel: vec)"; fi; \
 	echo -e "make test tiers:$$summary\n  total: $$(( $$(date +%s) - all )) s\n  host CPU: $$isa"; exit $$status
