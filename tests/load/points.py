@@ -5,6 +5,7 @@ speculative and a plain server, and vllm bench serve's result fields, the specul
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from vllm_patcher.load.point import Point, Run
 from vllm_patcher.payoff import scrape
@@ -41,3 +42,10 @@ def point(c: int, k: int, speedups: list[float]) -> Point:
             )
         )
     return Point(c, runs, analyse(runs[0].window), 64)
+
+
+def said(judged: Any) -> str:
+    """A judgement's reason as the command line words it ("" when it has none)."""
+    from vllm_patcher.cli.render.notes import reason
+
+    return "" if judged.reason is None else reason(judged.reason)

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from vllm_patcher.cli import outcomes
+from vllm_patcher.cli.render import payoff as render_payoff
 from vllm_patcher.cli.render.payoff import bench_summary
 from vllm_patcher.load import bench
 from vllm_patcher.load.bench import base_noise
@@ -146,8 +147,10 @@ def test_per_token_time_and_throughput_that_disagree_give_unknown_with_both(
 ) -> None:
     # issue 27, run 1 at concurrency 4: 1.63x per-token time, half the plain throughput
     fake = FakeServers({4: [1.63]}, throughput={4: [0.53]})
-    point = _run(monkeypatch, fake, [4]).to_dict()["points"][0]
+    result = _run(monkeypatch, fake, [4])
+    point = render_payoff.bench(result).data["points"][0]  # type: ignore[index]
     assert point["verdict"] == "unknown", point
+    assert point["unknown"]["kind"] == "figures-disagree", point
     assert point["speedup"] == pytest.approx(1.63) and point["throughput_ratio"] == pytest.approx(
         0.53
     )
@@ -159,7 +162,7 @@ def test_repeats_give_a_verdict_only_when_their_spread_stays_in_one_class(
 ) -> None:
     fake = FakeServers({1: [1.5, 1.4, 1.6], 4: [1.3, 0.9, 1.1]})
     result = _run(monkeypatch, fake, [1, 4], repeat=3)
-    one, four = result.to_dict()["points"]
+    one, four = render_payoff.bench(result).data["points"]  # type: ignore[index]
     assert fake.order == [1, 1, 1, 4, 4, 4]
     assert one["verdict"] == "pays" and one["speedup_spread"] == [1.4, 1.6], one
     assert four["verdict"] == "unknown" and four["speedup_spread"] == [0.9, 1.3], four

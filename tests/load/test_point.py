@@ -9,7 +9,7 @@ import dataclasses
 
 from vllm_patcher.payoff.judge import MARGIN
 
-from .points import point
+from .points import point, said
 
 
 # 6. a restart inside a cell
@@ -17,8 +17,8 @@ def test_a_cell_cut_by_a_counter_reset_says_so_and_is_not_judged() -> None:
     p = point(1, 2, [1.4, 1.45])
     p.runs[1].window = dataclasses.replace(p.runs[1].window, reset=True)
     judged = p.judgement()
-    assert judged.verdict == "unknown" and "restarted under the load" in str(judged.reason)
-    assert "1 of 2 run(s)" in str(judged.reason)
+    assert judged.verdict == "unknown" and "restarted under the load" in said(judged)
+    assert "1 of 2 run(s)" in said(judged)
 
 
 # 17. the baseline's own spread widens break-even
@@ -40,7 +40,7 @@ def test_a_baseline_whose_runs_spread_past_the_cap_settles_no_class() -> None:
     p = point(1, 2, [0.2, 0.5])  # three times slower
     p.noise = 1.0
     judged = p.judgement()
-    assert judged.verdict == "unknown" and "100% apart" in str(judged.reason)
+    assert judged.verdict == "unknown" and "100% apart" in said(judged)
 
 
 def test_the_more_prompts_hint_reads_the_widened_band() -> None:
@@ -48,5 +48,5 @@ def test_the_more_prompts_hint_reads_the_widened_band() -> None:
 
     # 1.06x and 1.12x straddle 1.08x: 0.01 of room, 0.03 apart -> 9 times the prompts (with
     # the fixed 5% it would have said about 36, fewer than now)
-    said = more_needed([1.06, 1.12], 64, margin=0.08)
-    assert said.startswith("about 576 prompts per run (now 64)"), said
+    needed = more_needed([1.06, 1.12], 64, margin=0.08)
+    assert needed == {"wanted": 576, "prompts": 64}, needed

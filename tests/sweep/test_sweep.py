@@ -15,7 +15,7 @@ from vllm_patcher.sweep import result as sweep_result
 from vllm_patcher.sweep import run as sweep
 
 from ..conftest import assert_refused, run_cli
-from ..load.points import point
+from ..load.points import point, said
 
 
 def _result(
@@ -42,7 +42,7 @@ def test_no_best_k_while_a_cell_that_might_be_better_is_unknown() -> None:
     # k = 2's repeats average 1.32x but fall in two classes: it may be the best, so no k is
     r = _result({(1, 1): [1.10, 1.10], (2, 1): [1.04, 1.60]}, [0, 1, 2], [1])
     k, judged = r.best(1)
-    assert k is None and "k = 2 unknown" in str(judged.reason) and "k = 1" in str(judged.reason)
+    assert k is None and "k = 2 unknown" in said(judged) and "k = 1" in said(judged)
     assert "set num_speculative_tokens" not in "\n".join(render_sweep.lines(r))
 
 
@@ -169,7 +169,7 @@ def test_a_cell_with_failed_requests_is_never_judged_nor_best() -> None:
     bad.runs[0].spec.update({"num_prompts": 64, "completed": 32, "failed": 32})
     judged = bad.judgement()
     assert judged.verdict == "unknown"
-    assert judged.reason is not None and judged.reason.startswith("32 of 256 requests failed")
+    assert judged.reason is not None and said(judged).startswith("32 of 256 requests failed")
     assert r.best(1)[0] is None and r.verdict().verdict == "unknown"
     cell = next(c for c in r.to_dict()["cells"] if c["k"] == 2)  # type: ignore[union-attr]
     assert cell["failed_requests"] == 32 and cell["verdict"] == "unknown"
@@ -184,7 +184,7 @@ def test_a_cell_under_500_drafts_is_labelled_and_never_best() -> None:
     r = _result({(1, 1): [1.2, 1.25], (2, 1): [1.4, 1.45]}, [0, 1, 2], [1])
     r.cells[(2, 1)].analysis.drafts = 4
     best, judged = r.best(1)
-    assert best is None and judged.reason is not None and "k = 2: under 500 drafts" in judged.reason
+    assert best is None and judged.reason is not None and "k = 2: under 500 drafts" in said(judged)
     assert r.verdict().verdict == "unknown"
     text = "\n".join(render_sweep.lines(r))
     assert "only 4 drafts: under 500, never the best k" in text

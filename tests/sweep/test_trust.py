@@ -19,7 +19,8 @@ from vllm_patcher.cli.render import sweep as render_sweep
 from vllm_patcher.payoff import scrape
 from vllm_patcher.sweep import run as sweep
 
-from ..load.points import point
+from ..load.points import point, said
+from ..load.points import said as reason_of
 from ..payoff.scrapes import metrics
 from .test_sweep import _result
 
@@ -35,8 +36,8 @@ def test_a_cell_between_servers_of_different_models_is_unknown_naming_both() -> 
     for run in r.cells[(2, 1)].runs:
         run.base_window = dataclasses.replace(run.base_window, model="Qwen-0.5B")  # type: ignore[arg-type]
     judged = r.cells[(2, 1)].judgement()
-    assert judged.verdict == "unknown" and "Qwen-0.5B" in str(judged.reason)
-    assert "different models" in str(judged.reason) and r.best(1)[0] is None
+    assert judged.verdict == "unknown" and "Qwen-0.5B" in said(judged)
+    assert "different models" in said(judged) and r.best(1)[0] is None
 
 
 # 3. overlapping repeats tie
@@ -44,8 +45,8 @@ def test_no_best_k_where_the_paying_cells_runs_overlap_they_tie_and_both_are_nam
     r = _result({(1, 1): [1.25, 1.34], (2, 1): [1.24, 1.29]}, [0, 1, 2], [1])
     best, judged = r.best(1)
     assert best is None and judged.verdict == "pays" and r.tie(1) == [1, 2]
-    assert str(judged.reason).startswith("k = 1 (") and " and k = 2 (" in str(judged.reason)
-    assert "tie:" in str(judged.reason)
+    assert said(judged).startswith("k = 1 (") and " and k = 2 (" in said(judged)
+    assert "tie:" in said(judged)
     assert r.verdict().verdict == "pays" and r.to_dict()["ties"] == {"1": [1, 2]}
     text = "\n".join(render_sweep.lines(r))
     assert "set num_speculative_tokens" not in text and "tie" in text
@@ -121,8 +122,9 @@ def test_a_host_that_slowed_down_during_the_sweep_gives_no_verdict(
     assert steady.best(1)[0] == 2 and any("k = 0 again" in line for line in said)
     slower = _sweep(monkeypatch, FakeFleet([10.0, 10.0, 18.0, 18.0], 1.4), tmp_path / "b", said)
     judged = slower.cells[(2, 1)].judgement()
-    assert judged.verdict == "unknown" and "host's speed moved" in str(judged.reason)
-    assert "10.00 ms at the start and 18.00 ms at the end" in str(judged.reason)
+    assert judged.reason is not None and judged.reason.kind == "speed-moved", judged
+    assert judged.verdict == "unknown" and "host's speed moved" in reason_of(judged)
+    assert "10.00 ms at the start and 18.00 ms at the end" in reason_of(judged)
     assert slower.best(1)[0] is None and slower.verdict().verdict == "unknown"
     assert slower.to_dict()["baseline_end"]["1"]["tpot_ms"] == [18.0, 18.0]  # type: ignore[index]
 
@@ -147,7 +149,7 @@ def test_the_best_k_must_beat_every_other_paying_k_not_only_the_runner_up() -> N
         run.spec["output_throughput"] = 160.0
     best, judged = r.best(1)
     assert best is None and r.tie(1) == [1, 3] and judged.verdict == "pays"
-    assert "k = 1 (" in str(judged.reason) and "k = 3 (" in str(judged.reason)
+    assert "k = 1 (" in said(judged) and "k = 3 (" in said(judged)
     three = _result(
         {(1, 1): [1.30, 1.5], (2, 1): [1.31, 1.5], (3, 1): [1.32, 1.5]}, [0, 1, 2, 3], [1]
     )
@@ -199,7 +201,7 @@ def test_a_second_baseline_that_cannot_stand_for_the_first_gives_no_verdict(
         fleet.fetch = fetch  # type: ignore[method-assign]
     r = _sweep(monkeypatch, fleet, tmp_path, [])
     judged = r.cells[(2, 1)].judgement()
-    assert judged.verdict == "unknown" and "not measured again" in str(judged.reason), judged
+    assert judged.verdict == "unknown" and "not measured again" in said(judged), judged
 
 
 def test_a_url_that_drafts_when_the_baseline_is_measured_again_fails_that_run_not_the_sweep(

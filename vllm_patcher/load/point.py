@@ -11,11 +11,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..payoff.analysis import Analysis
-from ..payoff.judge import MARGIN, NOISE_CAP, UNKNOWN, Judgement, judge, more_needed
+from ..payoff.judge import MARGIN, NOISE_CAP, UNKNOWN, Judgement, Note, judge, more_needed
 from ..payoff.window import Window
 from .repeats import failures
 
 MEASURES = ("per-token time (client)", "throughput (client)", "per-token time (/metrics)")
+
+# Why a point's verdict is unknown (Note.kind, beside payoff.judge's), with the figures each names:
+FAILED_REQUESTS = "failed-requests"  # failed, sent
+FOREIGN = "different-models"  # spec, base: the models each side served
+NOISY = "noisy-baseline"  # noise, cap
+RESTARTED = "restarted"  # reset, runs
+NO_CLIENT_FIGURES = "no-client-figures"
 
 
 @dataclass
@@ -66,7 +73,7 @@ class Point:
     analysis: Analysis  # this concurrency's own windows: its acceptance
     prompts: int = 0
     noise: float = 0.0  # the baseline's own spread over its runs: break-even is at least this wide
-    drift: str | None = None  # why the baseline's runs cannot stand for one host's speed
+    drift: Note | None = None  # why the baseline's runs cannot stand for one host's speed
 
     def series(self) -> dict[str, list[float]]:
         out: dict[str, list[float]] = {m: [] for m in MEASURES}
@@ -90,50 +97,35 @@ class Point:
         """The break-even band's half width: 5%, or the baseline's own spread when wider."""
         return max(MARGIN, min(self.noise, NOISE_CAP))
 
-    def foreign(self) -> str | None:
+    def foreign(self) -> Note | None:
         """Why the two servers cannot be set against each other: they serve different models
         (their /metrics ``model_name``), or None."""
         spec = {run.window.model for run in self.runs if run.window.model}
         base = {run.base_window.model for run in self.runs if run.base_window.model}
         if spec and base and spec != base:
-            return (
-                f"the servers serve different models ({', '.join(sorted(spec))} with "
-                f"speculation, {', '.join(sorted(base))} without): no speedup between them"
-            )
+            return Note(FOREIGN, {"spec": sorted(spec), "base": sorted(base)})
         return None
 
     def judgement(self) -> Judgement:
         failed, sent = self.failed_requests()
         if failed:  # a server that answered some requests with errors is not measured
-            return Judgement(
-                UNKNOWN,
-                f"{failed} of {sent} requests failed (the client's completed/failed): the "
-                "figures are not those of the load asked for",
-            )
+            return Judgement(UNKNOWN, Note(FAILED_REQUESTS, {"failed": failed, "sent": sent}))
         foreign = self.foreign()
         if foreign:
             return Judgement(UNKNOWN, foreign)
         if self.drift:
             return Judgement(UNKNOWN, self.drift)
         if self.noise > NOISE_CAP:  # break-even that wide would hide a 3x loss
-            return Judgement(
-                UNKNOWN,
-                f"the baseline's own runs are {self.noise:.0%} apart (more than "
-                f"{NOISE_CAP:.0%}): the host is too noisy to tell a speedup from it; measure on a "
-                "quiet host, or with more prompts per run",
-            )
+            return Judgement(UNKNOWN, Note(NOISY, {"noise": self.noise, "cap": NOISE_CAP}))
         reset = [run for run in self.runs if run.window.reset or run.base_window.reset]
         if reset:  # a window since a restart is not the load's: its client figures may hold
-            return Judgement(  # requests the dead server never finished either
-                UNKNOWN,
-                f"a server's counters went down during {len(reset)} of {len(self.runs)} "
-                "run(s): it restarted under the load, so the figures are not one server's",
+            # requests the dead server never finished either
+            return Judgement(
+                UNKNOWN, Note(RESTARTED, {"reset": len(reset), "runs": len(self.runs)})
             )
         series = self.series()
         if not series[MEASURES[0]] and not series[MEASURES[1]]:
-            return Judgement(
-                UNKNOWN, "the benchmark client reported no per-token time or throughput"
-            )
+            return Judgement(UNKNOWN, Note(NO_CLIENT_FIGURES))
         judged = judge(series, self.margin)
         if judged.reason is None:
             return judged
@@ -143,7 +135,9 @@ class Point:
             if len(self.runs) > 1
             else more_needed([], self.prompts, self.margin)
         )
-        return Judgement(UNKNOWN, f"{judged.reason}; {hint}")
+        assert judged.reason is not None
+        facts = {**judged.reason.facts, "more": hint}
+        return Judgement(UNKNOWN, Note(judged.reason.kind, facts))
 
     def to_dict(self) -> dict[str, object]:
         series = self.series()
@@ -159,7 +153,7 @@ class Point:
         return {
             "concurrency": self.concurrency,
             "verdict": judged.verdict,
-            "unknown_reason": judged.reason,
+            "unknown": judged.reason.to_dict() if judged.reason else None,
             "repeats": len(self.runs),
             "margin": round(self.margin, 4),
             "speedup": _r(_mean(series[MEASURES[0]])),

@@ -20,7 +20,6 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass, field
-from typing import Any
 
 from .judge import (
     BREAK_EVEN,
@@ -29,6 +28,7 @@ from .judge import (
     PAYS,
     RANGE_MODEL,
     UNKNOWN,
+    Note,
     judge,
     shorter_k_range,
     verdict,
@@ -46,7 +46,7 @@ MINUS_ONE = "minus-one-counter"  # accepted, positions: vLLM 0.11-0.14 counted -
 SMALL = "small-sample"  # drafts, wanted
 NOT_TIMED = "not-timed"  # missing: which windows have no decode latency samples
 NO_THROUGHPUT = "throughput-not-compared"  # a window's length is not known
-SPLIT = "figures-disagree"  # reason: the judge's
+SPLIT = "measures-disagree"  # why: the judge's Note
 SHORT_DRAFTS = "short-drafts"  # per_draft, k: drafts shorter than the position labels
 OTHER_MODEL = "other-model"  # model, baseline_model
 UNEVEN_LOAD = "uneven-load"  # here, there (requests decoding), running, baseline_running
@@ -59,17 +59,6 @@ LOW_FIRST = "low-first-acceptance"  # first: the share of drafts with their firs
 KINDS: tuple[str, ...] = (MINUS_ONE, SMALL, NOT_TIMED, NO_THROUGHPUT, SPLIT, SHORT_DRAFTS)
 KINDS += (OTHER_MODEL, UNEVEN_LOAD, MAYBE_UNEVEN, STEP_NOT_LONGER, NEED_BASELINE, MEASURE_EACH_K)
 KINDS += (NO_SHORTER_K, LOW_FIRST)
-
-
-@dataclass(frozen=True)
-class Note:
-    """One thing a report notes or advises: ``kind`` (the constants above) and its figures."""
-
-    kind: str
-    facts: dict[str, Any] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, **self.facts}
 
 
 @dataclass
@@ -239,7 +228,7 @@ def _with_baseline(a: Analysis, baseline: Window) -> None:
     judged = judge(figures)
     a.verdict = judged.verdict
     if judged.reason:
-        _unknown(a, Note(SPLIT, {"reason": judged.reason}))
+        _unknown(a, Note(SPLIT, {"why": judged.reason}))
         return
     a.break_even_length = a.step_s / t0
     per_draft = a.draft_tokens_per_draft or 0.0

@@ -14,7 +14,8 @@ k'..k-1 contributed, so steps without a draft count as what they are.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 PAYS, BREAK_EVEN, LOSES, UNKNOWN = "pays", "break-even", "loses", "unknown"
 MARGIN = 0.05  # within +-5% of 1.0x is break-even
@@ -38,33 +39,40 @@ def verdict(speedup: float, margin: float = MARGIN) -> str:
 
 
 @dataclass(frozen=True)
+class Note:
+    """What a judgement or a report says beyond its figures (why a verdict is unknown, what to
+    do next): ``kind`` names it, ``facts`` are the figures it rests on; the command line words
+    each kind (cli/render/notes.py)."""
+
+    kind: str
+    facts: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        facts = {k: v.to_dict() if isinstance(v, Note) else v for k, v in self.facts.items()}
+        return {"kind": self.kind, **facts}
+
+
+# Why a judgement is unknown (Note.kind), with the figures each names:
+NOTHING = "nothing-measured"
+DISAGREE = "figures-disagree"  # figures ({measure: values}), margin[, more: more_needed's]
+
+
+@dataclass(frozen=True)
 class Judgement:
     verdict: str
-    reason: str | None = None  # why it is unknown
-
-
-def span(values: list[float]) -> str:
-    lo, hi = min(values), max(values)
-    return f"{lo:.2f}x" if math.isclose(lo, hi, abs_tol=5e-3) else f"{lo:.2f}x to {hi:.2f}x"
+    reason: Note | None = None  # why it is unknown
 
 
 def judge(figures: dict[str, list[float]], margin: float = MARGIN) -> Judgement:
     """One class for every value of every measure, or ``unknown`` naming them all."""
     values = [v for vs in figures.values() for v in vs]
     if not values:
-        return Judgement(UNKNOWN, "nothing was measured")
+        return Judgement(UNKNOWN, Note(NOTHING))
     classes = {verdict(v, margin) for v in values}
     if len(classes) == 1:
         return Judgement(classes.pop())
-    said = "; ".join(
-        f"{name} {span(vs)} ({' and '.join(sorted({verdict(v, margin) for v in vs}))})"
-        for name, vs in figures.items()
-        if vs
-    )
-    band = (
-        f" (break-even within +-{margin:.0%}: the baseline's own spread)" if margin > MARGIN else ""
-    )
-    return Judgement(UNKNOWN, f"the figures fall in different verdicts{band}: {said}")
+    said = {name: list(vs) for name, vs in figures.items() if vs}
+    return Judgement(UNKNOWN, Note(DISAGREE, {"figures": said, "margin": margin}))
 
 
 def spread(values: list[float]) -> float:
@@ -83,24 +91,19 @@ def room(center: float, margin: float = MARGIN) -> float:
     return min(1 + margin - center, center - (1 - margin))
 
 
-def more_needed(values: list[float], prompts: int, margin: float = MARGIN) -> str:
+def more_needed(values: list[float], prompts: int, margin: float = MARGIN) -> dict[str, Any]:
     """How many prompts per run would make repeats this far apart fall in one class (a model:
-    a run's spread shrinks as 1/sqrt(prompts)); ``margin``: the break-even band used."""
+    a run's spread shrinks as 1/sqrt(prompts)); ``margin``: the break-even band used. ``{"repeat":
+    True}`` for one run (no spread to go by), ``{"center": x}`` when the figures centre on a
+    threshold (no number settles it), else ``{"wanted": n, "prompts": now}``."""
     if len(values) < 2:
-        return "one run shows no spread: repeat it (--repeat 3) to see whether the verdict holds"
+        return {"repeat": True}
     center = sum(values) / len(values)
     half = max(abs(v - center) for v in values)
     free = room(center, margin)
     if free < 0.005:
-        return (
-            f"the figures centre on {center:.2f}x, on a threshold: no number of prompts settles "
-            "the class; treat it as break-even"
-        )
-    wanted = math.ceil(prompts * (half / free) ** 2)
-    return (
-        f"about {wanted:,} prompts per run (now {prompts:,}) would keep repeats this far apart "
-        "in one class, if the spread shrinks as 1/sqrt(prompts)"
-    )
+        return {"center": center}
+    return {"wanted": math.ceil(prompts * (half / free) ** 2), "prompts": prompts}
 
 
 def shorter_k_range(

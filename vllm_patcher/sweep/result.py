@@ -11,9 +11,15 @@ from typing import Any
 
 from ..load.point import MEASURES, Point
 from ..payoff.analysis import SMALL_SAMPLE
-from ..payoff.judge import BREAK_EVEN, LOSES, PAYS, UNKNOWN, Judgement, span
+from ..payoff.judge import BREAK_EVEN, LOSES, PAYS, UNKNOWN, Judgement, Note
 from ..payoff.window import Window
 from ..serving import server
+
+# Why a concurrency has no best k, or the sweep no verdict (Note.kind), with their figures:
+SMALL_CELLS = "small-cells"  # ks, wanted: cells under SMALL_SAMPLE drafts
+NOT_JUDGED = "not-judged"  # ks (unknown or not measured), paying
+TIE = "tie"  # ks, figures ({k: {measure: values}}): they all pay, none beats the others
+NO_BEST_K = "no-best-k"
 
 
 @dataclass
@@ -68,31 +74,23 @@ class SweepResult:
         judged = {k: p.judgement() for k, p in points.items()}
         small = [k for k, p in points.items() if p.analysis.drafts < SMALL_SAMPLE]
         if small:  # no advice from a handful of drafts, whatever their figures say
-            said = ", ".join(f"k = {k}" for k in sorted(small))
             return None, Judgement(
-                UNKNOWN,
-                f"{said}: under {SMALL_SAMPLE} drafts, too few to choose k by (raise "
-                "--num-prompts or --repeat)",
+                UNKNOWN, Note(SMALL_CELLS, {"ks": sorted(small), "wanted": SMALL_SAMPLE})
             )
         unknown = [k for k, j in judged.items() if j.verdict == UNKNOWN]
         missing = [k for k in self.ks if k and k not in points]
         if unknown or missing:
-            said = ", ".join(f"k = {k}" for k in sorted(unknown + missing))
             paying = [k for k, j in judged.items() if j.verdict == PAYS]
-            more = f"; judged to pay: k = {', '.join(map(str, paying))}" if paying else ""
-            return None, Judgement(UNKNOWN, f"{said} unknown or not measured{more}")
+            facts = {"ks": sorted(unknown + missing), "paying": paying}
+            return None, Judgement(UNKNOWN, Note(NOT_JUDGED, facts))
         top = max(points, key=lambda kk: points[kk].speedup or 0.0)
         sure = [k for k, p in points.items() if judged[k].verdict == PAYS]
         if not sure:
             return 0, judged[top]  # every k judged, none pays: serve without speculation
         tied = self.tie(c)
         if tied:
-            said = " and ".join(f"k = {k} ({_figures(points[k])})" for k in tied)
-            return None, Judgement(
-                PAYS,
-                f"{said} tie: no one's worst run beats every other's best on per-token time and "
-                "throughput alike; they all pay, none is measured to be the better",
-            )
+            figures = {k: _figures(points[k]) for k in tied}
+            return None, Judgement(PAYS, Note(TIE, {"ks": tied, "figures": figures}))
         best = tied_or_best(points, sure)[0]
         return best, judged[best]
 
@@ -123,8 +121,7 @@ class SweepResult:
         if any(k or j.verdict == PAYS for k, j in bests):
             return Judgement(PAYS)
         if not self.cells or any(k is None for k, _ in bests):
-            return Judgement(UNKNOWN, "no best k at some concurrency: a cell there is unknown "
-                             "or was not measured")  # fmt: skip
+            return Judgement(UNKNOWN, Note(NO_BEST_K))
         classes = {j.verdict for _, j in bests}
         return Judgement(BREAK_EVEN if BREAK_EVEN in classes else LOSES)
 
@@ -140,7 +137,7 @@ class SweepResult:
         judged = self.verdict()
         return {
             "verdict": judged.verdict,
-            "unknown_reason": judged.reason,
+            "unknown": judged.reason.to_dict() if judged.reason else None,
             "ks": self.ks,
             "concurrencies": self.concurrencies,
             "repeat": self.repeat,
@@ -178,13 +175,10 @@ def _beats(first: Point, second: Point) -> bool:
     return True
 
 
-def _figures(point: Point) -> str:
+def _figures(point: Point) -> dict[str, list[float]]:
+    """The client's two measures of a cell, each run's: what a tie is shown with."""
     series = point.series()
-    return " / ".join(
-        f"{span(series[m])} {n}"
-        for m, n in zip(MEASURES[:2], ("per-token", "throughput"), strict=True)
-        if series[m]
-    )
+    return {n: series[m] for m, n in zip(MEASURES[:2], ("per-token", "throughput"), strict=True)}
 
 
 def baseline_runs(started: Started | None, c: int) -> dict[str, object] | None:

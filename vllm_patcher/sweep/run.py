@@ -25,7 +25,7 @@ from ..load.stall import Stall
 from ..load.vllm_bench import check_client_args, client, load_argv
 from ..payoff import scrape
 from ..payoff.analysis import analyse
-from ..payoff.judge import MARGIN
+from ..payoff.judge import MARGIN, Note
 from ..payoff.window import NotOneWindow, between
 from ..progress import Reached
 from ..serving import server
@@ -355,47 +355,47 @@ def run(
     return out
 
 
+# Why the baseline's two measurements cannot stand for one host's speed (Note.kind):
+NOT_AGAIN = "baseline-not-again"  # why: failed, not-run, failed-requests (failed), other-model
+# (models), restarted, no-figure (measure)
+SPEED_MOVED = "speed-moved"  # measure, unit, start, end, margin
+
+
 def baseline_drift(
     first: list[Measured], again: Started | None, c: int, prompts: int = 0
-) -> tuple[float, str | None]:
+) -> tuple[float, Note | None]:
     """The baseline's own spread at concurrency ``c`` over both its servers' runs (the
     break-even band is at least this wide), and why there is no verdict when its two
     measurements, at the sweep's start and end, disagree by more than the margin (the host's
     speed moved: a k measured in between is set against a speed it may not have had), or the
     second cannot stand for the first (failed requests, another model, a restart, no figure)."""
     if again is None or again.failure is not None or not again.runs.get(c):
-        why = "its server failed" if again is not None and again.failure else "it was not run"
+        why = "failed" if again is not None and again.failure else "not-run"
         return 0.0, _not_again(why)
     end = again.runs[c]
     failed = failures([m.result for m in end], prompts)[0]
     if failed:
-        return 0.0, _not_again(f"{failed} of its requests failed")
+        return 0.0, _not_again("failed-requests", failed=failed)
     models = {m.window.model for m in first + end if m.window.model}
     if len(models) > 1:
-        return 0.0, _not_again(f"it served another model: {', '.join(sorted(models))}")
+        return 0.0, _not_again("other-model", models=sorted(models))
     if any(m.window.reset for m in end):
-        return 0.0, _not_again("its server restarted under the load")
+        return 0.0, _not_again("restarted")
     for name, unit, key in (("per-token time", "ms", "mean_tpot_ms"),
                             ("throughput", "tok/s", "output_throughput")):  # fmt: skip
         a = [v for m in first if (v := _num(m.result.get(key)))]
         b = [v for m in end if (v := _num(m.result.get(key)))]
         if len(a) != len(first) or len(b) != len(end):
-            return 0.0, _not_again(f"a run of either measurement has no {name}")
+            return 0.0, _not_again("no-figure", measure=name)
         ma, mb = sum(a) / len(a), sum(b) / len(b)
         if abs(mb / ma - 1) > MARGIN:
-            return 0.0, (
-                f"the host's speed moved during the sweep: the baseline's {name} was "
-                f"{ma:.2f} {unit} at the start and {mb:.2f} {unit} at the end ({mb / ma:.2f}x), "
-                f"more than the {MARGIN:.0%} margin; run it again on a quiet host"
-            )
+            facts = {"measure": name, "unit": unit, "start": ma, "end": mb, "margin": MARGIN}
+            return 0.0, Note(SPEED_MOVED, facts)
     return noise([m.result for m in first + end]), None
 
 
-def _not_again(why: str) -> str:
-    return (
-        f"the baseline was not measured again at the end of the sweep ({why}): no check that the "
-        "host's speed held while the k were measured"
-    )
+def _not_again(why: str, **facts: object) -> Note:
+    return Note(NOT_AGAIN, {"why": why, **facts})
 
 
 def _num(value: object) -> float | None:

@@ -41,7 +41,11 @@ def report(shown: Analysis | Retry, clear: bool) -> Shown:
 
 def bench(result: BenchResult) -> Shown:
     code = outcomes.bench(result.pays_at, [v for _, v in result.verdicts()])
+    from .notes import reason_or_none
+
     data = {**result.to_dict(), "summary": bench_summary(result)}
+    for d, p in zip(data["points"], result.points, strict=True):  # type: ignore[call-overload]
+        d["unknown_reason"] = reason_or_none(p.judgement().reason)
     return Shown(code, data, bench_lines(result))
 
 
@@ -50,9 +54,9 @@ def sweep(
 ) -> Shown:
     """``code``: the sweep's own exit code; ``ignored``: the serve arguments the sweep replaced;
     ``plot_error``: the picture could not be written (its code wins; the report is kept)."""
-    from .sweep import lines
+    from .sweep import lines, to_dict
 
-    data = result.to_dict()
+    data = to_dict(result)
     data["ignored"] = list(ignored)
     errors = []
     if plot_error is not None:
@@ -92,7 +96,7 @@ def sweep_opening(args: ServeArgs | None, plan: Plan) -> list[str]:
 def bench_lines(result: BenchResult) -> list[str]:
     """payoff bench's table: a row per concurrency, its reason where unknown, the summary."""
     from ...load.point import MEASURES
-    from ...payoff.judge import span
+    from .notes import reason, span
 
     out = [
         "concurrency  verdict     per-token (client)  throughput (client)  per-token (/metrics)"
@@ -107,8 +111,9 @@ def bench_lines(result: BenchResult) -> list[str]:
             f"{figures[2]:>20}  {d['throughput'] or 0:>8.1f} / {d['baseline_throughput'] or 0:<8.1f}"
             f"  {(d['acceptance_rate'] or 0):>9.1%}  {d['drafts']:>6,}"
         )
-        if d["unknown_reason"]:
-            out.append(f"{'':>13}unknown: {d['unknown_reason']}")
+        why = p.judgement().reason
+        if why is not None:
+            out.append(f"{'':>13}unknown: {reason(why)}")
     out.append(bench_summary(result))
     if result.repeat == 1:
         out.append(

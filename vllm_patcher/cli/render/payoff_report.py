@@ -126,6 +126,12 @@ def wider(w: Window) -> str:
     }[an.source_kind(w)]
 
 
+def _reason(why: Note) -> str:
+    from .notes import reason  # the judgements' words: payoff's report on files stays light
+
+    return reason(why)
+
+
 _SIDE = {"server": "the server's", "baseline": "the baseline's"}
 
 
@@ -169,7 +175,7 @@ _WORDS: dict[str, Callable[[dict[str, Any], Window], str]] = {
         "with the same modification time, or one scrape per side); the verdict is the "
         "per-token time's alone"
     ),
-    an.SPLIT: lambda f, w: f"{f['reason']}; {wider(w)} to settle it",
+    an.SPLIT: lambda f, w: f"{_reason(f['why'])}; {wider(w)} to settle it",
     an.SHORT_DRAFTS: lambda f, w: (
         f"the drafts held {f['per_draft']:.2f} draft tokens per draft where the position labels "
         f"say k = {f['k']} (drafts shorter than k, as n-gram or suffix drafts are, or positions "

@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ...payoff.analysis import SMALL_SAMPLE
-from ...payoff.judge import span
 from ...sweep.result import baseline_runs
+from .notes import reason, reason_or_none, span
 
 if TYPE_CHECKING:
     from ...load.point import Point
@@ -25,8 +25,9 @@ def _cell_lines(k: int, c: int, point: Point) -> list[str]:
         f"{'-' if tps is None else f'{tps:.2f}':>11}  "
         f"{' '.join(f'{v:.0%}' for v in point.analysis.prefix):<22}  {d['verdict']}"
     ]
-    if d["unknown_reason"]:
-        out.append(f"{'':>19}unknown: {d['unknown_reason']}")
+    why = point.judgement().reason
+    if why is not None:
+        out.append(f"{'':>19}unknown: {reason(why)}")
     if point.analysis.drafts < SMALL_SAMPLE:
         out.append(
             f"{'':>19}only {int(point.analysis.drafts)} drafts: under {SMALL_SAMPLE}, "
@@ -107,12 +108,14 @@ def lines(result: SweepResult) -> list[str]:
                 "speculation for traffic like this"
             )
         else:
-            out.append(f"concurrency {c}: no best k: {judged.reason}")
+            out.append(
+                f"concurrency {c}: no best k: {reason(judged.reason) if judged.reason else ''}"
+            )
     above = result.no_k_pays_above
     if above is not None:
         out.append(f"no k pays above concurrency {above}")
     judged = result.verdict()
-    said = f" ({judged.reason})" if judged.reason else ""
+    said = f" ({reason(judged.reason)})" if judged.reason else ""
     if result.repeat == 1 and judged.verdict != "unknown":
         said += (
             " from one run per cell: the run-to-run noise it could not see was 5.1 against 9.1 ms "
@@ -149,3 +152,13 @@ def _figure(point: Point) -> str:
         return f"{point.speedup:.2f}x per-token"
     ratio = point.to_dict()["throughput_ratio"]
     return f"{ratio:.2f}x throughput" if isinstance(ratio, int | float) else "no client figure"
+
+
+def to_dict(result: SweepResult) -> dict[str, object]:
+    """The sweep's JSON: its figures, each unknown cell's reason and the verdict's in words."""
+    data = result.to_dict()
+    cells = [p for _, p in sorted(result.cells.items())]
+    for d, p in zip(data["cells"], cells, strict=True):  # type: ignore[call-overload]
+        d["unknown_reason"] = reason_or_none(p.judgement().reason)
+    data["unknown_reason"] = reason_or_none(result.verdict().reason)
+    return data
