@@ -4,7 +4,8 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
 from typing import Any
 
 from ...load import point
@@ -49,14 +50,16 @@ def _more(f: dict[str, Any]) -> str:
     )
 
 
-_NOT_AGAIN: dict[str, Callable[[dict[str, Any]], str]] = {
-    "failed": lambda f: "its server failed",
-    "not-run": lambda f: "it was not run",
-    "failed-requests": lambda f: f"{f['failed']} of its requests failed",
-    "other-model": lambda f: f"it served another model: {', '.join(f['models'])}",
-    "restarted": lambda f: "its server restarted under the load",
-    "no-figure": lambda f: f"a run of either measurement has no {f['measure']}",
-}
+_NOT_AGAIN: Mapping[str, Callable[[dict[str, Any]], str]] = MappingProxyType(
+    {
+        "failed": lambda f: "its server failed",
+        "not-run": lambda f: "it was not run",
+        "failed-requests": lambda f: f"{f['failed']} of its requests failed",
+        "other-model": lambda f: f"it served another model: {', '.join(f['models'])}",
+        "restarted": lambda f: "its server restarted under the load",
+        "no-figure": lambda f: f"a run of either measurement has no {f['measure']}",
+    }
+)
 
 
 def _tie(f: dict[str, Any]) -> str:
@@ -70,52 +73,54 @@ def _tie(f: dict[str, Any]) -> str:
     )
 
 
-WORDS: dict[str, Callable[[dict[str, Any]], str]] = {
-    NOTHING: lambda f: "nothing was measured",
-    DISAGREE: _disagree,
-    point.FAILED_REQUESTS: lambda f: (
-        f"{f['failed']} of {f['sent']} requests failed (the client's completed/failed): the "
-        "figures are not those of the load asked for"
-    ),
-    point.FOREIGN: lambda f: (
-        f"the servers serve different models ({', '.join(f['spec'])} with speculation, "
-        f"{', '.join(f['base'])} without): no speedup between them"
-    ),
-    point.NOISY: lambda f: (
-        f"the baseline's own runs are {f['noise']:.0%} apart (more than {f['cap']:.0%}): the "
-        "host is too noisy to tell a speedup from it; measure on a quiet host, or with more "
-        "prompts per run"
-    ),
-    point.RESTARTED: lambda f: (
-        f"a server's counters went down during {f['reset']} of {f['runs']} run(s): it restarted "
-        "under the load, so the figures are not one server's"
-    ),
-    point.NO_CLIENT_FIGURES: lambda f: (
-        "the benchmark client reported no per-token time or throughput"
-    ),
-    run.NOT_AGAIN: lambda f: (
-        f"the baseline was not measured again at the end of the sweep ({_NOT_AGAIN[f['why']](f)}): "
-        "no check that the host's speed held while the k were measured"
-    ),
-    run.SPEED_MOVED: lambda f: (
-        f"the host's speed moved during the sweep: the baseline's {f['measure']} was "
-        f"{f['start']:.2f} {f['unit']} at the start and {f['end']:.2f} {f['unit']} at the end "
-        f"({f['end'] / f['start']:.2f}x), more than the {f['margin']:.0%} margin; run it again "
-        "on a quiet host"
-    ),
-    result.SMALL_CELLS: lambda f: (
-        f"{_ks(f['ks'])}: under {f['wanted']} drafts, too few to choose k by (raise "
-        "--num-prompts or --repeat)"
-    ),
-    result.NOT_JUDGED: lambda f: (
-        f"{_ks(f['ks'])} unknown or not measured"
-        + (f"; judged to pay: k = {', '.join(map(str, f['paying']))}" if f["paying"] else "")
-    ),
-    result.TIE: _tie,
-    result.NO_BEST_K: lambda f: (
-        "no best k at some concurrency: a cell there is unknown or was not measured"
-    ),
-}
+WORDS: Mapping[str, Callable[[dict[str, Any]], str]] = MappingProxyType(
+    {
+        NOTHING: lambda f: "nothing was measured",
+        DISAGREE: _disagree,
+        point.FAILED_REQUESTS: lambda f: (
+            f"{f['failed']} of {f['sent']} requests failed (the client's completed/failed): the "
+            "figures are not those of the load asked for"
+        ),
+        point.FOREIGN: lambda f: (
+            f"the servers serve different models ({', '.join(f['spec'])} with speculation, "
+            f"{', '.join(f['base'])} without): no speedup between them"
+        ),
+        point.NOISY: lambda f: (
+            f"the baseline's own runs are {f['noise']:.0%} apart (more than {f['cap']:.0%}): the "
+            "host is too noisy to tell a speedup from it; measure on a quiet host, or with more "
+            "prompts per run"
+        ),
+        point.RESTARTED: lambda f: (
+            f"a server's counters went down during {f['reset']} of {f['runs']} run(s): it restarted "
+            "under the load, so the figures are not one server's"
+        ),
+        point.NO_CLIENT_FIGURES: lambda f: (
+            "the benchmark client reported no per-token time or throughput"
+        ),
+        run.NOT_AGAIN: lambda f: (
+            f"the baseline was not measured again at the end of the sweep ({_NOT_AGAIN[f['why']](f)}): "
+            "no check that the host's speed held while the k were measured"
+        ),
+        run.SPEED_MOVED: lambda f: (
+            f"the host's speed moved during the sweep: the baseline's {f['measure']} was "
+            f"{f['start']:.2f} {f['unit']} at the start and {f['end']:.2f} {f['unit']} at the end "
+            f"({f['end'] / f['start']:.2f}x), more than the {f['margin']:.0%} margin; run it again "
+            "on a quiet host"
+        ),
+        result.SMALL_CELLS: lambda f: (
+            f"{_ks(f['ks'])}: under {f['wanted']} drafts, too few to choose k by (raise "
+            "--num-prompts or --repeat)"
+        ),
+        result.NOT_JUDGED: lambda f: (
+            f"{_ks(f['ks'])} unknown or not measured"
+            + (f"; judged to pay: k = {', '.join(map(str, f['paying']))}" if f["paying"] else "")
+        ),
+        result.TIE: _tie,
+        result.NO_BEST_K: lambda f: (
+            "no best k at some concurrency: a cell there is unknown or was not measured"
+        ),
+    }
+)
 
 
 def reason(note: Note) -> str:

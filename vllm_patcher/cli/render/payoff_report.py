@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
 from typing import Any
 
 from ...payoff import analysis as an
@@ -132,7 +133,7 @@ def _reason(why: Note) -> str:
     return reason(why)
 
 
-_SIDE = {"server": "the server's", "baseline": "the baseline's"}
+_SIDE = MappingProxyType({"server": "the server's", "baseline": "the baseline's"})
 
 
 def _running(f: dict[str, Any]) -> str:
@@ -154,71 +155,73 @@ def _need_baseline(f: dict[str, Any], w: Window) -> str:
     )
 
 
-_WORDS: dict[str, Callable[[dict[str, Any], Window], str]] = {
-    an.MINUS_ONE: lambda f, w: (
-        f"the accepted-tokens counter ({f['accepted']}) is below the per-position counts' "
-        f"sum ({f['positions']}): vLLM 0.11-0.14 count -1 for a step that sampled "
-        "nothing; the per-position counts are used"
-    ),
-    an.SMALL: lambda f, w: (
-        f"only {f['drafts']} drafts in the window: the figures are noisy at this size; "
-        f"{wider(w)} (or send more traffic) for {f['wanted']} or more"
-    ),
-    an.NOT_TIMED: lambda f, w: (
-        f"{' and '.join(_SIDE[side] for side in f['missing'])} window has no "
-        "decode latency samples to time (inter_token_latency_seconds: its _sum or _count did "
-        "not grow), so the speedup was not measured; put the same load on both while payoff "
-        f"reads them and {wider(w)}"
-    ),
-    an.NO_THROUGHPUT: lambda f, w: (
-        "the throughput was not compared: a window's length is not known (saved scrapes "
-        "with the same modification time, or one scrape per side); the verdict is the "
-        "per-token time's alone"
-    ),
-    an.SPLIT: lambda f, w: f"{_reason(f['why'])}; {wider(w)} to settle it",
-    an.SHORT_DRAFTS: lambda f, w: (
-        f"the drafts held {f['per_draft']:.2f} draft tokens per draft where the position labels "
-        f"say k = {f['k']} (drafts shorter than k, as n-gram or suffix drafts are, or positions "
-        "left from an earlier k): no range is modelled for a shorter draft"
-    ),
-    an.OTHER_MODEL: lambda f, w: (
-        f"the baseline serves model_name {f['baseline_model']!r} and the server {f['model']!r}: "
-        "give the same model served without --speculative-config (same --served-model-name)"
-    ),
-    an.UNEVEN_LOAD: lambda f, w: (
-        f"the two servers were not under the same load: {f['here']:.1f} requests decoding on "
-        f"average here, {f['there']:.1f} on the baseline ({_running(f)}); put the same load on "
-        f"both at the same time and {wider(w)}"
-    ),
-    an.MAYBE_UNEVEN: lambda f, w: (
-        f"the two servers may not have been under the same load ({_running(f)}), and with "
-        "no window length (saved scrapes with the same modification time, or without "
-        "_created series) the requests decoding cannot be averaged: save the scrapes "
-        "with their times (cp -p) or read both servers live"
-    ),
-    an.STEP_NOT_LONGER: lambda f, w: (
-        f"a speculative step ({f['step_s'] * 1000:.2f} ms) took no longer than a plain one "
-        f"({f['plain_step_s'] * 1000:.2f} ms), so the two servers were not under the same load "
-        f"(or the window is too short; {_running(f)}): put the same load on both at the same "
-        f"time and {wider(w)}"
-    ),
-    an.NEED_BASELINE: _need_baseline,
-    an.MEASURE_EACH_K: lambda f, w: (
-        f"one served k cannot tell whether {', '.join(f'k = {k}' for k in f['ks'])} would pay "
-        f"(the two cost models' range {'crosses' if f['crossing'] else 'is above'} 1.0x): "
-        f"measure each k ({SWEEP}) before changing num_speculative_tokens"
-    ),
-    an.NO_SHORTER_K: lambda f, w: (
-        "under both cost models no shorter draft reaches 1.0x at this load: serve "
-        "without speculation, or keep it for low-concurrency traffic (payoff bench "
-        f"--concurrency 1,4,16 measures that; {SWEEP} measures each k)"
-    ),
-    an.LOW_FIRST: lambda f, w: (
-        f"only {f['first']:.0%} of drafts get their first token accepted: check the drafter "
-        f"fits the target (vllm-patcher doctor --model {w.model or 'TARGET'} --drafter "
-        "DRAFTER: aux layers, vocabulary, hidden size, the d2t map, positions)"
-    ),
-}
+_WORDS: Mapping[str, Callable[[dict[str, Any], Window], str]] = MappingProxyType(
+    {
+        an.MINUS_ONE: lambda f, w: (
+            f"the accepted-tokens counter ({f['accepted']}) is below the per-position counts' "
+            f"sum ({f['positions']}): vLLM 0.11-0.14 count -1 for a step that sampled "
+            "nothing; the per-position counts are used"
+        ),
+        an.SMALL: lambda f, w: (
+            f"only {f['drafts']} drafts in the window: the figures are noisy at this size; "
+            f"{wider(w)} (or send more traffic) for {f['wanted']} or more"
+        ),
+        an.NOT_TIMED: lambda f, w: (
+            f"{' and '.join(_SIDE[side] for side in f['missing'])} window has no "
+            "decode latency samples to time (inter_token_latency_seconds: its _sum or _count did "
+            "not grow), so the speedup was not measured; put the same load on both while payoff "
+            f"reads them and {wider(w)}"
+        ),
+        an.NO_THROUGHPUT: lambda f, w: (
+            "the throughput was not compared: a window's length is not known (saved scrapes "
+            "with the same modification time, or one scrape per side); the verdict is the "
+            "per-token time's alone"
+        ),
+        an.SPLIT: lambda f, w: f"{_reason(f['why'])}; {wider(w)} to settle it",
+        an.SHORT_DRAFTS: lambda f, w: (
+            f"the drafts held {f['per_draft']:.2f} draft tokens per draft where the position labels "
+            f"say k = {f['k']} (drafts shorter than k, as n-gram or suffix drafts are, or positions "
+            "left from an earlier k): no range is modelled for a shorter draft"
+        ),
+        an.OTHER_MODEL: lambda f, w: (
+            f"the baseline serves model_name {f['baseline_model']!r} and the server {f['model']!r}: "
+            "give the same model served without --speculative-config (same --served-model-name)"
+        ),
+        an.UNEVEN_LOAD: lambda f, w: (
+            f"the two servers were not under the same load: {f['here']:.1f} requests decoding on "
+            f"average here, {f['there']:.1f} on the baseline ({_running(f)}); put the same load on "
+            f"both at the same time and {wider(w)}"
+        ),
+        an.MAYBE_UNEVEN: lambda f, w: (
+            f"the two servers may not have been under the same load ({_running(f)}), and with "
+            "no window length (saved scrapes with the same modification time, or without "
+            "_created series) the requests decoding cannot be averaged: save the scrapes "
+            "with their times (cp -p) or read both servers live"
+        ),
+        an.STEP_NOT_LONGER: lambda f, w: (
+            f"a speculative step ({f['step_s'] * 1000:.2f} ms) took no longer than a plain one "
+            f"({f['plain_step_s'] * 1000:.2f} ms), so the two servers were not under the same load "
+            f"(or the window is too short; {_running(f)}): put the same load on both at the same "
+            f"time and {wider(w)}"
+        ),
+        an.NEED_BASELINE: _need_baseline,
+        an.MEASURE_EACH_K: lambda f, w: (
+            f"one served k cannot tell whether {', '.join(f'k = {k}' for k in f['ks'])} would pay "
+            f"(the two cost models' range {'crosses' if f['crossing'] else 'is above'} 1.0x): "
+            f"measure each k ({SWEEP}) before changing num_speculative_tokens"
+        ),
+        an.NO_SHORTER_K: lambda f, w: (
+            "under both cost models no shorter draft reaches 1.0x at this load: serve "
+            "without speculation, or keep it for low-concurrency traffic (payoff bench "
+            f"--concurrency 1,4,16 measures that; {SWEEP} measures each k)"
+        ),
+        an.LOW_FIRST: lambda f, w: (
+            f"only {f['first']:.0%} of drafts get their first token accepted: check the drafter "
+            f"fits the target (vllm-patcher doctor --model {w.model or 'TARGET'} --drafter "
+            "DRAFTER: aux layers, vocabulary, hidden size, the d2t map, positions)"
+        ),
+    }
+)
 
 
 def note(n: Note, w: Window) -> str:
