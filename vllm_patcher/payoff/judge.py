@@ -48,8 +48,21 @@ class Note:
     facts: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        facts = {k: v.to_dict() if isinstance(v, Note) else v for k, v in self.facts.items()}
-        return {"kind": self.kind, **facts}
+        """The kind and its figures for ``--json``: floats to 6 significant digits (the figures
+        behind a verdict, not its display), a figure that is not finite as null."""
+        return {"kind": self.kind, **{k: _plain(v) for k, v in self.facts.items()}}
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Note):
+        return value.to_dict()
+    if isinstance(value, float):
+        return float(f"{value:.6g}") if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
 
 
 # Why a judgement is unknown (Note.kind), with the figures each names:
