@@ -155,6 +155,8 @@ def test_per_token_time_and_throughput_that_disagree_give_unknown_with_both(
         0.53
     )
     assert "1.63x" in point["unknown_reason"] and "0.53x" in point["unknown_reason"]
+    keys = list(point)  # the reason in words right after the verdict, as before notes
+    assert keys[keys.index("verdict") + 1] == "unknown_reason", keys
 
 
 def test_repeats_give_a_verdict_only_when_their_spread_stays_in_one_class(

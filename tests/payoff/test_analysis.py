@@ -181,6 +181,9 @@ def test_a_baseline_of_another_model_gives_no_verdict(tmp_path: Path) -> None:
         (metrics(spec=False, model="Qwen-0.5B"), base),
     )
     assert data["verdict"] == "unknown" and "Qwen-0.5B" in data["unknown_reason"], data
+    keys = list(data)  # the reason beside the verdict; advice, then the notes it words, last
+    assert keys[keys.index("verdict") + 1] == "unknown_reason", keys
+    assert keys[keys.index("advice") + 1] == "notes", keys
 
 
 # issue 27, item 7: a latency _sum that does not grow while its _count does

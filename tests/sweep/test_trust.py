@@ -48,6 +48,8 @@ def test_no_best_k_where_the_paying_cells_runs_overlap_they_tie_and_both_are_nam
     assert said(judged).startswith("k = 1 (") and " and k = 2 (" in said(judged)
     assert "tie:" in said(judged)
     assert r.verdict().verdict == "pays" and r.to_dict()["ties"] == {"1": [1, 2]}
+    data = render_sweep.to_dict(r)  # the reason in words right after the verdict
+    assert list(data)[:2] == ["verdict", "unknown_reason"] and data["unknown_reason"] is None
     text = "\n".join(render_sweep.lines(r))
     assert "set num_speculative_tokens" not in text and "tie" in text
     apart = _result({(1, 1): [1.25, 1.27], (2, 1): [1.40, 1.45]}, [0, 1, 2], [1])

@@ -41,11 +41,11 @@ def report(shown: Analysis | Retry, clear: bool) -> Shown:
 
 def bench(result: BenchResult) -> Shown:
     code = outcomes.bench(result.pays_at, [v for _, v in result.verdicts()])
-    from .notes import reason_or_none
+    from .notes import add_reason, reason_or_none
 
     data = {**result.to_dict(), "summary": bench_summary(result)}
     for d, p in zip(data["points"], result.points, strict=True):  # type: ignore[call-overload]
-        d["unknown_reason"] = reason_or_none(p.judgement().reason)
+        add_reason(d, reason_or_none(p.judgement().reason))
     return Shown(code, data, bench_lines(result))
 
 

@@ -110,11 +110,12 @@ def _load(a: Analysis) -> list[str]:
 def to_dict(a: Analysis) -> dict[str, object]:
     """The report as JSON: the analysis's figures, its notes worded as the text report words them
     (``advice``, in order) and the reason for an unknown verdict (``unknown_reason``)."""
-    return {
-        **a.to_dict(),
-        "unknown_reason": note(a.unknown, a.window) if a.unknown is not None else None,
-        "advice": [note(n, a.window) for n in a.notes],
-    }
+    from .notes import add_reason
+
+    data = a.to_dict()
+    notes = data.pop("notes")
+    add_reason(data, note(a.unknown, a.window) if a.unknown is not None else None)
+    return {**data, "advice": [note(n, a.window) for n in a.notes], "notes": notes}
 
 
 def wider(w: Window) -> str:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from ...payoff.analysis import SMALL_SAMPLE
 from ...sweep.result import baseline_runs
-from .notes import reason, reason_or_none, span
+from .notes import add_reason, reason, reason_or_none, span
 
 if TYPE_CHECKING:
     from ...load.point import Point
@@ -159,6 +159,6 @@ def to_dict(result: SweepResult) -> dict[str, object]:
     data = result.to_dict()
     cells = [p for _, p in sorted(result.cells.items())]
     for d, p in zip(data["cells"], cells, strict=True):  # type: ignore[call-overload]
-        d["unknown_reason"] = reason_or_none(p.judgement().reason)
-    data["unknown_reason"] = reason_or_none(result.verdict().reason)
+        add_reason(d, reason_or_none(p.judgement().reason))
+    add_reason(data, reason_or_none(result.verdict().reason))
     return data
