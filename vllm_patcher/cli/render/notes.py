@@ -132,15 +132,3 @@ def reason(note: Note) -> str:
 
 def reason_or_none(note: Note | None) -> str | None:
     return None if note is None else reason(note)
-
-
-def add_reason(data: dict[str, Any], text: str | None) -> None:
-    """``data`` (a judged object's JSON) with ``unknown_reason``, the worded reason, right after
-    its ``verdict``, where a reader of the JSON finds it."""
-    items = list(data.items())
-    data.clear()
-    for key, value in items:
-        data[key] = value
-        if key == "verdict":
-            data["unknown_reason"] = text
-    data.setdefault("unknown_reason", text)

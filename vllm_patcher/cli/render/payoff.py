@@ -41,7 +41,8 @@ def report(shown: Analysis | Retry, clear: bool) -> Shown:
 
 def bench(result: BenchResult) -> Shown:
     code = outcomes.bench(result.pays_at, [v for _, v in result.verdicts()])
-    from .notes import add_reason, reason_or_none
+    from .notes import reason_or_none
+    from .payoff_report import add_reason
 
     data = {**result.to_dict(), "summary": bench_summary(result)}
     for d, p in zip(data["points"], result.points, strict=True):  # type: ignore[call-overload]

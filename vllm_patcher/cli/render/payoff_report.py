@@ -110,12 +110,23 @@ def _load(a: Analysis) -> list[str]:
 def to_dict(a: Analysis) -> dict[str, object]:
     """The report as JSON: the analysis's figures, its notes worded as the text report words them
     (``advice``, in order) and the reason for an unknown verdict (``unknown_reason``)."""
-    from .notes import add_reason
-
     data = a.to_dict()
     notes = data.pop("notes")
     add_reason(data, note(a.unknown, a.window) if a.unknown is not None else None)
     return {**data, "advice": [note(n, a.window) for n in a.notes], "notes": notes}
+
+
+def add_reason(data: dict[str, Any], text: str | None) -> None:
+    """``data`` (a judged object's JSON) with ``unknown_reason``, the worded reason, right after
+    its ``verdict``, where a reader of the JSON finds it (payoff's, a bench point's, the
+    sweep's and its cells'); here, not in ``notes``, so payoff's report stays light."""
+    items = list(data.items())
+    data.clear()
+    for key, value in items:
+        data[key] = value
+        if key == "verdict":
+            data["unknown_reason"] = text
+    data.setdefault("unknown_reason", text)
 
 
 def wider(w: Window) -> str:

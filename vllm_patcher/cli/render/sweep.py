@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING
 
 from ...payoff.analysis import SMALL_SAMPLE
 from ...sweep.result import baseline_runs
-from .notes import add_reason, reason, reason_or_none, span
+from .notes import reason, reason_or_none, span
+from .payoff_report import add_reason
 
 if TYPE_CHECKING:
     from ...load.point import Point
