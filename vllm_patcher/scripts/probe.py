@@ -49,6 +49,7 @@ The check API (check files live in ``patches/<patch-name>/checks/*.py``):
 # mypy: disable-error-code="misc"
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.util
 import inspect
@@ -59,7 +60,7 @@ import shutil
 import sys
 import tempfile
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -311,6 +312,30 @@ def installed_version() -> str:
     return ""
 
 
+@contextlib.contextmanager
+def registry_in_process() -> Iterator[None]:
+    """vLLM's model registry inspects a model class in a fresh interpreter (``_run_in_subprocess``,
+    so that the caller's CUDA stays uninitialised) and caches the answer by the model file's bytes.
+    A check that builds a ModelConfig or SpeculativeConfig hits that path, and every apply or revert
+    changes the bytes: one fresh interpreter per model class, 5-6 s each (about 50 s of a probe).
+    The probe never touches CUDA and has already imported the same files, so it inspects in this
+    process: the same bytes and the same ``_ModelInfo``, which vLLM still caches for the engine."""
+    try:
+        registry = importlib.import_module("vllm.model_executor.models.registry")
+    except Exception:  # noqa: BLE001 - the import tier names what does not import
+        yield
+        return
+    spawn = getattr(registry, "_run_in_subprocess", None)
+    if not callable(spawn):
+        yield
+        return
+    setattr(registry, "_run_in_subprocess", lambda fn: fn())  # noqa: B010 - vLLM's private name
+    try:
+        yield
+    finally:
+        setattr(registry, "_run_in_subprocess", spawn)  # noqa: B010
+
+
 def main() -> None:
     # No bytecode next to the check files or the vLLM under test. verify sets
     # PYTHONDONTWRITEBYTECODE too, but another environment's interpreter runs with -I, which
@@ -325,7 +350,8 @@ def main() -> None:
         else:
             version = request.get("version") or installed_version()
             upstream = frozenset(request.get("upstream", []))
-            run_checks(checks, version, upstream, bool(request.get("allow_list", False)))
+            with registry_in_process():
+                run_checks(checks, version, upstream, bool(request.get("allow_list", False)))
     sys.stdout.write("\n" + json.dumps({"checks": CHECKS}) + "\n")
     sys.stdout.flush()
 
