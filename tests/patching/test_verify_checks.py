@@ -524,12 +524,20 @@ def overlays(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Pat
 
 
 WHERE = '''
+import os
+
 import vllm
+from vllm.model_executor.models import registry
 
 
 def check_where(ctx):
     """the vLLM under test"""
     return f"{vllm.__file__} {ctx.version}"
+
+
+def check_inspection(ctx):
+    """where vLLM inspects a model class"""
+    return "this process" if registry._run_in_subprocess(os.getpid) == os.getpid() else "another"
 '''
 
 
@@ -566,6 +574,10 @@ def probe_overlay(
     assert len(got) == len(results), "two checks share a name"
     where = got.pop("overlay: the vLLM under test")
     assert where.detail == f"{overlay / 'vllm' / '__init__.py'} {VERSION}", where.detail
+    # vLLM's registry would start one interpreter per model class (5-6 s each, nine a verify on
+    # a tree whose bytes just changed); the probe, which never touches CUDA, inspects in place
+    inspected = got.pop("overlay: where vLLM inspects a model class")
+    assert (inspected.ok, inspected.detail) == (True, "this process"), inspected
     assert {c.name for c in results if c.tier == "import"} == set(modules)
     assert all(c.ok for c in results if c.tier == "import"), results
     return {n: c for n, c in got.items() if c.tier == "behaviour"}
