@@ -201,6 +201,8 @@ unit-pythons: unit-venvs
 # tier's own venvs are ready (each pip build of this checkout writes build/ here: one at a time);
 # their log is printed when the suite needs them. Stops at the first red tier (once the venvs it
 # started are done); the last lines give every tier's time, so the CI budget is visible in every log.
+# The codemods' output cache (vllm_patcher/transforms/cache.py) is one of this run's own: every
+# codemod runs for real once a run, and the tests after it read its output back.
 TIERS := lint unit-pythons venvs suite
 # The suite in two steps (SUITE_SPLIT=0: one process). First three lanes side by side, each one
 # pytest process after another: the tests of the shared CUDA vLLM 0.15.1 venv (`-m vllm_venvs`),
@@ -213,6 +215,7 @@ TIERS := lint unit-pythons venvs suite
 SUITE_SPLIT ?= 1
 test:
 	@summary=""; status=0; all=$$(date +%s); logs=$$(mktemp -d); venvs=; \
+	export VLLM_PATCHER_TRANSFORM_CACHE=$$logs/transforms; \
 	for tier in $(TIERS); do \
 	  start=$$(date +%s); \
 	  if [ $$tier = unit-pythons ] && $(MAKE) --no-print-directory unit-venvs; then \

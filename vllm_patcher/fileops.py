@@ -1,5 +1,6 @@
 """File operations the transaction is built from: atomic replace, fsync, temp sweeping, and the
-one rule that maps an ``OSError`` to a message, plus the fault hook the crash and race tests use.
+one rule that maps an ``OSError`` to a message, plus the fault hook the crash and race tests use,
+and where the tool's caches live (``cache_root``).
 
 The fault hook (``VLLM_PATCHER_FAULT``) names a point of the transaction and what to do when a run
 reaches it for the Nth time, so a test can place a kill, a pause or a full disk exactly, instead
@@ -209,3 +210,14 @@ def discard_tree(path: Path) -> None:
     import shutil
 
     shutil.rmtree(path, ignore_errors=True)
+
+
+def cache_root() -> Path:
+    """Where the tool's caches live (downloads, extracted trees, codemod outputs): outside any
+    repository, reused across runs; ``VLLM_PATCHER_CACHE`` moves it."""
+    env = os.environ.get("VLLM_PATCHER_CACHE")
+    if env:
+        return Path(env)
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(xdg) if xdg else Path.home() / ".cache"
+    return base / "vllm-patcher"

@@ -11,8 +11,10 @@ from __future__ import annotations
 import difflib
 import functools
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -48,6 +50,14 @@ def _rewrite(rel: str, text: str) -> Rewrite:
 
 
 MARGIN = 3
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _no_transform_cache() -> Iterator[None]:
+    """Random inputs: each would be a transform cache entry that nobody reads again."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("VLLM_PATCHER_NO_TRANSFORM_CACHE", "1")
+        yield
 
 
 # The pristine sources are read on first use, never at import: collecting the suite fetches nothing.

@@ -143,14 +143,21 @@ class FileChange(NamedTuple):
     def rewrite(self, source: str, version: str | None = None) -> Rewrite:
         """``source`` rewritten; a family codemod also gets the family and the release
         (its generation decides the shape of the change)."""
-        module_name, func_name = self.transform.split(":")
-        module = importlib.import_module(f"vllm_patcher.transforms.{module_name}")
-        func = getattr(module, func_name)
-        if self.family is not None:
-            result: Rewrite = func(source, self.path, family=self.family, version=version)
-        else:
-            result = func(source, self.path)
-        return result
+        from ..transforms.cache import cached
+
+        def run() -> Rewrite:
+            module_name, func_name = self.transform.split(":")
+            module = importlib.import_module(f"vllm_patcher.transforms.{module_name}")
+            func = getattr(module, func_name)
+            if self.family is not None:
+                result: Rewrite = func(source, self.path, family=self.family, version=version)
+            else:
+                result = func(source, self.path)
+            return result
+
+        # a family codemod's output depends on the family and the release; the others' on neither
+        extra = "" if self.family is None else f"{self.family!r} {version!r}"
+        return cached(run, source, self.path, self.transform, extra)
 
 
 class PinnedFile(NamedTuple):

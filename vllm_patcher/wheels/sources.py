@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import os
 import tempfile
 import zipfile
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -18,22 +17,13 @@ from typing import TYPE_CHECKING
 
 from .. import fileops
 from ..errors import BadSetting, FetchError
+from ..fileops import cache_root
 from ..progress import Reached
 from ..releases import public_version
 
 if TYPE_CHECKING:
     from ..catalogue.model import Catalogue
     from .members import FetchStats
-
-
-def cache_root() -> Path:
-    """Where downloads and extracted trees live: outside any repository, reused across runs."""
-    env = os.environ.get("VLLM_PATCHER_CACHE")
-    if env:
-        return Path(env)
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    base = Path(xdg) if xdg else Path.home() / ".cache"
-    return base / "vllm-patcher"
 
 
 def release_tree(version: str, cache: Path | None = None) -> Path:
