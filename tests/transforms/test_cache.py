@@ -3,6 +3,9 @@ and release it was made from, and an entry that does not hold together is made a
 
 from __future__ import annotations
 
+import ast
+import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -144,3 +147,61 @@ def test_a_family_codemod_is_keyed_by_its_family_and_release(
     assert t1 == t2 == family.transform and e1 != e2
     assert family.family is not None and family.family.name in e1 and "0.15.1" in e1
     assert (t3, e3) == (plain.transform, "")
+
+
+def test_an_entry_copied_under_another_key_is_no_hit(store: Path) -> None:
+    """A whole, valid entry of one file is not the answer for another (helper-35: a copy made
+    apply write MiniMax-M2's model file over DeepSeek's)."""
+    cache.cached(Counting("minimax\n"), "a\n", "vllm/m.py", "m:f")
+    cache.cached(Counting("deepseek\n"), "b\n", "vllm/d.py", "m:f")
+    minimax, deepseek = (
+        cache.key(s, p, "m:f", "") for s, p in (("a\n", "vllm/m.py"), ("b\n", "vllm/d.py"))
+    )
+    (store / deepseek[:2] / deepseek).write_bytes((store / minimax[:2] / minimax).read_bytes())
+    run = Counting("deepseek\n")
+    assert cache.cached(run, "b\n", "vllm/d.py", "m:f") == Rewrite("deepseek\n", True)
+    assert run.calls == 1
+
+
+def test_a_fifo_where_an_entry_would_be_is_a_miss_not_a_hang(store: Path) -> None:
+    run = Counting()
+    name = cache.key("src\n", "p.py", "m:f", "")
+    (store / name[:2]).mkdir(parents=True)
+    os.mkfifo(store / name[:2] / name)
+    assert cache.cached(run, "src\n", "p.py", "m:f") == run.result and run.calls == 1
+
+
+def test_entries_are_readable_by_the_group_of_a_shared_cache(store: Path) -> None:
+    cache.cached(Counting(), "src\n", "p.py", "m:f")
+    (entry,) = entries(store)
+    assert stat.S_IMODE(entry.stat().st_mode) == 0o644
+
+
+def _tool_imports(module: Path) -> set[str]:
+    """The tool's modules ``module`` imports by a relative import, as paths under the package."""
+    package = Path(cache.__file__).resolve().parent.parent
+    here = module.resolve().parent.relative_to(package).parts
+    found = set()
+    for node in ast.walk(ast.parse(module.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.level:
+            base = here[: len(here) - node.level + 1]
+            parts = [*base, *(node.module or "").split(".")]
+            path = package.joinpath(*parts)
+            for candidate in (path.with_suffix(".py"), path / "__init__.py"):
+                if candidate.is_file():
+                    found.add(candidate.relative_to(package).as_posix())
+    return found
+
+
+def test_the_digest_covers_every_module_a_codemod_reaches() -> None:
+    """Edit any module the codemods import (releases.PEP604_FROM decides a family's type
+    syntax) and every key changes: OUTSIDE lists them all, transitively."""
+    package = Path(cache.__file__).resolve().parent.parent
+    todo = sorted(Path(cache.__file__).resolve().parent.glob("*.py"))
+    seen: set[str] = set()
+    while todo:
+        for rel in _tool_imports(todo.pop()):
+            if rel not in seen and not rel.startswith("transforms/"):
+                seen.add(rel)
+                todo.append(package / rel)
+    assert seen - {"fileops.py"} == set(cache.OUTSIDE)  # fileops: the cache's own folder only

@@ -2,12 +2,15 @@
 the tool has seen before skip libcst (about 1 s a run on the DeepSeek/Kimi files).
 
 An entry is keyed by everything the output depends on: the input text, the file's path, the
-transform's name, the family description and release it is given, this folder's own source
-bytes, libcst's version and the Python that runs it. Edit a codemod and every key changes. An
-entry carries the hash of its text and is ignored when that does not match (a torn write, a
-bad disk): then the codemod runs again. A codemod that raises is never cached. The cache is
+transform's name, the family description and release a family codemod is given, the source
+bytes of this folder and of the tool's modules it imports (``OUTSIDE``), libcst's version and the
+Python that runs it. Edit a codemod and every key changes. An entry names its key and carries the
+hash of its text, and is ignored when either does not match (a torn write, a bad disk, a file
+copied under another name): then the codemod runs again. A codemod that raises is never cached. The cache is
 only an accelerator: one that cannot be read or written is as if empty.
-``VLLM_PATCHER_TRANSFORM_CACHE`` moves it and ``VLLM_PATCHER_NO_TRANSFORM_CACHE=1`` turns it off.
+``VLLM_PATCHER_TRANSFORM_CACHE`` moves it; ``VLLM_PATCHER_NO_TRANSFORM_CACHE`` set to any
+non-empty value turns it off. Someone who can write the cache can forge an entry, as with pip's
+cache; verify's compile tier and the behaviour checks still read the bytes apply wrote.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import stat
 import sys
 import tempfile
 from collections.abc import Callable
@@ -23,16 +27,21 @@ from pathlib import Path
 from ..fileops import cache_root
 from . import Rewrite
 
-_MAGIC = b"vllm-patcher-rewrite 1"
+_MAGIC = b"vllm-patcher-rewrite 2"
+# the tool's modules outside this folder that the codemods import, and so whose code can shape
+# their output (tests/transforms/test_cache.py holds this to every module this folder reaches)
+OUTSIDE = ("releases.py", "errors.py", "catalogue/family.py")
 
 
 @functools.cache
 def _code_digest() -> str:
-    """This folder's sources, libcst's version and the Python version, hashed once a process."""
+    """The codemods' sources (this folder and ``OUTSIDE``), libcst's version and the Python
+    version, hashed once a process."""
     from importlib import metadata
 
     h = hashlib.sha256()
-    for path in sorted(Path(__file__).parent.glob("*.py")):
+    here = Path(__file__).parent
+    for path in [*sorted(here.glob("*.py")), *(here.parent / rel for rel in OUTSIDE)]:
         h.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
     try:
         h.update(metadata.version("libcst").encode())
@@ -59,31 +68,45 @@ def folder() -> Path | None:
     return cache_root() / "transforms"
 
 
+def _header(name: str, body: bytes, changed: bool) -> bytes:
+    """The entry's first line: its own key (a file copied under another key is no hit) and its
+    text's hash (a torn or damaged one is none either)."""
+    digest = hashlib.sha256(body).hexdigest()
+    return b" ".join((_MAGIC, name.encode(), digest.encode(), b"1" if changed else b"0"))
+
+
 def _read(entry: Path) -> Rewrite | None:
-    try:
-        data = entry.read_bytes()
+    try:  # non-blocking: a FIFO put where an entry would be must not hang the run
+        fd = os.open(entry, os.O_RDONLY | os.O_NONBLOCK)
     except OSError:
         return None
-    header, _, body = data.partition(b"\n")
-    parts = header.split(b" ")
-    if len(parts) != 4 or b" ".join(parts[:2]) != _MAGIC or parts[3] not in (b"0", b"1"):
-        return None
-    if hashlib.sha256(body).hexdigest().encode() != parts[2]:
-        return None
     try:
-        return Rewrite(body.decode("utf-8", "surrogatepass"), parts[3] == b"1")
-    except UnicodeDecodeError:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            data = f.read()
+    except OSError:
         return None
+    finally:
+        os.close(fd)
+    header, _, body = data.partition(b"\n")
+    for changed in (False, True):
+        if header == _header(entry.name, body, changed):
+            try:
+                return Rewrite(body.decode("utf-8", "surrogatepass"), changed)
+            except UnicodeDecodeError:
+                return None
+    return None
 
 
 def _write(entry: Path, result: Rewrite) -> None:
     body = result.source.encode("utf-8", "surrogatepass")
-    digest = hashlib.sha256(body).hexdigest().encode()
-    data = b" ".join((_MAGIC, digest, b"1" if result.changed else b"0")) + b"\n" + body
+    data = _header(entry.name, body, result.changed) + b"\n" + body
     try:
         entry.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=entry.parent)
         try:
+            os.fchmod(fd, 0o644)  # mkstemp's 0600 would hide the entry from a shared cache's group
             with os.fdopen(fd, "wb") as out:
                 out.write(data)
             os.replace(tmp, entry)
