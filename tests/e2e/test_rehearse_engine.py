@@ -43,6 +43,7 @@ def _serve_args(target: Path, drafter: Path) -> list[str]:
         "--enforce-eager",
         "--gpu-memory-utilization", "0.05",
         "--max-model-len", "512",
+        "--distributed-executor-backend", "uni",  # the one-GPU layout: no worker process
         "--port", "8000",  # replaced: a free port on 127.0.0.1
         "--speculative-config", json.dumps({**SPEC, "model": str(drafter)}),
     ]  # fmt: skip

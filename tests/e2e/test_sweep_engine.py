@@ -47,6 +47,9 @@ def _serve_args(models: Path, drafter: Path) -> list[str]:
         "--enforce-eager",
         "--gpu-memory-utilization", "0.05",
         "--max-model-len", "512",
+        # the engine in its core process, as vLLM itself picks for one GPU (the CPU build picks
+        # a worker process of its own, which doubles a start's CPU: six starts in the first test)
+        "--distributed-executor-backend", "uni",
         "--port", "8000",  # replaced: the sweep's servers listen on a free port
         "--speculative-config", json.dumps(spec),
     ]  # fmt: skip
@@ -141,8 +144,10 @@ def test_a_sweep_serves_each_k_and_its_cells_agree_with_a_separate_run_of_the_sa
     # the same k served on its own (and k = 0 beside it), measured through --url with the same
     # load: the same acceptance, position by position; a URL given for the wrong k is refused
     with (
-        serve(python, models / "target", None, tmp_path / "k0.log") as base,
-        serve(python, models / "target", models / "half", tmp_path / "k2.log", k=2) as two,
+        serve(python, models / "target", None, tmp_path / "k0.log", uni=True) as base,
+        serve(
+            python, models / "target", models / "half", tmp_path / "k2.log", k=2, uni=True
+        ) as two,
     ):
         given = [
             "--python", str(python), "--json", "payoff", "sweep", "--concurrency", "2",
