@@ -27,11 +27,11 @@ from vllm_patcher.wheels import sources
 from ..cli.test_json_envelope import VALIDATOR
 from ..conftest import record_of, run_cli, touched_files, venv_site, version_of
 from . import amx
-from .engine import build_models, cpu_python
+from .engine import ONE_GPU, ONE_GPU_ARGS, build_models, cpu_python
 from .test_sweep_engine import _left
 
 PATCHED, UPSTREAM = "0.31.0", "0.32.0"
-ENV = {"VLLM_CPU_KVCACHE_SPACE": "1"}
+ENV = {"VLLM_CPU_KVCACHE_SPACE": "1", **ONE_GPU}
 HOST = "amx-host" if amx.host_has_amx() else "no-amx-host"
 SPEC = {"method": "eagle3", "num_speculative_tokens": 3}
 
@@ -43,7 +43,7 @@ def _serve_args(target: Path, drafter: Path) -> list[str]:
         "--enforce-eager",
         "--gpu-memory-utilization", "0.05",
         "--max-model-len", "512",
-        "--distributed-executor-backend", "uni",  # the one-GPU layout: no worker process
+        *ONE_GPU_ARGS,  # with ONE_GPU in ENV: the one-GPU layout, no worker process
         "--port", "8000",  # replaced: a free port on 127.0.0.1
         "--speculative-config", json.dumps({**SPEC, "model": str(drafter)}),
     ]  # fmt: skip

@@ -20,12 +20,12 @@ from vllm_patcher.serving import client as load_client
 
 from ..cli.test_json_envelope import VALIDATOR
 from ..conftest import run_cli
-from .engine import build_models, cpu_python, serve
+from .engine import ONE_GPU, ONE_GPU_ARGS, build_models, cpu_python, serve
 
 RELEASE = "0.32.0"
 PROMPTS = 8
 CLIENT = "--random-input-len 16 --random-output-len 64 --temperature 0 --seed 0"
-ENV = {"VLLM_CPU_KVCACHE_SPACE": "1"}
+ENV = {"VLLM_CPU_KVCACHE_SPACE": "1", **ONE_GPU}
 MARK = "VLLM_PATCHER_SWEEP_TEST"  # in the tool's environment, so in every process it starts
 
 
@@ -47,9 +47,7 @@ def _serve_args(models: Path, drafter: Path) -> list[str]:
         "--enforce-eager",
         "--gpu-memory-utilization", "0.05",
         "--max-model-len", "512",
-        # the engine in its core process, as vLLM itself picks for one GPU (the CPU build picks
-        # a worker process of its own, which doubles a start's CPU: six starts in the first test)
-        "--distributed-executor-backend", "uni",
+        *ONE_GPU_ARGS,  # with ONE_GPU in ENV: no worker process (six starts in the first test)
         "--port", "8000",  # replaced: the sweep's servers listen on a free port
         "--speculative-config", json.dumps(spec),
     ]  # fmt: skip
