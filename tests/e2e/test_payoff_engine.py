@@ -56,8 +56,8 @@ def spec(models: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cal
 
         def get(drafter: str) -> str:
             if current.get("drafter") != drafter:
+                current.clear()  # first: a failed stop hands out no stopped server's URL
                 stack.close()  # the previous one, stopped with its whole process group
-                current.clear()
                 log = logs / f"{drafter}.log"
                 s = stack.enter_context(
                     serve(cpu_python(RELEASE), models / "target", models / drafter, log)

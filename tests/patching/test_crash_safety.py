@@ -437,23 +437,37 @@ def test_a_waiter_that_times_out_leaves_the_holder_intact(
     assert trees.current(site) == trees.before
 
 
-def idle_cores() -> int:
-    """The cores this machine does not already keep busy: all of them less the last minute's load
-    average (the runnable processes), rounded down."""
+def idle_cores(seconds: float = 1.0) -> int:
+    """The cores this machine leaves idle now: the idle share of every CPU's time over ``seconds``
+    (/proc/stat), in whole cores, rounded to the nearest; every core where /proc/stat is not
+    readable."""
     cores = os.cpu_count() or 2
-    return max(0, cores - int(os.getloadavg()[0]))
+
+    def idle_and_total() -> tuple[int, int]:
+        fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+        return fields[3] + fields[4], sum(fields)  # idle + iowait, all
+
+    try:
+        idle0, total0 = idle_and_total()
+        time.sleep(seconds)
+        idle1, total1 = idle_and_total()
+    except (OSError, ValueError, IndexError):
+        return cores
+    share = (idle1 - idle0) / max(1, total1 - total0)
+    return min(cores, round(share * cores))
 
 
 @pytest.fixture
-def busy_cpus() -> Iterator[None]:
+def busy_cpus() -> Iterator[int]:
     """Load every core, as on the busy CI machine where the false refusal was first seen: a busy
-    loop for each core the machine leaves idle. Under `make test` the engine lanes beside this one
-    (or a loaded host) already keep the cores busy, and a loop more would only take CPU from them."""
+    loop for each core the machine leaves idle (yields how many). Under `make test` the engine
+    lanes beside this one, or a loaded host, keep the cores busy already, and a loop more would
+    only take CPU from them."""
     loops = [
         subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(idle_cores())
     ]
     try:
-        yield
+        yield len(loops)
     finally:
         for p in loops:
             p.kill()
@@ -461,7 +475,7 @@ def busy_cpus() -> Iterator[None]:
 
 
 def test_concurrent_applies_and_reverts_on_busy_cpus_never_refuse_or_mix(
-    trees: Trees, tmp_path: Path, busy_cpus: None, capsys: pytest.CaptureFixture[str]
+    trees: Trees, tmp_path: Path, busy_cpus: int, capsys: pytest.CaptureFixture[str]
 ) -> None:
     refusals: list[str] = []
     mixed = 0
@@ -491,7 +505,7 @@ def test_concurrent_applies_and_reverts_on_busy_cpus_never_refuse_or_mix(
     with capsys.disabled():
         print(
             f"\n[stress] {runs} concurrent runs in {rounds} rounds of 6 on busy CPUs "
-            f"(load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores at the end): "
+            f"({busy_cpus} busy loops for the idle cores of {os.cpu_count()}): "
             f"{len(refusals)} refusals, {mixed} mixed end states"
         )
     assert not refusals, refusals[:5]
