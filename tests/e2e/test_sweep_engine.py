@@ -2,7 +2,9 @@
 target with the drafter that is right for about half the tokens, started by the sweep itself once
 per k, loaded with vLLM's own benchmark client, and stopped: no process may be left, Ctrl-C
 included. Nothing here asserts a time: the cells' acceptance is set by construction, and the best
-k and the verdict are checked against the cells the sweep measured."""
+k and the verdict are checked against the cells the sweep measured. The servers run in the layout
+vLLM picks for one GPU (``engine.ONE_GPU``): an API server and its engine-core process, no worker
+process; tests/serving/test_family.py stops a deeper tree of processes."""
 
 from __future__ import annotations
 
