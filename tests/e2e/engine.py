@@ -25,8 +25,6 @@ from vllm_patcher.wheels import sources
 
 HERE = Path(__file__).resolve().parent
 ENGINE_TIMEOUT = 900  # seconds for one engine run or server start, loaded machine included
-# engine_run.py: a 1 GiB KV cache, the model run in the engine's own process
-IN_PROCESS = {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
 PROMPTS = [[3 + 17 * i, 40 + i, 100 + 3 * i] for i in range(4)]
 # A server in the layout vLLM itself picks for one GPU: the model runs in the engine-core process
 # (the `uni` executor). The CPU build picks the `mp` one, a worker process more, unless told both
@@ -34,6 +32,8 @@ PROMPTS = [[3 + 17 * i, 40 + i, 100 + 3 * i] for i in range(4)]
 # (vllm-cpu 0.32.0, this project's 2-core host); the tests that assert no time use it.
 ONE_GPU = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
 ONE_GPU_ARGS = ("--distributed-executor-backend", "uni")
+# engine_run.py: a 1 GiB KV cache, the model run in the engine's own process
+IN_PROCESS = {"VLLM_CPU_KVCACHE_SPACE": "1", **ONE_GPU}
 
 
 def cpu_python(version: str) -> Path:
@@ -149,11 +149,11 @@ def serve(
     out) by the tool's own launcher, ``vllm_patcher.serving.server.running``; what it yields.
 
     The CPU build's own layout (an engine-core and a worker process), not engine_run.py's
-    in-process one: served in process (``--distributed-executor-backend uni``), a server starts in
-    half the time, but under two busy loops the base and spec servers' step times moved apart
-    (a plain step as slow as a speculative one: payoff rightly said "unknown"), which the mp
-    layout had not shown in the loaded runs before. ``uni``: served in process all the same, for
-    a test that asserts no time (the payoff sweep's: its figures are counts); see ``ONE_GPU``.
+    in-process one: served in the one-GPU layout (``ONE_GPU``), a start takes less CPU, but under
+    two busy loops the base and spec servers' step times moved apart (a plain step as slow as a
+    speculative one: payoff rightly said "unknown"), which the mp layout had not shown in the
+    loaded runs before. ``uni``: that layout all the same, for a test that asserts no time (the
+    payoff sweep's: its figures are counts).
 
     A failure inside the ``with`` block is raised again with the server's last log lines, so a red
     test shows the engine's own error (a worker killed by a signal), not only the client's."""
