@@ -192,6 +192,36 @@ def test_manifest_mismatch_falls_back_to_transform_and_strict_refuses(
     assert any("pinned manifest" in n for n in out["notes"])
 
 
+def test_a_patch_with_one_file_off_its_pin_is_the_transforms_in_apply_and_status(
+    tree_copy, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    """supports-eagle3 on 0.15.1 changes deepseek_v2.py and kimi_k25.py. With the first off its
+    pin (its manifest's before-hash changed), that file is the codemod's and the other the pinned
+    diff's: apply names the patch's method as status does, the transform, whichever file came
+    last (it said pinned-diff while the note said the transform was used)."""
+    pins, env = copy_builtins(tmp_path, codemods_only=True)
+    manifest = pins / "supports-eagle3" / "vllm-0.15.1" / "manifest.json"
+    data = json.loads(manifest.read_text())
+    assert sorted(data["files"]) == [
+        "vllm/model_executor/models/deepseek_v2.py",
+        "vllm/model_executor/models/kimi_k25.py",
+    ]
+    data["files"]["vllm/model_executor/models/deepseek_v2.py"]["before"] = "A" * 43
+    manifest.write_text(json.dumps(data))
+    site = tree_copy("0.15.1")
+    out = json.loads(run_cli("--target", str(site), "--json", "apply", env=env, check=True).stdout)
+    applied = {p["name"]: p["method"] for p in out["patches"]}
+    assert applied["supports-eagle3"] == "transform", out
+    assert any(n.startswith("supports-eagle3:") and "libcst" in n for n in out["notes"]), out
+    assert applied["kimi-k25-image-token"] == "pinned-diff", out  # its one file on its pin
+    text = run_cli("--target", str(site), "apply", env=env, check=True)  # nothing left to do
+    assert text.returncode == 0
+    after = {p["name"]: p["method"] for p in status_json(site, env)["patches"]}
+    assert (
+        after["supports-eagle3"] == "transform" and after["kimi-k25-image-token"] == "pinned-diff"
+    )
+
+
 def test_a_pinned_diff_that_does_not_fit_writes_nothing(tree_copy, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     pins, env = copy_builtins(tmp_path)
     diff = pins / "supports-eagle3" / "vllm-0.15.1" / "patch.diff"

@@ -58,9 +58,9 @@ def _serve_args(models: Path, drafter: Path) -> list[str]:
     ]  # fmt: skip
 
 
-def _sweep_argv(ks: str, log_dir: Path) -> list[str]:
+def _sweep_argv(ks: str, log_dir: Path, prompts: int = PROMPTS) -> list[str]:
     return [
-        "payoff", "sweep", "--k", ks, "--concurrency", "2", "--num-prompts", str(PROMPTS),
+        "payoff", "sweep", "--k", ks, "--concurrency", "2", "--num-prompts", str(prompts),
         "--repeat", "1",  # one run per cell: the cells' figures are what is checked here
         "--client-args", CLIENT, "--ready-timeout", "900", "--log-dir", str(log_dir),
     ]  # fmt: skip
@@ -209,7 +209,9 @@ def test_ctrl_c_during_a_start_or_a_load_stops_every_process_the_sweep_started(
 ) -> None:
     cmd = [
         sys.executable, "-m", "vllm_patcher", "--python", str(cpu_python(RELEASE)),
-        *_sweep_argv("0,1", tmp_path / "logs"), "--", *_serve_args(models, models / "half"),
+        # a load that outlasts the 3 s before Ctrl-C (one of 4 prompts can end within them)
+        *_sweep_argv("0,1", tmp_path / "logs", prompts=64), "--",
+        *_serve_args(models, models / "half"),
     ]  # fmt: skip
     proc = subprocess.Popen(
         cmd,
@@ -238,6 +240,7 @@ def test_ctrl_c_during_a_start_or_a_load_stops_every_process_the_sweep_started(
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, "".join(seen) + err
     assert "every server this sweep started is stopped" in err and "Traceback" not in err
+    assert "k = 1:" not in err, err  # stopped in k = 0's start or load, before the next server
     assert _left(pgid, models) == []
 
 

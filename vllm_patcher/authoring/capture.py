@@ -30,7 +30,8 @@ from ..install.record import file_hash
 from ..install.target import RECORD_REFERENCE, Target
 from ..patching import journal as journal_mod
 from ..patching.journal import FileRecord, Journal, PatchRecord, Phase
-from ..patching.plan import PINNED_DIFF, run_steps
+from ..patching.plan import run_steps
+from ..patching.states import PINNED_DIFF
 from ..patching.survey import transform_would_change
 from ..releases import public_version
 from ..wheels import sources

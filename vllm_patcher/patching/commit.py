@@ -17,6 +17,7 @@ from . import journal as journal_mod
 from .files import roll_back, write_file
 from .journal import FileRecord, Journal, PatchRecord, Phase
 from .plan import FileEdit, RevertPlan
+from .states import patch_method
 
 
 def commit_apply(target: Target, old: Journal | None, edits: list[FileEdit]) -> Journal:
@@ -29,6 +30,7 @@ def commit_apply(target: Target, old: Journal | None, edits: list[FileEdit]) -> 
         else {},
         files=dict(old.files) if old else {},
     )
+    made: dict[str, list[str]] = {}  # each patch this run applies: its files' methods
     for e in edits:
         was = e.before_hash if e.base is not None else None
         earlier = old.files[e.path].patches if old and e.path in old.files and was else []
@@ -41,7 +43,8 @@ def commit_apply(target: Target, old: Journal | None, edits: list[FileEdit]) -> 
         for patch in e.patches:
             rec = new.patches.setdefault(patch, PatchRecord(method=e.method, files=[]))
             if patch not in earlier:  # patches stacked on keep the method they were applied by
-                rec.method = e.method
+                made.setdefault(patch, []).append(e.method)
+                rec.method = patch_method(made[patch]) or e.method
             if e.path not in rec.files:
                 rec.files.append(e.path)
     written = [e for e in edits if not e.adopted]

@@ -24,10 +24,8 @@ from ..errors import (
 from ..install.record import file_hash
 from ..install.target import Target
 from .journal import FileRecord, Journal
-from .states import TODO, FileState, FileStatus
+from .states import PINNED_DIFF, TODO, TRANSFORM, FileState, FileStatus
 from .survey import outdated, pinned_end
-
-PINNED_DIFF, TRANSFORM = "pinned-diff", "transform"
 
 
 class FileEdit(NamedTuple):

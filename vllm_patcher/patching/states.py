@@ -5,6 +5,7 @@ states into patch states is ``status``'s."""
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable
 from enum import Enum
 
 
@@ -42,6 +43,18 @@ class PatchState(_Label):
 
 
 BLOCKING = (FileState.MODIFIED, FileState.EDITED, FileState.MISSING)
+# how a file's change was (or would be) made: its pinned diff, or the patch's libcst codemod
+PINNED_DIFF, TRANSFORM = "pinned-diff", "transform"
+
+
+def patch_method(methods: Iterable[str | None]) -> str | None:
+    """A patch's method over its files' methods: the pinned diff only when every file that says
+    took it; the transform when any file took it (a patch of two files, one off its pin, is
+    partly the codemod's work); None when no file says."""
+    found = {m for m in methods if m}
+    return PINNED_DIFF if found == {PINNED_DIFF} else (TRANSFORM if found else None)
+
+
 TODO = (FileState.PENDING, FileState.REINSTALLED)
 READY = (PatchState.APPLIED, PatchState.UPSTREAM, PatchState.NOT_APPLICABLE)
 

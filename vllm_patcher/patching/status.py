@@ -12,7 +12,7 @@ from ..install.record import file_hash
 from ..install.target import Target
 from ..releases import Release, base_version
 from . import journal as journal_mod
-from .states import BLOCKING, FileState, FileStatus, PatchStatus, fingerprint
+from .states import BLOCKING, FileState, FileStatus, PatchStatus, fingerprint, patch_method
 
 # What read_status returns, importable from here too (the CLI renders them).
 from .states import PatchState as PatchState
@@ -31,8 +31,7 @@ def _patch_state(files: list[FileStatus]) -> tuple[PatchState, str | None, str]:
     bad = [f for f in files if f.state in (*BLOCKING, FileState.REINSTALLED)]
     if bad:
         return PatchState.DRIFTED, None, "; ".join(f.detail for f in bad)
-    methods = {f.method for f in files if f.method}
-    method = "pinned-diff" if methods == {"pinned-diff"} else ("transform" if methods else None)
+    method = patch_method(f.method for f in files)
     if FileState.APPLIED in states and states <= {FileState.APPLIED, FileState.UPSTREAM}:
         # a file the codemod finds nothing to do in (a family's allow-list on a release
         # without one) has the change it would make: the patch is whole

@@ -17,7 +17,7 @@ from ..errors import PatchShapeError
 from ..install.record import file_hash
 from ..install.target import Target
 from . import journal as journal_mod
-from .states import FileState, FileStatus
+from .states import PINNED_DIFF, TRANSFORM, FileState, FileStatus
 
 
 def read_once(target: Target, rel: str, contents: dict[str, bytes | None]) -> bytes | None:
@@ -66,12 +66,11 @@ def step_methods(steps: list[Step], reference: str | None) -> list[str | None]:
     chain from ``reference``, else the transforms when every step has one; when neither (apply
     refuses), each step's own: its pin for the release, else its transform."""
     if pinned_end(steps, reference) is not None:
-        return ["pinned-diff"] * len(steps)
+        return [PINNED_DIFF] * len(steps)
     if all(s.transform is not None for s in steps):
-        return ["transform"] * len(steps)
+        return [TRANSFORM] * len(steps)
     return [
-        "pinned-diff" if s.pinned is not None else ("transform" if s.transform else None)
-        for s in steps
+        PINNED_DIFF if s.pinned is not None else (TRANSFORM if s.transform else None) for s in steps
     ]
 
 
@@ -242,7 +241,7 @@ def _judge_file(
         fs.state, fs.detail = FileState.EDITED, f"{rel} changed after vllm-patcher applied it"
     elif cur != ref:
         if end is not None and cur == end:
-            fs.state, fs.method = FileState.UNRECORDED, "pinned-diff"
+            fs.state, fs.method = FileState.UNRECORDED, PINNED_DIFF
             fs.detail = f"{rel} has the pinned result but no vllm-patcher record (applied by hand?)"
         else:
             fs.state = FileState.MODIFIED
@@ -250,7 +249,7 @@ def _judge_file(
     else:
         fs.method = method
         if (
-            method == "transform"
+            method == TRANSFORM
             and detect_upstream
             and step.transform is not None
             and not transform_would_change(step.transform, data, target.version)

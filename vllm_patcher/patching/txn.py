@@ -28,7 +28,7 @@ from .files import check_inside_package, read_pristine_copy, require_writable
 from .journal import Journal
 from .plan import FileEdit, plan_apply, plan_revert
 from .recovery import drop_copies_if_in_place, recover, save_edits, tidy
-from .states import Status
+from .states import Status, patch_method
 from .survey import read_once, survey
 
 # Plain classes (and named tuples in plan): no dataclass on apply's and revert's start-up path.
@@ -60,8 +60,15 @@ class ApplyResult:
 
     @property
     def methods(self) -> dict[str, str]:
+        """Each patch this run wrote: how (``states.patch_method`` over the files it changed), or
+        ``adopted`` when every file of it already held its bytes."""
+        made: dict[str, list[str]] = {}
+        for e in self.edits:
+            for p in e.new_patches:
+                made.setdefault(p, []).append("adopted" if e.adopted else e.method)
         return {
-            p: ("adopted" if e.adopted else e.method) for e in self.edits for p in e.new_patches
+            p: patch_method(m for m in methods if m != "adopted") or "adopted"
+            for p, methods in made.items()
         }
 
     @property
