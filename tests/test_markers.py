@@ -33,7 +33,8 @@ def test_every_test_the_tier_lists_name_exists() -> None:
         *conftest.VENV_0171_FILES,
         *conftest.ENGINE_FILES,
         *conftest.ENGINE_TIMED_FILES,
-        *conftest.SWEEP_ENGINE_FILES,
+        *conftest.READ_ONLY_ENGINE_FILES,
+        *conftest.CRASH_SAFETY_FILES,
         conftest.HF_FROM_THE_VENV,
     ]
     tests = _tests_by_file()
