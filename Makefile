@@ -183,7 +183,8 @@ lint: dev
 	$(DEV_VENV)/bin/mypy
 
 # The unit tier's venvs hold the tool's dependencies as they resolve for that Python (tomli on
-# 3.10), not the tool: pytest runs from the repository root, so the tests and their
+# 3.10) and the `test` extra (what the test files import: no mypy, ruff or matplotlib to install
+# and byte-compile twice), not the tool: pytest runs from the repository root, so the tests and their
 # `python -m vllm_patcher` import this checkout's code, never a copy installed earlier from another
 # checkout (the cache is shared) or a stale one. Created when missing, refreshed when pyproject.toml
 # changes.
@@ -194,7 +195,7 @@ $(CACHE)/unit-%/.ready: pyproject.toml | $(UV_HOME)/.ready
 	  exit 1; \
 	fi; \
 	[ -x $(CACHE)/unit-$*/bin/python ] || "$$py" -m venv $(CACHE)/unit-$*
-	$(UV_INSTALL) $(CACHE)/unit-$*/bin/python -r pyproject.toml --extra dev
+	$(UV_INSTALL) $(CACHE)/unit-$*/bin/python -r pyproject.toml --extra test
 	touch $@
 
 # The Pythons run side by side (each a process of its own, its log printed whole when all are
