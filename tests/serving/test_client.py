@@ -98,11 +98,11 @@ def test_the_clients_answer_comes_back_from_its_own_group_with_the_api_key(
     run = client.run(sys.executable, ["--num-prompts", "4"], api_key="K")
     assert isinstance(run, runtime.ScriptRun) and run.returncode == 0 and run.answer is not None
     assert run.answer["request"] == {"argv": ["--num-prompts", "4"], "id": 1,
-                                     "env": {"OPENAI_API_KEY": "K"}}  # fmt: skip
+                                     "env": {"OPENAI_API_KEY": "K"}, "fresh": True}  # fmt: skip
     assert run.answer["own_group"] is True
     assert _all_gone([run.answer["pid"]])  # no session: the process ends with its one run
     no_key = client.run(sys.executable, []).answer
-    assert no_key is not None and no_key["request"] == {"argv": [], "env": {}, "id": 1}
+    assert no_key is not None and no_key["request"] == {"argv": [], "env": {}, "id": 1, "fresh": True}
 
 
 def test_a_check_asks_the_client_to_parse_only_and_a_usage_error_is_exit_2(
@@ -276,3 +276,91 @@ def test_the_client_script_marks_a_taken_request_as_the_launcher_reads_it() -> N
     from vllm_patcher.scripts import bench_client
 
     assert bench_client.TAKEN_LINE == client.TAKEN_LINE
+
+
+# vLLM's benchmark module as the real bench_client.py reads it, standing in so the fork's work is
+# seen (its pid, its parent's) and can be killed or held; tests/e2e/test_sweep_engine.py runs the
+# same script on vLLM's own client
+BENCHMARK = """
+import json, os, signal, time
+def add_cli_args(parser):
+    parser.add_argument("--result-dir", default=".")
+    parser.add_argument("--result-filename", default="r.json")
+    parser.add_argument("--then", default="")
+def main(args):
+    path = os.path.join(args.result_dir, args.result_filename)
+    with open(path + ".tmp", "w") as f:
+        json.dump({"pid": os.getpid(), "parent": os.getppid()}, f)
+    os.rename(path + ".tmp", path)
+    if args.then == "die":
+        os.kill(os.getpid(), signal.SIGKILL)
+    if args.then == "hold":
+        time.sleep(300)
+"""
+
+
+def _benchmark_module(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    root = tmp_path / "stand-in"
+    for folder, source in (("vllm/benchmarks", BENCHMARK), ("vllm/utils", "")):
+        (root / folder).mkdir(parents=True, exist_ok=True)
+        (root / folder / "__init__.py").write_text("")
+        (root / folder / ("serve.py" if source else "argparse_utils.py")).write_text(
+            source or "from argparse import ArgumentParser as FlexibleArgumentParser\n"
+        )
+    (root / "vllm" / "__init__.py").write_text("")
+    monkeypatch.setenv("PYTHONPATH", str(root))
+
+
+def _result(tmp_path: Path, name: str) -> dict[str, int]:
+    import json
+
+    return dict(json.loads((tmp_path / name).read_text()))
+
+
+def test_each_run_is_a_fork_of_the_sessions_client_and_a_killed_fork_fails_only_its_run(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The real bench_client.py: vLLM imported once by the session's process, each run a process
+    of its own forked from it, ended with its run; a fork killed by a signal is that run's error,
+    the session's process answers the next run."""
+    _benchmark_module(monkeypatch, tmp_path)
+    argv = ["--result-dir", str(tmp_path), "--result-filename"]
+    with client.session(sys.executable) as opened:
+        assert client.check(sys.executable, argv + ["x"]).answer == {"id": 1, "parsed": True}
+        assert opened.proc is not None
+        own = opened.proc.pid
+        runs = [client.run(sys.executable, argv + [name]) for name in ("a", "b")]
+        assert [r.returncode for r in runs] == [0, 0], [r.stderr for r in runs]
+        a, b = _result(tmp_path, "a"), _result(tmp_path, "b")
+        assert a["parent"] == b["parent"] == own and len({a["pid"], b["pid"], own}) == 3
+        assert _all_gone([a["pid"], b["pid"]])
+        killed = client.run(sys.executable, argv + ["c", "--then", "die"])
+        assert killed.returncode == 3 and killed.answer is not None
+        assert killed.answer["error"] == "vllm bench serve's process was killed by signal 9"
+        after = client.run(sys.executable, argv + ["d"])
+        assert after.returncode == 0 and opened.proc is not None and opened.proc.pid == own
+        assert _result(tmp_path, "d")["parent"] == own
+    assert _all_gone([own])
+
+
+def test_a_fork_ends_when_the_sessions_client_is_killed_alone(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A SIGKILL of the client process alone (not its group): the fork holding its run ends with
+    it (PR_SET_PDEATHSIG), and the run fails."""
+    import threading
+
+    _benchmark_module(monkeypatch, tmp_path)
+    argv = ["--result-dir", str(tmp_path), "--result-filename", "held", "--then", "hold"]
+    with client.session(sys.executable) as opened:
+        ran: list[runtime.ScriptRun] = []
+        thread = threading.Thread(target=lambda: ran.append(client.run(sys.executable, argv)))
+        thread.start()
+        deadline = time.monotonic() + 60
+        while not (tmp_path / "held").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        held = _result(tmp_path, "held")
+        os.kill(held["parent"], signal.SIGKILL)
+        thread.join(timeout=60)
+        assert ran and ran[0].returncode != 0 and ran[0].answer is None
+        assert _all_gone([held["pid"], held["parent"]]) and opened.proc is None

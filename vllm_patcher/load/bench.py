@@ -19,6 +19,7 @@ from ..payoff.analysis import analyse
 from ..payoff.judge import PAYS, UNKNOWN
 from ..payoff.window import Window, between
 from ..progress import Reached
+from ..serving import client as load_client
 from .point import Point, Run
 from .repeats import failed_note, merged, noise
 from .stall import Stall
@@ -74,8 +75,11 @@ def run(
     """The load at each of ``concurrencies`` (above 0), ``repeat`` times (1 or more: the
     command line's options hold these rules, ``cli/options.py``)."""
     out = BenchResult(repeat=repeat)
-    # a fresh client process for each run (serving.client says why not one for all)
-    with tempfile.TemporaryDirectory(prefix="vllm-patcher-bench-") as tmp:
+    # each run a process of its own, forked from one client (serving.client says why)
+    with (
+        load_client.session(python),
+        tempfile.TemporaryDirectory(prefix="vllm-patcher-bench-") as tmp,
+    ):
         for c in sorted(set(concurrencies)):  # ascending, whatever order they were given in
             runs = [
                 _one_run(python, url, baseline_url, c, num_prompts, dataset, extra, tmp, r)

