@@ -26,7 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.e2e.engine import build_models, cpu_python, load, run_engine, serve  # noqa: E402
+from tests.e2e.engine import build_models, cpu_python, load, run_targets, serve  # noqa: E402
 from vllm_patcher.payoff import scrape  # noqa: E402
 from vllm_patcher.wheels import sources  # noqa: E402
 
@@ -58,9 +58,11 @@ def engine_speed(models: Path) -> None:
     plain_rate = None
     for drafter in (None, "right", "half", "shifted"):
         runs = [
-            run_engine(
-                python, models / "target", models / drafter if drafter else None, max_tokens=200
-            )
+            run_targets(
+                python,
+                {"one": (models / "target", models / drafter if drafter else None)},
+                max_tokens=200,
+            )["one"]
             for _ in range(REPEAT)
         ]
         start = statistics.median(float(r["load_s"]) for r in runs)  # type: ignore[arg-type]

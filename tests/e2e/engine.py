@@ -83,7 +83,7 @@ def _engine_process(
 
 
 def run_targets(
-    python: Path, runs: dict[str, tuple[Path, Path | None]], k: int = 3
+    python: Path, runs: dict[str, tuple[Path, Path | None]], k: int = 3, max_tokens: int = 48
 ) -> dict[str, dict[str, object]]:
     """Engines on (target, drafter) pairs, one after another in one process (engine_run.py's
     ``runs``: one import of vLLM and torch for all of them); each one's answer by name. A refusal
@@ -94,7 +94,9 @@ def run_targets(
         for target, drafter in runs.values()
     ]
     first = next(iter(runs.values()))[0]
-    answers, output = _engine_process(python, first, {"runs": pairs, "k": k})
+    answers, output = _engine_process(
+        python, first, {"runs": pairs, "k": k, "max_tokens": max_tokens}
+    )
     if len(answers) != len(pairs):
         raise AssertionError(
             f"{len(answers)} answers for {len(pairs)} engine runs:\n{output[-6000:]}"

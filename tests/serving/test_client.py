@@ -102,7 +102,12 @@ def test_the_clients_answer_comes_back_from_its_own_group_with_the_api_key(
     assert run.answer["own_group"] is True
     assert _all_gone([run.answer["pid"]])  # no session: the process ends with its one run
     no_key = client.run(sys.executable, []).answer
-    assert no_key is not None and no_key["request"] == {"argv": [], "env": {}, "id": 1, "fresh": True}
+    assert no_key is not None and no_key["request"] == {
+        "argv": [],
+        "env": {},
+        "id": 1,
+        "fresh": True,
+    }
 
 
 def test_a_check_asks_the_client_to_parse_only_and_a_usage_error_is_exit_2(
