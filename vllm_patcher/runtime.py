@@ -66,7 +66,7 @@ def die_with_parent() -> Callable[[], None] | None:
     """``preexec_fn`` for a child the tool must not leave behind when it is killed by a signal it
     cannot catch (a supervisor's SIGKILL, the OOM killer): the kernel sends the child SIGTERM,
     and a vLLM server stops its own group then; the load client (no handler of its own) ends,
-    and a process it started would outlive it (vLLM's client starts none). Linux only
+    and each run's fork of it (scripts/bench_client.py) arms the same signal for itself. Linux only
     (PR_SET_PDEATHSIG); elsewhere None, and only the tool's own exits stop its children."""
     if not sys.platform.startswith("linux"):
         return None

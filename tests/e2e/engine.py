@@ -24,6 +24,7 @@ from vllm_patcher.serving.server import free_port as free_port  # the engine tes
 from vllm_patcher.wheels import sources
 
 HERE = Path(__file__).resolve().parent
+RUN_MARK = "engine_run.py: run "  # engine_run.py's line before each of its ``runs``
 ENGINE_TIMEOUT = 900  # seconds for one engine run or server start, loaded machine included
 PROMPTS = [[3 + 17 * i, 40 + i, 100 + 3 * i] for i in range(4)]
 # A server in the layout vLLM itself picks for one GPU: the model runs in the engine-core process
@@ -63,14 +64,15 @@ def build_models(python: Path, dest: Path) -> Path:
 
 
 def _engine_process(
-    python: Path, target: Path, args: dict[str, object]
+    python: Path, target: Path, args: dict[str, object], engines: int = 1
 ) -> tuple[list[dict[str, object]], str]:
-    """engine_run.py with ``args``: its JSON lines, and its whole output (for a refusal's log)."""
+    """engine_run.py with ``args`` (``engines`` runs, ``ENGINE_TIMEOUT`` each): its JSON lines,
+    and its whole output (for a refusal's log)."""
     proc = subprocess.run(
         [str(python), str(HERE / "engine_run.py"), json.dumps({"prompts": PROMPTS, **args})],
         capture_output=True,
         text=True,
-        timeout=ENGINE_TIMEOUT,
+        timeout=ENGINE_TIMEOUT * engines,
         cwd=str(target.parent),
         env={**os.environ, **IN_PROCESS},
     )
@@ -87,25 +89,28 @@ def run_targets(
 ) -> dict[str, dict[str, object]]:
     """Engines on (target, drafter) pairs, one after another in one process (engine_run.py's
     ``runs``: one import of vLLM and torch for all of them); each one's answer by name. A refusal
-    is an answer (``error``, and ``log``: the engine core reports its root cause on stderr) and
-    the runs after it still run."""
+    is an answer (``error``, and ``log``: that run's own part of stderr, where the engine reports
+    its root cause) and the runs after it still run."""
     pairs = [
         {"target": str(target), "drafter": str(drafter) if drafter else None}
         for target, drafter in runs.values()
     ]
     first = next(iter(runs.values()))[0]
     answers, output = _engine_process(
-        python, first, {"runs": pairs, "k": k, "max_tokens": max_tokens}
+        python, first, {"runs": pairs, "k": k, "max_tokens": max_tokens}, len(pairs)
     )
-    if len(answers) != len(pairs):
+    # each run's part of the log: from its marker line to the next one
+    parts = output.split(RUN_MARK)[1:]
+    if len(answers) != len(pairs) or len(parts) != len(pairs):
         raise AssertionError(
             f"{len(answers)} answers for {len(pairs)} engine runs:\n{output[-6000:]}"
         )
     got = {}
-    for name, pair, answer in zip(runs, pairs, answers, strict=True):
+    for i, (name, pair, answer) in enumerate(zip(runs, pairs, answers, strict=True)):
         assert (answer["target"], answer["drafter"]) == (pair["target"], pair["drafter"]), answer
+        assert parts[i].startswith(f"{i}\n"), parts[i][:200]
         if "error" in answer:
-            answer["log"] = output[-40000:]
+            answer["log"] = parts[i][-40000:]
         got[name] = answer
     return got
 

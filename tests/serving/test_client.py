@@ -301,6 +301,8 @@ def main(args):
         os.kill(os.getpid(), signal.SIGKILL)
     if args.then == "hold":
         time.sleep(300)
+    if args.then == "vanish":  # ends before its answer, with exit code 0
+        os._exit(0)
 """
 
 
@@ -342,6 +344,10 @@ def test_each_run_is_a_fork_of_the_sessions_client_and_a_killed_fork_fails_only_
         killed = client.run(sys.executable, argv + ["c", "--then", "die"])
         assert killed.returncode == 3 and killed.answer is not None
         assert killed.answer["error"] == "vllm bench serve's process was killed by signal 9"
+        vanished = client.run(sys.executable, argv + ["e", "--then", "vanish"]).answer
+        assert vanished == {
+            "id": 5, "error": "vllm bench serve's process ended with exit code 0 before its answer"
+        }  # fmt: skip
         after = client.run(sys.executable, argv + ["d"])
         assert after.returncode == 0 and opened.proc is not None and opened.proc.pid == own
         assert _result(tmp_path, "d")["parent"] == own

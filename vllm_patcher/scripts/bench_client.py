@@ -17,7 +17,7 @@ stdout carries the answers alone.
 ``"fresh": true``: the request runs in a process of its own, a fork of this one made when the
 request is read (vLLM imported, nothing run yet: what a new client process is once it has
 imported vLLM), which answers and ends; this one waits for it, and answers ``{"error": ...}``
-for it when it ended any other way (a signal, an exit code). The fork ends with this process
+for it when it ended any other way (a signal, an exit code before its answer). The fork ends with this process
 (``PR_SET_PDEATHSIG``, Linux), as this one ends with the tool. ``payoff bench`` and ``payoff
 sweep`` send every load so (``serving.client`` says why a run needs a fresh process).
 """
@@ -25,6 +25,7 @@ sweep`` send every load so (``serving.client`` says why a run needs a fresh proc
 from __future__ import annotations
 
 import contextlib
+import gc
 import io
 import json
 import os
@@ -88,6 +89,7 @@ def main() -> int:
         missing = ""
     except Exception as exc:  # every request gets the reason: the process stays to say it
         client, missing = None, f"this vLLM has no benchmark client: {type(exc).__name__}: {exc}"
+    gc.freeze()  # what the import made stays out of the forks' collections (no copy on write)
     started_with = dict(os.environ)
     for line in sys.stdin:
         request = json.loads(line)
@@ -107,34 +109,45 @@ def main() -> int:
 
 def run_request(client: tuple[Any, Any], started_with: dict[str, str], request: dict[str, Any],
                 reply: Any) -> None:  # fmt: skip
-    use_environment(started_with, request)
-    reply(request, answer(*client, request["argv"], bool(request.get("check"))))
+    """One request answered, whatever it raises (the error's type and message)."""
+    try:
+        use_environment(started_with, request)
+        got = answer(*client, request["argv"], bool(request.get("check")))
+    except Exception as exc:  # noqa: BLE001 - the answer says it; the traceback goes to stderr
+        import traceback
+
+        traceback.print_exc()
+        got = {"error": f"vllm bench serve failed: {type(exc).__name__}: {exc}"}
+    reply(request, got)
+
+
+ANSWERED = 86  # a fork's exit code once its answer is written: any other end is a failure
 
 
 def in_a_fork(work: Any, *args: Any) -> str:
-    """``work(*args)`` in a child process of this one, waited for: "" when it ended with exit
-    code 0 (after ``work``), else how it ended."""
+    """``work(*args)`` (which answers the request) in a child process of this one, waited for:
+    "" when the child ended after it, else how the child ended without an answer."""
     parent = os.getpid()
-    child = os.fork()
+    try:
+        child = os.fork()
+    except OSError as exc:
+        return f"could not start: {exc}"
     if child == 0:
         code = 1
         try:
             _die_with(parent)
             work(*args)
-            code = 0
-        except BaseException:  # noqa: BLE001 - said on stderr; the parent answers for it
-            import traceback
-
-            traceback.print_exc()
+            code = ANSWERED
         finally:
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os._exit(code)
+            with contextlib.suppress(BaseException):
+                sys.stdout.flush()
+                sys.stderr.flush()
+            os._exit(code)  # never back into this loop: the parent reads the requests
     _, status = os.waitpid(child, 0)
     if os.WIFSIGNALED(status):
         return f"was killed by signal {os.WTERMSIG(status)}"
     code = os.waitstatus_to_exitcode(status)
-    return f"ended with exit code {code}" if code else ""
+    return "" if code == ANSWERED else f"ended with exit code {code} before its answer"
 
 
 def _die_with(parent: int) -> None:
