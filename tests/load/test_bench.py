@@ -202,6 +202,29 @@ def test_the_load_client_gets_the_servers_api_key_as_vllm_bench_serve_reads_it(
     assert json_mod.loads((tmp_path / "result-1.json").read_text())["env"] == {}
 
 
+def test_a_load_client_killed_by_a_signal_is_named_not_its_last_progress_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """helper-41: the one client of a command, killed under a run (the OOM killer), was reported
+    by its last stderr line, a progress bar ("  2%|▏ | 4/200 ...")."""
+    from vllm_patcher.errors import ServerUnreachable
+    from vllm_patcher.load import vllm_bench as bench_mod
+    from vllm_patcher.serving import client as client_mod
+
+    fake = tmp_path / "client.py"
+    fake.write_text(
+        "import json, os, signal, sys\n"
+        "for line in sys.stdin:\n"
+        "    print(json.dumps({'id': json.loads(line)['id'], 'taken': True}), flush=True)\n"
+        "    print('  2%|  | 4/200 [00:01<00:56,  3.45it/s]', file=sys.stderr, flush=True)\n"
+        "    os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    monkeypatch.setattr(client_mod, "SCRIPT", fake)
+    with pytest.raises(ServerUnreachable) as caught:
+        bench_mod.client(sys.executable, ["--x"])
+    assert caught.value.message == "vllm bench serve's client was killed by signal 9"
+
+
 def test_bench_measures_the_plain_servers_spread_over_its_repeats() -> None:
     p = point(1, 2, [1.2, 1.2])
     p.runs[0].base.update({"mean_tpot_ms": 10.0, "output_throughput": 100.0})

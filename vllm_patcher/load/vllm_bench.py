@@ -73,6 +73,9 @@ def client(
     if run.returncode == 2 and "error:" in run.stderr:  # the client's own argument parser
         said = run.stderr_tail().split("error:", 1)[-1].strip()
         raise BadSetting(f"vllm bench serve refused its arguments: {said}")
+    if run.answer is None and run.returncode is not None and run.returncode < 0:
+        # the client itself was killed (the OOM killer, a signal): its last line is a progress bar
+        raise ServerUnreachable(f"vllm bench serve's client was killed by signal {-run.returncode}")
     answer = run.answer or {"error": run.stderr_tail("vllm bench serve failed")}
     if "error" in answer:
         raise ServerUnreachable(str(answer["error"]).splitlines()[-1] or "vllm bench serve failed")
