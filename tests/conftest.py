@@ -125,8 +125,7 @@ RENDERED_BY_RELEASES = frozenset(
 # - `-m vllm_venvs`: the tests that use the shared CUDA vLLM 0.15.1 venv (patched and reverted in
 #   place, read by the cluster, the metric renderers and verify's overlays, linked by the install
 #   shapes); then `-m venv_0171`, the tests of the shared 0.17.1 venv (patched in place by
-#   test_real_releases, read by the 0.17.1 metric renderer); then `-m crash_safety`, the kill,
-#   Ctrl-C and race tests on scratch copies;
+#   test_real_releases, read by the 0.17.1 metric renderer);
 # - the other tests that work on scratch copies (`-m "not vllm_venvs and not venv_0171 and not
 #   vllm_cpu and not crash_safety"`);
 # - `-m "vllm_cpu and not engine_timed and not read_only_engine"`: the real engine running the
@@ -134,7 +133,8 @@ RENDERED_BY_RELEASES = frozenset(
 #   and the 0.32.0 metric renderer, whose assertions are about tokens, counters and text, never
 #   about time;
 # - `-m read_only_engine`: payoff sweep, doctor and the AMX test on the real engine of the
-#   vllm-cpu 0.32.0 venv (read only), on the last CPU.
+#   vllm-cpu 0.32.0 venv (read only), on the last CPU; then `-m crash_safety`, the kill, Ctrl-C
+#   and race tests on scratch copies.
 # Then `-m engine_timed` alone: payoff's verdicts follow speedups the servers measure, which a
 # process beside them would move.
 SHARED_VENV_FILES = frozenset(  # "file.py" or "file.py::test_name", as in NOT_UNIT
