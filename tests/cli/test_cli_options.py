@@ -379,6 +379,9 @@ def test_bench_and_sweep_refuse_an_empty_concurrency_list_alike(command: tuple[s
         (BENCH, ("--concurrency", "1,0"), "--concurrency takes positive integers, e.g. 1,4,16"),
         (SWEEP, ("--concurrency", "-4"), "--concurrency takes positive integers, e.g. 1,4,16"),
         (BENCH, ("--repeat", "0"), "--repeat 0: give 1 or more runs per concurrency"),
+        (BENCH, ("--", "--num-p=8"), "--num-p after --: payoff bench sets it itself"),
+        (BENCH, ("--", "--max_concurrency", "2"), "--max_concurrency after --: payoff bench sets"),
+        (SWEEP, ("--client-args", "--num-p=8"), "--client-args --num-p: the sweep sets it itself"),
         (SWEEP, ("--repeat", "-1"), "--repeat -1: give 1 or more runs per cell"),
         (SWEEP, ("--ready-timeout", "0"), "--ready-timeout takes a finite number of seconds"),
         (("rehearse",), ("--ready-timeout", "nan", "--", "/m"), "--ready-timeout takes a finite"),
@@ -389,7 +392,9 @@ def test_a_shared_option_s_rule_refuses_in_one_line_for_every_command_that_takes
     command: tuple[str, ...], given: tuple[str, ...], said: str
 ) -> None:
     """--concurrency, --repeat and --ready-timeout are checked once, where they are declared
-    (cli/options.py), before any interpreter is looked for."""
+    (cli/options.py), before any interpreter is looked for; so are the client arguments that
+    either command sets itself (load/vllm_bench.py LOAD_SETS: payoff bench let them override its
+    own, where the sweep refused them)."""
     assert_refused(run_cli(*command, *given), 2, said)
     proc = run_cli("--json", *command, *given)
     assert json.loads(proc.stdout)["exit_code"] == 2 and said in json.loads(proc.stdout)["error"]

@@ -138,6 +138,10 @@ def test_the_words_are_filled_from_the_facts() -> None:
     )
     measured = Reached("measured", {"c": 4, "repeat": 3})
     assert reached.bench_line(measured) == "concurrency 4 measured (3 run(s))"
+    warming = Reached("warming", {"url": "http://127.0.0.1:8000", "prompts": 4})
+    assert reached.bench_line(warming) == (
+        "warming http://127.0.0.1:8000 up (4 prompts, not measured)"
+    )
 
 
 def test_what_revert_leaves_is_worded_by_whether_copies_may_be_there(tmp_path: Path) -> None:

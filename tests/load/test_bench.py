@@ -23,6 +23,7 @@ from vllm_patcher.cli.render.payoff import bench_summary
 from vllm_patcher.load import bench
 from vllm_patcher.load.bench import base_noise
 from vllm_patcher.load.repeats import failed_note
+from vllm_patcher.load.vllm_bench import WARM_UP_PROMPTS
 from vllm_patcher.payoff import scrape
 
 from ..conftest import REPO
@@ -50,10 +51,16 @@ class FakeServers:
         self.totals = {SPEC: [0.0] * 8, BASE: [0.0] * 8}
         self.pending: dict[str, list[float]] = {}
         self.order: list[int] = []
+        self.calls: list[tuple[str, int, int]] = []  # (url, concurrency, prompts) per run
 
     def client(self, python: str, argv: list[str], *_: Any, **__: Any) -> dict[str, Any]:
         url = argv[argv.index("--base-url") + 1]
         c = int(argv[argv.index("--max-concurrency") + 1])
+        prompts = int(argv[argv.index("--num-prompts") + 1])
+        self.calls.append((url, c, prompts))
+        if prompts == WARM_UP_PROMPTS:  # counted by the server (1000 drafts, none accepted)
+            self.pending[url] = [1000 if url == SPEC else 0, 0, 0, 1000, 1016, 16, 50.0, 1000]
+            return {"mean_tpot_ms": 50.0, "output_throughput": 20.0, "completed": prompts}
         if url == BASE:
             self.pending[url] = [0, 0, 0, 1000, 1016, 16, 10.0, 1000]
             return {"mean_tpot_ms": 10.0, "output_throughput": 100.0, "completed": 16}
@@ -131,6 +138,22 @@ def test_the_summary_line_agrees_with_the_rows(
         assert any(str(c) in said for c in paying) or "every" in said, (rows, said)
     code = outcomes.bench(result.pays_at, [v for _, v in result.verdicts()])
     assert code == (0 if paying or set(rows) == {"unknown"} else 1), (rows, said)
+
+
+def test_each_server_is_warmed_up_first_and_the_warm_up_is_in_no_row(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A new server's first requests pay one-off costs: payoff bench once said "pays 18.86x" on
+    freshly started servers with --repeat 1, where a second run said unknown. Each server now
+    gets WARM_UP_PROMPTS at the highest concurrency first; the fake counts that warm-up on the
+    servers (1000 drafts, none accepted, slow steps), so a row that held it would show it."""
+    fake = FakeServers({1: [1.5], 4: [1.5]})
+    result = _run(monkeypatch, fake, [4, 1])
+    assert fake.calls[:2] == [(SPEC, 4, WARM_UP_PROMPTS), (BASE, 4, WARM_UP_PROMPTS)]
+    assert [p for _, _, p in fake.calls[2:]] == [16] * 4  # one run a side a concurrency
+    for p in result.to_dict()["points"]:
+        assert p["acceptance_rate"] == pytest.approx((0.5 + 0.25) / 2, abs=1e-4), p
+        assert p["verdict"] == "pays" and p["speedup"] == pytest.approx(1.5), p
 
 
 def test_each_rows_acceptance_is_that_concurrencys_own_window(

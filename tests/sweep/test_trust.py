@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from vllm_patcher.cli.render import sweep as render_sweep
+from vllm_patcher.load.vllm_bench import WARM_UP_PROMPTS
 from vllm_patcher.payoff import scrape
 from vllm_patcher.sweep import run as sweep
 
@@ -79,7 +80,7 @@ class FakeFleet:
     def client(self, python: str, argv: list[str], *rest: Any) -> dict[str, Any]:
         url = argv[argv.index("--base-url") + 1]
         prompts = int(argv[argv.index("--num-prompts") + 1])
-        if prompts == sweep.WARM_UP_PROMPTS:
+        if prompts == WARM_UP_PROMPTS:
             return {"completed": prompts}
         if url == BASE:
             ms = self.base_ms.pop(0)
@@ -233,3 +234,61 @@ def test_a_concurrency_without_drafts_is_that_cells_matter_not_the_servers() -> 
     spec, plain = point(1, 2, [1.4]).runs[0].window, point(1, 2, [1.4]).runs[0].base_window
     started.runs = {1: [sweep.Measured({}, spec)], 4: [sweep.Measured({}, plain)]}
     assert sweep._served_k(started) == {2}
+
+
+def test_a_sweep_of_running_servers_makes_no_log_folder_unless_one_is_given(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """--url starts no server, so there is no log to keep: every such sweep used to leave an empty
+    vllm-patcher-sweep-* folder in the system's temp, named nowhere after a refusal."""
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    fleet = FakeFleet([10.0] * 4, 1.4)
+    monkeypatch.setattr(sweep, "client", fleet.client)
+    monkeypatch.setattr(scrape, "fetch", fleet.fetch)
+    plan = sweep.plan([0, 2], [1], 2, 64, "random", (), None, 60.0, {0: BASE, 2: SPEC})
+    result = sweep.run(sys.executable, None, plan.prepare(), lambda _: None)
+    assert result.cells[(2, 1)].judgement().verdict == "pays"
+    assert list(tmp_path.iterdir()) == [] and result.to_dict()["log_dir"] is None
+    given = tmp_path / "logs"
+    plan = sweep.plan([0, 2], [1], 2, 64, "random", (), given, 60.0, {0: BASE, 2: SPEC})
+    assert plan.prepare().log_dir == given and given.is_dir()
+
+
+def test_a_server_that_fails_under_the_load_is_said_stopped_not_still_running(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The tryout: "server stopped", then "failed under the load (the server is still running)",
+    then "the baseline (k = 0) did not start" of a server that had been ready."""
+    import contextlib
+
+    from vllm_patcher.cli.render.reached import sweep_line
+    from vllm_patcher.errors import ServerUnreachable
+    from vllm_patcher.serving.args import parse
+
+    class Ready:
+        url, pid, ready_s = "http://127.0.0.1:9", 4242, 3.0
+
+        def follow(self) -> None: ...
+
+        def exit_note(self) -> tuple[str, int | None]:
+            return "is still running", None
+
+    def failing(*_: Any, **__: Any) -> None:
+        raise ServerUnreachable("http://127.0.0.1:9 stopped answering")
+
+    monkeypatch.setattr(sweep.server, "running", lambda *_, **__: contextlib.nullcontext(Ready()))
+    monkeypatch.setattr(sweep, "_measure", failing)
+    args = parse(("/m/t", "--speculative-config", '{"method": "eagle3", "model": "/m/d"}'))
+    plan = sweep.plan([0, 2], [1], 2, 64, "random", (), tmp_path, 60.0).prepare()
+    said: list[str] = []
+    result = sweep.run(sys.executable, args, plan, lambda n: said.append(sweep_line(n)))
+    reason = result.servers[0].failure.reason  # type: ignore[union-attr]
+    assert reason == (
+        "failed under the load (the server was still running; it is stopped): "
+        "http://127.0.0.1:9 stopped answering"
+    )
+    text = "\n".join(said)
+    assert "still running)" not in text and "did not start" not in text, text
+    assert "the baseline (k = 0) was not measured" in text and 2 not in result.servers, text

@@ -1,6 +1,6 @@
 """``payoff bench``: the same load on a speculative server and on a plain one, at several
 concurrencies (in ascending order), with vLLM's own benchmark client run in the target
-interpreter, each ``--repeat`` times; per concurrency both measures (the per-token time ratio and
+interpreter, each ``--repeat`` times, after a warm-up of each server that is not measured; per concurrency both measures (the per-token time ratio and
 the output throughput ratio, from the client, and the per-token time ratio from each server's
 /metrics difference), their spread over the repeats, that concurrency's own acceptance, and a
 verdict only when every figure falls in one class (``point.Point``, judged by ``payoff.judge``).
@@ -23,7 +23,7 @@ from ..serving import client as load_client
 from .point import Point, Run
 from .repeats import failed_note, merged, noise
 from .stall import Stall
-from .vllm_bench import client, load_argv
+from .vllm_bench import WARM_UP_PROMPTS, client, load_argv, set_by_the_load
 
 
 @dataclass
@@ -61,6 +61,17 @@ class BenchResult:
         }
 
 
+def check(extra: tuple[str, ...]) -> None:
+    """The user's client arguments (after ``--``) refused when they name one the load sets for
+    every run: after it, theirs would silently override it."""
+    own = set_by_the_load(extra)
+    if own is not None:
+        raise BadSetting(
+            f"{own} after --: payoff bench sets it itself (--concurrency, --num-prompts, "
+            "--dataset; the two servers' URLs); leave it out"
+        )
+
+
 def run(
     python: str,
     url: str,
@@ -74,13 +85,21 @@ def run(
 ) -> BenchResult:
     """The load at each of ``concurrencies`` (above 0), ``repeat`` times (1 or more: the
     command line's options hold these rules, ``cli/options.py``)."""
+    check(extra)
     out = BenchResult(repeat=repeat)
     # each run a process of its own, forked from one client (serving.client says why)
     with (
         load_client.session(python),
         tempfile.TemporaryDirectory(prefix="vllm-patcher-bench-") as tmp,
     ):
-        for c in sorted(set(concurrencies)):  # ascending, whatever order they were given in
+        levels = sorted(set(concurrencies))  # ascending, whatever order they were given in
+        for name, server_url in (("spec", url), ("base", baseline_url)):
+            if say is not None:
+                say(Reached("warming", {"url": server_url, "prompts": WARM_UP_PROMPTS}))
+            argv = load_argv(server_url.rstrip("/"), levels[-1], WARM_UP_PROMPTS, dataset, tmp,
+                             f"warm-{name}.json", extra)  # fmt: skip
+            client(python, argv, watch=Stall(server_url))
+        for c in levels:
             runs = [
                 _one_run(python, url, baseline_url, c, num_prompts, dataset, extra, tmp, r)
                 for r in range(repeat)

@@ -1,6 +1,7 @@
 """vLLM's benchmark client (``vllm bench serve``) as a load sees it: its arguments checked by its
 own parser before a model is loaded (``check_client_args``), the arguments of one load run
-(``load_argv``), and one run, its result file read (``client``). ``serving.client`` starts the
+(``load_argv``; a server's warm-up is ``WARM_UP_PROMPTS`` of them), and one run, its result file
+read (``client``). ``serving.client`` starts the
 client's process in the target interpreter; what its answers mean is said here."""
 
 from __future__ import annotations
@@ -12,7 +13,32 @@ from typing import Any
 from ..errors import BadSetting, ServerUnreachable
 from ..runtime import ScriptNotRun, ScriptStopped
 from ..serving import client as load_client
+from ..serving.args import option_name
 from .stall import WATCH_EVERY_S, Stall
+
+# the first requests a server answers pay one-off costs (its kernels and caches are made then):
+# payoff bench and payoff sweep send each server this many before any measured run, at the highest
+# concurrency they measure, and measure nothing of it
+WARM_UP_PROMPTS = 4
+# the client arguments ``load_argv`` sets for every run: a user's copy after them would silently
+# override them
+LOAD_SETS = frozenset(
+    {
+        "--base-url", "--host", "--port", "--endpoint", "--max-concurrency", "--num-prompts",
+        "--request-rate", "--dataset-name", "--save-result", "--result-dir", "--result-filename",
+    }
+)  # fmt: skip
+
+
+def set_by_the_load(extra: tuple[str, ...]) -> str | None:
+    """The first of ``extra`` (a user's client arguments) that names an option of ``LOAD_SETS``,
+    read as the client's parser reads it (both spellings, an unambiguous prefix: --num-p), as
+    given (its ``=value`` left out); None when none does."""
+    for given in extra:
+        name, _ = option_name(given, tuple(LOAD_SETS), shortest=len("--ab"))
+        if name in LOAD_SETS:
+            return given.split("=", 1)[0]
+    return None
 
 
 def load_argv(

@@ -151,7 +151,7 @@ class SweepResult:
             "baseline_end": {str(c): baseline_runs(self.again, c) for c in self.concurrencies},
             "ties": {str(c): t for c in self.concurrencies if (t := self.tie(c))},
             "no_drafts": [{"k": k, "concurrency": c} for k, c in self.no_drafts],
-            "log_dir": str(self.log_dir),
+            "log_dir": str(self.log_dir) if self.log_dir != Path() else None,
         }
 
 

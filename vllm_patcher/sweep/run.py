@@ -22,7 +22,13 @@ from ..errors import BadSetting, NoDrafts, NoSpeculation, ServerUnreachable
 from ..load.point import Point, Run
 from ..load.repeats import failed_note, failures, merged, noise
 from ..load.stall import Stall
-from ..load.vllm_bench import check_client_args, client, load_argv
+from ..load.vllm_bench import (
+    WARM_UP_PROMPTS,
+    check_client_args,
+    client,
+    load_argv,
+    set_by_the_load,
+)
 from ..payoff import scrape
 from ..payoff.analysis import analyse
 from ..payoff.judge import MARGIN, Note
@@ -32,14 +38,6 @@ from ..serving import server
 from ..serving.args import ServeArgs, option_name
 from .result import Measured, Started, SweepResult
 
-WARM_UP_PROMPTS = 4  # the first requests of a new server pay one-off costs: not measured
-# client arguments the sweep sets for each run: a user's copy would silently override them
-SWEEP_SETS = frozenset(
-    {
-        "--base-url", "--host", "--port", "--endpoint", "--max-concurrency", "--num-prompts",
-        "--request-rate", "--dataset-name", "--save-result", "--result-dir", "--result-filename",
-    }
-)  # fmt: skip
 # vllm bench serve's options named so (0.15.1: benchmarks/serve.py): a prefix of both (--tok) is
 # ambiguous to its parser, which refuses it; --tokenizer-m is --tokenizer-mode
 CLIENT_TOKENIZER = ("--tokenizer", "--tokenizer-mode")
@@ -118,8 +116,10 @@ def _serve_one(
                          name)  # fmt: skip
             except (ServerUnreachable, NoDrafts, NoSpeculation, NotOneWindow) as exc:
                 how, code = srv.exit_note()
+                # said once it is stopped: "still running" would read as left behind
+                state = "was still running; it is stopped" if code is None else how
                 started.failure = server.StartFailure(
-                    f"failed under the load (the server {how}): {exc.message}",
+                    f"failed under the load (the server {state}): {exc.message}",
                     code,
                     log,
                     server.log_tail(log),
@@ -212,7 +212,11 @@ class Plan:
     log_dir: Path = Path()  # made by ``prepare``, once nothing is left to refuse
 
     def prepare(self) -> Plan:
-        """The log folder made (``--log-dir``, or a new one under the system's temp)."""
+        """The log folder made (``--log-dir``, or a new one under the system's temp); none when
+        the sweep measures running servers (``--url``) and no ``--log-dir`` was given: it starts
+        no server, so it has no log to keep."""
+        if self.log_dir_given is None and self.urls:
+            return self
         if self.log_dir_given is None:
             made = Path(tempfile.mkdtemp(prefix="vllm-patcher-sweep-"))
         else:
@@ -259,14 +263,12 @@ def plan(
         raise BadSetting("--k needs 0 and at least one draft length, e.g. 0,1,2,3")
     if prompts < 1:
         raise BadSetting(f"--num-prompts {prompts}: give 1 or more")
-    for given in client_extra:
-        # read as vLLM's parser reads it (both spellings, an unambiguous prefix: --num-p)
-        name, _ = option_name(given, tuple(SWEEP_SETS), shortest=len("--ab"))
-        if name in SWEEP_SETS:
-            raise BadSetting(
-                f"--client-args {given.split('=', 1)[0]}: the sweep sets it itself (--concurrency, --num-prompts, "
-                "--dataset; its own servers' URLs); leave it out"
-            )
+    own = set_by_the_load(client_extra)
+    if own is not None:
+        raise BadSetting(
+            f"--client-args {own}: the sweep sets it itself (--concurrency, --num-prompts, "
+            "--dataset; its own servers' URLs); leave it out"
+        )
     if log_dir is not None and log_dir.exists() and not log_dir.is_dir():
         raise BadSetting(f"--log-dir {log_dir} is not a folder")
     return Plan(

@@ -41,6 +41,7 @@ def payoff_bench(
     from ...load import bench
 
     opts = app.options
+    bench.check(client_args)  # before the interpreter is looked for
     if plot is not None:
         from ..render.plot import check_available
 

@@ -42,7 +42,7 @@ SWEEP: Mapping[str, Callable[[Facts], str]] = MappingProxyType(
         "failed": _failed,
         "failed again": lambda f: f"k = {f['k']} again: {f['reason']}",
         "no baseline": lambda f: (
-            "the baseline (k = 0) did not start: no other k can be judged; stopping"
+            "the baseline (k = 0) was not measured: no other k can be judged; stopping"
         ),
         "baseline again": lambda f: (
             f"k = 0 again: {f['what']} server {f['total']} of {f['total']} ({f['elapsed']:.0f} s so "
@@ -68,7 +68,10 @@ REHEARSE: Mapping[str, Callable[[Facts], str]] = MappingProxyType(
 
 
 BENCH: Mapping[str, Callable[[Facts], str]] = MappingProxyType(
-    {"measured": lambda f: f"concurrency {f['c']} measured ({f['repeat']} run(s))"}
+    {
+        "warming": lambda f: f"warming {f['url']} up ({f['prompts']} prompts, not measured)",
+        "measured": lambda f: f"concurrency {f['c']} measured ({f['repeat']} run(s))",
+    }
 )
 
 
