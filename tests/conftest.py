@@ -131,10 +131,9 @@ RENDERED_BY_RELEASES = frozenset(
 # - `-m "vllm_cpu and not engine_timed and not read_only_engine"`: the real engine running the
 #   Granite backport (0.31.0 patched in place, 0.32.0 read), rehearse (0.31.0 patched in place)
 #   and the 0.32.0 metric renderer, whose assertions are about tokens, counters and text, never
-#   about time;
+#   about time; then `-m crash_safety`, the kill, Ctrl-C and race tests on scratch copies;
 # - `-m read_only_engine`: payoff sweep, doctor and the AMX test on the real engine of the
-#   vllm-cpu 0.32.0 venv (read only), on the last CPU; then `-m crash_safety`, the kill, Ctrl-C
-#   and race tests on scratch copies.
+#   vllm-cpu 0.32.0 venv (read only).
 # Then `-m engine_timed` alone: payoff's verdicts follow speedups the servers measure, which a
 # process beside them would move.
 SHARED_VENV_FILES = frozenset(  # "file.py" or "file.py::test_name", as in NOT_UNIT
@@ -160,13 +159,14 @@ ENGINE_FILES = frozenset(
 ENGINE_TIMED_FILES = frozenset({"test_payoff_engine.py"})
 # the engine tests that only read the vllm-cpu 0.32.0 venv, which no test patches: payoff sweep (six
 # server starts in its main test), doctor's acceptance on the real engine, the AMX test. `make test`
-# runs them in a lane of their own from the suite's start, on the last CPU, beside the Granite and
+# runs them in a lane of their own from the suite's start, beside the Granite and
 # rehearse tests, which patch the 0.31.0 venv in place
 READ_ONLY_ENGINE_FILES = frozenset(
     {"test_sweep_engine.py", "test_doctor_engine.py", "test_amx_engine.py"}
 )
 # kills, Ctrl-C and races of real runs on scratch copies: `make test` runs them in the lane of the
-# CUDA venvs' tests, after those, so the scratch lane does not end long after the others
+# Granite and rehearse engine tests, after those, so the scratch lane does not end long after the
+# others
 CRASH_SAFETY_FILES = frozenset({"test_crash_safety.py"})
 HF_FROM_THE_VENV = "test_hub.py::test_a_repo_id_resolves_through_the_vllm_venvs_own_huggingface_hub"
 

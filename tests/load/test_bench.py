@@ -151,6 +151,7 @@ def test_each_server_is_warmed_up_first_and_the_warm_up_is_in_no_row(
     result = _run(monkeypatch, fake, [4, 1])
     assert fake.calls[:2] == [(SPEC, 4, WARM_UP_PROMPTS), (BASE, 4, WARM_UP_PROMPTS)]
     assert [p for _, _, p in fake.calls[2:]] == [16] * 4  # one run a side a concurrency
+    assert result.to_dict()["warm_up_drafts"] == 1000  # counted by the server, said apart
     for p in result.to_dict()["points"]:
         assert p["acceptance_rate"] == pytest.approx((0.5 + 0.25) / 2, abs=1e-4), p
         assert p["verdict"] == "pays" and p["speedup"] == pytest.approx(1.5), p

@@ -30,6 +30,7 @@ from .vllm_bench import WARM_UP_PROMPTS, client, load_argv, set_by_the_load
 class BenchResult:
     points: list[Point] = field(default_factory=list)
     repeat: int = 1
+    warm_up_drafts: float = 0.0  # the speculative server's drafts in its warm-up: in no row
 
     def verdicts(self) -> list[tuple[int, str]]:
         return [(p.concurrency, p.judgement().verdict) for p in self.points]
@@ -58,6 +59,7 @@ class BenchResult:
             "repeat": self.repeat,
             "pays_at": self.pays_at,
             "stops_paying_above": self.stops_paying_above,
+            "warm_up_drafts": self.warm_up_drafts,
         }
 
 
@@ -98,7 +100,10 @@ def run(
                 say(Reached("warming", {"url": server_url, "prompts": WARM_UP_PROMPTS}))
             argv = load_argv(server_url.rstrip("/"), levels[-1], WARM_UP_PROMPTS, dataset, tmp,
                              f"warm-{name}.json", extra)  # fmt: skip
+            before = scrape.fetch(server_url)
             client(python, argv, watch=Stall(server_url))
+            if name == "spec":  # what it drafted there is in no row's window
+                out.warm_up_drafts = between(before, scrape.fetch(server_url)).drafts
         for c in levels:
             runs = [
                 _one_run(python, url, baseline_url, c, num_prompts, dataset, extra, tmp, r)
