@@ -206,9 +206,13 @@ $(CACHE)/unit-%/.ready: pyproject.toml | $(UV_HOME)/.ready
 # background child is never a group leader, so setsid does not fork: the job's pid ($$!) is its
 # process group's id, which a trap stops (kill -- -PID). The session is out of reach of a signal to
 # make's process group (a terminal's Ctrl-C, a CI timeout's kill), so a watcher in it polls the
-# recipe's shell and stops the whole job once that shell is gone, SIGKILL included.
-in_session = setsid -w bash -c '( while kill -0 $$0 2>/dev/null; do sleep 2; done; \
-  kill -TERM -- -$$$$ ) > /dev/null 2>&1 & watch=$$!; $(1); rc=$$?; kill $$watch 2>/dev/null; exit $$rc' $$$$
+# recipe's shell and every process above it (make, a make above that, the shell that ran it) and
+# stops the whole job within 2 s of any of them going away, SIGKILL and hangup included.
+in_session = setsid -w bash -c 'chain=; p=$$1; while [ "$$p" -gt 1 ] 2>/dev/null; do \
+  chain="$$chain $$p"; p=$$(ps -o ppid= -p "$$p" | tr -d " "); done; \
+  ( while :; do for q in $$chain; do kill -0 "$$q" 2>/dev/null || break 2; done; sleep 2; done; \
+    kill -TERM -- -$$$$ ) > /dev/null 2>&1 & watch=$$!; \
+  $(1); rc=$$?; kill $$watch 2>/dev/null; exit $$rc' in_session $$$$
 
 # The Pythons run side by side (each a process of its own, its log printed whole when all are
 # done); every one runs even when another fails; one line each at the end.
@@ -221,7 +225,7 @@ unit-pythons: unit-venvs
 	    then result=green; else result=red; fi; \
 	    echo "Python $$v: $$result ($$(( $$(date +%s) - start )) s)" > $$logs/$$v.line) & pids="$$pids -$$!"; \
 	done; \
-	trap 'kill -TERM -- $$pids 2>/dev/null; exit 130' INT TERM; wait $$(echo $$pids | tr -d -); trap - INT TERM; \
+	trap 'kill -TERM -- $$pids 2>/dev/null; rm -rf "$$logs"; exit 130' INT TERM; wait $$(echo $$pids | tr -d -); trap - INT TERM; \
 	summary=""; status=0; \
 	for v in $(UNIT_PYTHONS); do \
 	  echo "=== unit tier, Python $$v"; cat $$logs/$$v.log; \
@@ -264,7 +268,7 @@ test:
 	    && [ "$$(cat $$logs/unit-venvs.rc)" = 0 ] \
 	    && $(MAKE) --no-print-directory -j4 tier-venvs >> $$logs/venvs.log 2>&1; \
 	  echo "$$? $$(( $$(date +%s) - s ))" > $$logs/venvs.rc) & venvs=$$!; \
-	trap '[ -z "$$venvs" ] || kill -TERM -- -$$venvs 2>/dev/null; exit 130' INT TERM; \
+	trap '[ -z "$$venvs" ] || kill -TERM -- -$$venvs 2>/dev/null; rm -rf "$$logs"; exit 130' INT TERM; \
 	for tier in $(TIERS); do \
 	  start=$$(date +%s); \
 	  if [ $$tier = unit-pythons ]; then \
@@ -309,19 +313,19 @@ ENGINE_THREADS = export VLLM_CPU_OMP_THREADS_BIND=nobind OMP_NUM_THREADS=1;
 # subprocess (an import of vLLM) when the hash differs; lanes on other releases and patch states
 # beside each other rewrote each other's. engine_timed, on the same 0.32.0 venv as lane 4 and after
 # it, reads lane 4's.
-lane = $(call in_session,$(4) export VLLM_CACHE_ROOT='"$(5)"'; start=$$(date +%s); rc=0; \
+lane = $(call in_session,$(4) export VLLM_CACHE_ROOT="$(5)"; start=$$(date +%s); rc=0; \
   for m in $(3); do $(PYTEST_SUITE) -m "$$m" || rc=1; done; \
   echo "lane $(1): exit $$rc in $$(( $$(date +%s) - start )) s"; [ $$rc = 0 ]) > $(2) 2>&1
 tier-suite: dev
 ifeq ($(filter-out 0,$(SUITE_SPLIT)),)
 	$(PYTEST_SUITE)
 else
-	@logs=$$(mktemp -d); \
+	@logs=$$(mktemp -d); export logs; \
 	$(call lane,0.15.1+0.17.1,$$logs/1.log,vllm_venvs venv_0171,,$$logs/1.vllm-cache) & one=$$!; \
 	$(call lane,scratch,$$logs/2.log,"not vllm_venvs and not venv_0171 and not vllm_cpu and not crash_safety",,$$logs/2.vllm-cache) & two=$$!; \
 	$(call lane,vllm-cpu 0.31.0+crash,$$logs/3.log,"vllm_cpu and not engine_timed and not read_only_engine" crash_safety,$(ENGINE_THREADS),$$logs/3.vllm-cache) & three=$$!; \
 	$(call lane,vllm-cpu 0.32.0,$$logs/4.log,read_only_engine,$(ENGINE_THREADS),$$logs/0.32.0.vllm-cache) & four=$$!; \
-	trap 'kill -TERM -- -$$one -$$two -$$three -$$four 2>/dev/null; exit 130' INT TERM; \
+	trap 'kill -TERM -- -$$one -$$two -$$three -$$four 2>/dev/null; rm -rf "$$logs"; exit 130' INT TERM; \
 	wait $$one; a=$$?; wait $$two; b=$$?; wait $$three; c=$$?; wait $$four; e=$$?; \
 	trap - INT TERM; \
 	echo "=== suite lane 1/4, the tests of the shared CUDA vLLM 0.15.1 venv (pytest -m vllm_venvs), then those of the 0.17.1 venv (pytest -m venv_0171): exit $$a"; \

@@ -89,6 +89,7 @@ def _run(
     monkeypatch: pytest.MonkeyPatch, fake: FakeServers, levels: list[int], **kw: Any
 ) -> bench.BenchResult:
     monkeypatch.setattr(bench, "client", fake.client)
+    monkeypatch.setattr(bench, "check_client_args", lambda python, argv: None)
     monkeypatch.setattr(bench.scrape, "fetch", fake.fetch)
     return bench.run("python", SPEC, BASE, levels, 16, "random", (), **kw)
 
@@ -155,6 +156,41 @@ def test_each_server_is_warmed_up_first_and_the_warm_up_is_in_no_row(
     for p in result.to_dict()["points"]:
         assert p["acceptance_rate"] == pytest.approx((0.5 + 0.25) / 2, abs=1e-4), p
         assert p["verdict"] == "pays" and p["speedup"] == pytest.approx(1.5), p
+
+
+def test_client_arguments_are_parsed_by_the_clients_own_parser_before_any_load(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The tryout: `-- --bogus-flag 1` was refused by the first load, after "warming ... up" had
+    been printed; the sweep parses them first, and so does payoff bench now."""
+    from vllm_patcher.errors import BadSetting
+
+    fake = FakeServers({1: [1.5]})
+    parsed: list[list[str]] = []
+
+    def refuse(python: str, argv: list[str]) -> None:
+        parsed.append(argv)
+        raise BadSetting("vllm bench serve refused its arguments: unrecognized arguments")
+
+    monkeypatch.setattr(bench, "client", fake.client)
+    monkeypatch.setattr(bench, "check_client_args", refuse)
+    said: list[object] = []
+    with pytest.raises(BadSetting, match="unrecognized"):
+        bench.run("python", SPEC, BASE, [1], 16, "random", ("--bogus-flag", "1"), say=said.append)
+    assert parsed and parsed[0][-2:] == ["--bogus-flag", "1"]
+    assert fake.calls == [] and said == []  # no warm-up, no load
+
+
+def test_the_options_the_load_refuses_are_the_ones_it_sets() -> None:
+    """--endpoint was refused as "set by payoff bench", which sets no endpoint: a chat-endpoint
+    benchmark could not be run. LOAD_SETS is what load_argv sets, with --host and --port, which
+    its --base-url overrides."""
+    from vllm_patcher.load.vllm_bench import LOAD_SETS, load_argv, set_by_the_load
+
+    argv = load_argv("http://h:1", 2, 8, "random", "/d", "f.json", ())
+    named = {a for a in argv if a.startswith("--")} - {"--ignore-eos"}
+    assert named | {"--host", "--port"} == LOAD_SETS
+    assert set_by_the_load(("--endpoint", "/v1/chat/completions")) is None
 
 
 def test_each_rows_acceptance_is_that_concurrencys_own_window(
@@ -321,6 +357,7 @@ def test_no_drafts_because_every_request_failed_says_the_requests_failed(
     monkeypatch.setattr(
         bench, "client", lambda *a, **k: {"num_prompts": 8, "completed": 0, "failed": 8}
     )
+    monkeypatch.setattr(bench, "check_client_args", lambda python, argv: None)
     monkeypatch.setattr(
         scrape, "fetch", lambda url, timeout=10.0: scrape.parse(quiet, url, time.time())
     )

@@ -23,14 +23,14 @@ from ..serving import client as load_client
 from .point import Point, Run
 from .repeats import failed_note, merged, noise
 from .stall import Stall
-from .vllm_bench import WARM_UP_PROMPTS, client, load_argv, set_by_the_load
+from .vllm_bench import WARM_UP_PROMPTS, check_client_args, client, load_argv, set_by_the_load
 
 
 @dataclass
 class BenchResult:
     points: list[Point] = field(default_factory=list)
     repeat: int = 1
-    warm_up_drafts: float = 0.0  # the speculative server's drafts in its warm-up: in no row
+    warm_up_drafts: int = 0  # the speculative server's drafts in its warm-up: in no row
 
     def verdicts(self) -> list[tuple[int, str]]:
         return [(p.concurrency, p.judgement().verdict) for p in self.points]
@@ -94,6 +94,10 @@ def run(
         load_client.session(python),
         tempfile.TemporaryDirectory(prefix="vllm-patcher-bench-") as tmp,
     ):
+        # parsed by vllm bench serve's own parser before any load: a usage error first
+        check_client_args(
+            python, load_argv("http://127.0.0.1:1", 1, 1, dataset, "/", "x.json", extra)
+        )
         levels = sorted(set(concurrencies))  # ascending, whatever order they were given in
         for name, server_url in (("spec", url), ("base", baseline_url)):
             if say is not None:
@@ -103,7 +107,7 @@ def run(
             before = scrape.fetch(server_url)
             client(python, argv, watch=Stall(server_url))
             if name == "spec":  # what it drafted there is in no row's window
-                out.warm_up_drafts = between(before, scrape.fetch(server_url)).drafts
+                out.warm_up_drafts = round(between(before, scrape.fetch(server_url)).drafts)
         for c in levels:
             runs = [
                 _one_run(python, url, baseline_url, c, num_prompts, dataset, extra, tmp, r)

@@ -20,12 +20,12 @@ from .stall import WATCH_EVERY_S, Stall
 # payoff bench and payoff sweep send each server this many before any measured run, at the highest
 # concurrency they measure, and measure nothing of it
 WARM_UP_PROMPTS = 4
-# the client arguments ``load_argv`` sets for every run: a user's copy after them would silently
-# override them
+# the client arguments ``load_argv`` sets for every run (``--host`` and ``--port`` with them: its
+# ``--base-url`` wins over both): a user's copy after them would silently override them
 LOAD_SETS = frozenset(
     {
-        "--base-url", "--host", "--port", "--endpoint", "--max-concurrency", "--num-prompts",
-        "--request-rate", "--dataset-name", "--save-result", "--result-dir", "--result-filename",
+        "--base-url", "--host", "--port", "--max-concurrency", "--num-prompts", "--request-rate",
+        "--dataset-name", "--save-result", "--result-dir", "--result-filename",
     }
 )  # fmt: skip
 
