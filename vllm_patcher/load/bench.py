@@ -1,9 +1,10 @@
 """``payoff bench``: the same load on a speculative server and on a plain one, at several
 concurrencies (in ascending order), with vLLM's own benchmark client run in the target
-interpreter, each ``--repeat`` times, after a warm-up of each server that is not measured; per concurrency both measures (the per-token time ratio and
-the output throughput ratio, from the client, and the per-token time ratio from each server's
-/metrics difference), their spread over the repeats, that concurrency's own acceptance, and a
-verdict only when every figure falls in one class (``point.Point``, judged by ``payoff.judge``).
+interpreter, each ``--repeat`` times after a warm-up of each server that is not measured; per
+concurrency both measures (the per-token time ratio and the output throughput ratio, from the
+client, and the per-token time ratio from each server's /metrics difference), their spread over
+the repeats, that concurrency's own acceptance, and a verdict only when every figure falls in one
+class (``point.Point``, judged by ``payoff.judge``).
 ``run`` drives it and returns a ``BenchResult``, plain data the command line renders."""
 
 from __future__ import annotations

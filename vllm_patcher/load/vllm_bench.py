@@ -1,8 +1,8 @@
 """vLLM's benchmark client (``vllm bench serve``) as a load sees it: its arguments checked by its
 own parser before a model is loaded (``check_client_args``), the arguments of one load run
 (``load_argv``; a server's warm-up is ``WARM_UP_PROMPTS`` of them), and one run, its result file
-read (``client``). ``serving.client`` starts the
-client's process in the target interpreter; what its answers mean is said here."""
+read (``client``). ``serving.client`` starts the client's process in the target interpreter; what
+its answers mean is said here."""
 
 from __future__ import annotations
 
