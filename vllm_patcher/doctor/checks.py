@@ -14,11 +14,11 @@ from packaging.version import Version
 from ..catalogue.folders import load_catalogue
 from ..catalogue.model import Catalogue
 from ..catalogue.shipped import first_release_with
+from ..catalogue.targets import DEEPSEEK_PATCHES, family_of
 from ..findings import OK, PROBLEM, WARNING, Finding
 from ..models.configs import TargetModel, read_config, read_drafter, target_from_config
 from ..models.families import (
     described,
-    is_granite,
     is_minimax_m2,
     looks_like_drafter,
     looks_like_target,
@@ -37,18 +37,6 @@ from .rules import release_version
 if TYPE_CHECKING:
     from ..serving.args import ServeArgs
 
-# The built-in patches a target family needs; their patch.toml says which releases apply can
-# patch (``releases``) and from which one upstream has the change (``fixed_in``).
-DEEPSEEK_PATCHES = ("eagle3-whitelist", "supports-eagle3")
-
-
-KIMI_K25_PATCHES = ("kimi-k25-image-token",)
-
-
-MINIMAX_M2_PATCHES = ("eagle3-minimax-m2",)
-GRANITE_PATCHES = ("eagle3-granite",)
-
-
 # The model file a family needs in vLLM; the first release that has it is the first release a
 # built-in pin touches it in (``catalogue.shipped``).
 KIMI_K25_MODEL = "vllm/model_executor/models/kimi_k25.py"
@@ -62,19 +50,12 @@ PRE_DEPLOY = "make pre-deploy VLLM_VERSION=0.15.1"
 
 
 def _family(target: TargetModel, catalogue: Catalogue) -> tuple[str, tuple[str, ...]]:
-    """The family's name and the built-in patches its EAGLE-3 needs: a family backport's
-    ``[family]`` names its model types (and what else it needs), else DeepSeek's."""
-    types = {target.model_type, target.text_model_type}
-    for patch in catalogue.patches:
-        family = patch.family
-        if family is not None and types & set(family.model_types):
-            return family.name, (*family.needs, patch.name)
-    if is_minimax_m2(target):
-        return "MiniMax-M2", MINIMAX_M2_PATCHES
-    if is_granite(target):
-        return "Granite", GRANITE_PATCHES
-    kimi = KIMI_K25_PATCHES if target.model_type == "kimi_k25" else ()
-    return "DeepSeek-V3-family", DEEPSEEK_PATCHES + kimi
+    """The family's name and the built-in patches its EAGLE-3 needs (``catalogue.targets``, the
+    one owner); a target of no known family (doctor has said so) is judged as DeepSeek's."""
+    found = family_of((target.model_type, target.text_model_type), catalogue)
+    if found is None:
+        return "DeepSeek-V3-family", DEEPSEEK_PATCHES
+    return found.name, found.patches
 
 
 def check_release(vllm_version: str, target: TargetModel, catalogue: Catalogue) -> list[Finding]:

@@ -6,18 +6,16 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ..catalogue.targets import DEEPSEEK_V3_TYPES
+from ..catalogue.targets import GRANITE as GRANITE
+from ..catalogue.targets import MINIMAX_M2 as MINIMAX_M2
 from .configs import AUX_KEY, TargetModel
 
 EAGLE3_ARCHITECTURES = ("LlamaForCausalLMEagle3", "Eagle3LlamaForCausalLM")
 
 
-DEEPSEEK_V3_FAMILY = ("deepseek_v2", "deepseek_v3", "deepseek_v32", "kimi_k2", "kimi_k25")
-
-
-MINIMAX_M2 = "minimax_m2"
-
-# exactly this model_type: granitemoe, granitemoeshared and granitemoehybrid have no EAGLE-3
-GRANITE = "granite"
+# the built-in families' model types: their one owner is catalogue.targets
+DEEPSEEK_V3_FAMILY = DEEPSEEK_V3_TYPES
 
 
 def is_deepseek_v3(target: TargetModel) -> bool:

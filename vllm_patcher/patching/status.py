@@ -53,6 +53,9 @@ def _patch_state(files: list[FileStatus]) -> tuple[PatchState, str | None, str]:
     return PatchState.DRIFTED, method, "only part of this patch is applied"
 
 
+NOT_CHOSEN = "not chosen for this run or this environment"
+
+
 def judge(
     target: Target,
     journal: journal_mod.Journal | None,
@@ -74,7 +77,7 @@ def judge(
         if mine or verdict in (None, Verdict.APPLICABLE):
             state, method, detail = _patch_state(mine)
             if verdict is Verdict.APPLICABLE and not mine:
-                detail = "not selected for this run"
+                detail = NOT_CHOSEN
         elif verdict is Verdict.UPSTREAM:
             assert patch is not None
             state, method, detail = PatchState.UPSTREAM, None, f"vLLM has it from {patch.fixed_in}"

@@ -120,11 +120,12 @@ FAMILY_CHECKS = Path(__file__).with_name("checklib") / "family.py"
 def check_files(lay: Layout) -> list[tuple[str, Path] | tuple[str, Path, dict[str, Any]]]:
     """The behaviour-check files, ``<patch folder>/checks/*.py``, of every patch this release
     needs or has upstream (a check that cannot apply to the release skips itself), and for a
-    family backport the family checks with its description."""
+    family backport the family checks with its description; with a chosen set (``apply NAME``,
+    ``--model``), only the chosen patches' checks: the others are not judged."""
     wanted = (Verdict.APPLICABLE, Verdict.UPSTREAM)
     out: list[tuple[str, Path] | tuple[str, Path, dict[str, Any]]] = []
     for p in lay.catalogue.patches:
-        if lay.verdicts.get(p.name) not in wanted:
+        if lay.verdicts.get(p.name) not in wanted or not lay.catalogue.is_selected(p.name):
             continue
         if p.family is not None:
             out.append((p.name, FAMILY_CHECKS, p.family.as_json(lay.version)))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from ...patching import chosen
 from ...patching.journal import left_in_place
 from ..app import Command, pass_app
 from ..base import Application, waiting
@@ -22,4 +23,5 @@ def revert(app: Application, force: bool) -> None:
     opts = app.options
     target = opts.target()
     result = txn.revert(target, force=force, on_wait=waiting(opts, "revert"))
+    chosen.forget(target.site_packages)  # every file is pristine: no choice stands
     app.show(render.revert(result, target, left_in_place(target.site_packages)))

@@ -9,6 +9,7 @@ from ...catalogue.model import Catalogue
 from ...errors import EXIT_OK
 from ...install import target as target_mod
 from ...patching import status as status_mod
+from ...patching.states import READY
 from .. import outcomes
 from ..base import Shown, chosen_line
 
@@ -20,13 +21,37 @@ if (
     from ...patching.verify import VerifyReport
 
 
-def status(st: status_mod.Status, target: target_mod.Target, check: bool) -> Shown:
+def status(
+    st: status_mod.Status,
+    target: target_mod.Target,
+    check: bool,
+    catalogue: Catalogue | None = None,
+) -> Shown:
     data = {
         **st.to_dict(),
         "chosen_by": target.chosen_by,
         "python": str(target.python) if target.python is not None else None,
     }
-    return Shown(outcomes.status(st.ready, check), data, ["\n".join(status_lines(st, target))])
+    lines = status_lines(st, target)
+    if check:
+        lines.append(check_line(st, catalogue))
+    return Shown(outcomes.status(st.ready, check), data, ["\n".join(lines)])
+
+
+def check_line(st: status_mod.Status, catalogue: Catalogue | None) -> str:
+    """status --check's last line: what passes, or which patches fail and how."""
+    judged = [p for p in st.patches if catalogue is None or catalogue.is_selected(p.name)]
+    what = "chosen patches" if catalogue is not None and catalogue.selected else "patches"
+    if st.in_progress:
+        return "check: not ready: another vllm-patcher run is changing these files right now"
+    failing = [p for p in judged if p.state not in READY]
+    if not failing:
+        return f"check: OK: {len(judged)} {what} applied, upstream or not needed here"
+    by_state: dict[str, list[str]] = {}
+    for p in failing:
+        by_state.setdefault(p.state.value, []).append(p.name)
+    parts = "; ".join(f"{len(v)} {k}: {', '.join(v)}" for k, v in by_state.items())
+    return f"check: FAILED: {len(failing)} of {len(judged)} {what} not ready ({parts})"
 
 
 def status_lines(st: status_mod.Status, target: target_mod.Target | None = None) -> list[str]:
@@ -45,7 +70,10 @@ def status_lines(st: status_mod.Status, target: target_mod.Target | None = None)
         lines.append(
             f"an earlier {st.interrupted} run was interrupted; run apply or revert to recover"
         )
+    others = [p.name for p in st.patches if p.detail == status_mod.NOT_CHOSEN]
     for p in st.patches:
+        if p.detail == status_mod.NOT_CHOSEN:
+            continue
         method = p.method or "-"
         files = ", ".join(p.files) if p.files else "-"
         origin = "" if p.origin == "built-in" else f"   [{p.origin}]"
@@ -55,10 +83,14 @@ def status_lines(st: status_mod.Status, target: target_mod.Target | None = None)
             status_mod.PatchState.UPSTREAM,
         ):
             lines.append(f"      {p.detail}")
+    if others:
+        lines.append(f"  not chosen (not judged): {', '.join(others)}")
     return lines
 
 
-def apply(result: ApplyResult, dry_run: bool) -> Shown:
+def apply(result: ApplyResult, dry_run: bool, catalogue: Catalogue | None = None) -> Shown:
+    """``catalogue``: the run's, its chosen patches selected (none selected: every patch)."""
+    chosen = catalogue.is_selected if catalogue is not None else (lambda name: True)
     if dry_run:  # a dry run's stdout is the diff; what else it says goes to stderr
         text = [result.diff.removesuffix("\n")] if result.diff else []
         if result.diff:
@@ -74,6 +106,7 @@ def apply(result: ApplyResult, dry_run: bool) -> Shown:
     lines = [f"recovered {rel} from an interrupted run" for rel in result.recovered]
     lines += [f"note: {note}" for note in result.notes]
     lines.append(f"vLLM {st.vllm_version} at {st.location}")
+    unneeded = []
     for p in st.patches:
         if p.name in result.methods:
             how = result.methods[p.name]
@@ -83,12 +116,19 @@ def apply(result: ApplyResult, dry_run: bool) -> Shown:
                 else "applied now"
             )
             how = "pinned-diff" if how == "adopted" else how
+        elif not chosen(p.name) and p.state is not status_mod.PatchState.APPLIED:
+            verb, how = "not chosen", ""
         else:
             verb, how = p.state.value, p.method or ""
+            if catalogue is not None and catalogue.selected and p.state in _UNNEEDED:
+                unneeded.append(f"{p.name}: not needed on vLLM {st.vllm_version}: {p.detail}")
         lines.append(f"  {p.name:<22} {verb}" + (f" ({how})" if how else ""))
     if not result.edits:
         lines.append("nothing to do")
-    return Shown(EXIT_OK, result.to_dict(), lines)
+    return Shown(EXIT_OK, result.to_dict(), lines + unneeded)
+
+
+_UNNEEDED = (status_mod.PatchState.UPSTREAM, status_mod.PatchState.NOT_APPLICABLE)
 
 
 def left_in_place(left: LeftInPlace) -> str:

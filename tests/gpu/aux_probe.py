@@ -1,0 +1,232 @@
+"""What reaches the EAGLE-3 drafter, engine by engine: the probe behind docs/gpu-proof.md's Granite
+root cause (run by a maintainer on a lent GPU machine; CI has no GPU).
+
+    python3 -m tests.gpu.aux_probe --python /tmp/venv --out DIR [--cases a,b,...]   (repo root)
+
+Each case is one in-process ``LLM`` (``tests/e2e/engine_run.py``'s engine, dummy weights) of a
+real-size shape from ``tests/gpu/shapes.py`` cut to 8 layers (hidden 4096; the drafter's aux layers
+2, 4, 5) under one graph mode, with two observers installed before vLLM builds anything:
+
+- the target's ``forward`` (``GraniteForCausalLM`` / ``LlamaForCausalLM``): how many aux hidden
+  states it returned, their shapes, and whether any of them shares storage with another or with
+  the final hidden states;
+- the drafter's ``combine_hidden_states``: the width of what the runner concatenated for it
+  (3 x 4096 = 12288 when all three states arrived).
+
+A case may also swap the Granite model's capture (``capture``: ``fresh`` records a new tensor,
+``h + 0``, where the patch records the layer's output itself). Each case writes one JSON line; the
+driver prints them as one table and keeps every log in ``DIR/logs.tar.gz``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import json
+import os
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+
+from tests.gpu import shapes
+
+ROOT = Path(__file__).resolve().parents[2]
+MARK = "aux_probe: "
+LAYERS, AUX = 8, (2, 4, 5)
+MODES = {
+    "eager": {"enforce_eager": True},
+    "piecewise": {
+        "enforce_eager": False,
+        "engine": {"compilation_config": {"cudagraph_mode": "PIECEWISE"}},
+    },
+    "full_decode": {
+        "enforce_eager": False,
+        "engine": {"compilation_config": {"cudagraph_mode": "FULL_DECODE_ONLY"}},
+    },
+    "default": {"enforce_eager": False},
+}
+CASES = {  # name: (shape, mode, capture)
+    "granite-full_decode": ("granite", "full_decode", "patch"),
+    "llama-full_decode": ("llama", "full_decode", "patch"),
+    "granite-eager": ("granite", "eager", "patch"),
+    "granite-fresh-full_decode": ("granite", "full_decode", "fresh"),
+    "granite-default": ("granite", "default", "patch"),
+    "granite-fresh-default": ("granite", "default", "fresh"),
+}
+
+
+def _models(root: Path) -> dict[str, Path]:
+    cut = {"num_hidden_layers": LAYERS}
+    return {
+        "granite": shapes.write(root / "granite", {**shapes.GRANITE, **cut}),
+        "llama": shapes.write(root / "llama", {**shapes.LLAMA, **cut}),
+        "drafter": shapes.write(
+            root / "drafter", {**shapes.DRAFTER, "eagle_aux_hidden_state_layer_ids": list(AUX)}
+        ),
+    }
+
+
+# ---- inside the venv's interpreter ---------------------------------------------------------------
+
+
+def _say(**facts: object) -> None:
+    print(MARK + json.dumps(facts), file=sys.stderr, flush=True)
+
+
+def _observe(capture: str) -> None:
+    import torch
+    from vllm.model_executor.models import granite, llama, llama_eagle3
+
+    seen = {"target": 0, "drafter": 0}
+
+    def describe(name: str, out: object) -> None:
+        seen["target"] += 1
+        if seen["target"] > 4 and not isinstance(out, tuple):
+            return
+        if not isinstance(out, tuple):
+            _say(where="target", cls=name, returned=type(out).__name__)
+            return
+        hidden, aux = out
+        ptrs = [t.untyped_storage().data_ptr() for t in aux]
+        if seen["target"] <= 4 or len(aux) != len(AUX):
+            _say(
+                where="target",
+                cls=name,
+                aux=len(aux),
+                shapes=[list(t.shape) for t in aux],
+                shared=len(set(ptrs)) < len(ptrs) or hidden.untyped_storage().data_ptr() in ptrs,
+            )
+
+    for cls in (granite.GraniteForCausalLM, llama.LlamaForCausalLM):
+        original = cls.forward
+
+        def forward(self, *args, _original=original, _name=cls.__name__, **kwargs):
+            out = _original(self, *args, **kwargs)
+            describe(_name, out)
+            return out
+
+        cls.forward = forward
+
+    combine = llama_eagle3.Eagle3LlamaForCausalLM.combine_hidden_states
+
+    def combine_hidden_states(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        seen["drafter"] += 1
+        if seen["drafter"] <= 4 or hidden_states.shape[-1] != 4096 * len(AUX):
+            _say(where="drafter", width=hidden_states.shape[-1], rows=hidden_states.shape[0])
+        return combine(self, hidden_states)
+
+    llama_eagle3.Eagle3LlamaForCausalLM.combine_hidden_states = combine_hidden_states
+
+    if capture == "fresh":
+
+        def add(self, aux_hidden_states, layer_idx, hidden_states, residual):
+            if layer_idx in self.aux_hidden_state_layers:
+                value = hidden_states + residual if residual is not None else hidden_states + 0
+                aux_hidden_states.append(value)
+            return aux_hidden_states
+
+        granite.GraniteModel._maybe_add_hidden_state = add
+
+
+def worker(case: dict) -> int:
+    os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+    _observe(case["capture"])
+    sys.path.insert(0, str(ROOT / "tests" / "e2e"))
+    import engine_run  # noqa: E402  (the same engine the proof runs)
+
+    started = time.monotonic()
+    answer, ran = engine_run.run(case["args"], case["args"]["drafter"])
+    answer["s"] = round(time.monotonic() - started)
+    print(json.dumps(answer), flush=True)
+    return 0 if ran else 3
+
+
+# ---- the driver (the image's python3) ------------------------------------------------------------
+
+
+def _case_args(models: dict[str, Path], shape: str, mode: str) -> dict:
+    spec = MODES[mode]
+    return {
+        "target": str(models[shape]),
+        "drafter": str(models["drafter"]),
+        "k": 3,
+        "prompts": [[3 + 17 * i, 40 + i, 100 + 3 * i] for i in range(4)],
+        "max_tokens": 32,
+        "load_format": "dummy",
+        "max_model_len": 2048,
+        # a large KV cache where graphs are captured: the fault's capture count moved with its size
+        "gpu_memory_utilization": 0.3 if mode == "default" else 0.12,
+        "enforce_eager": spec["enforce_eager"],
+        "engine": {
+            "kv_cache_memory_bytes": (16 if mode == "default" else 2) << 30,
+            **spec.get("engine", {}),
+        },
+    }
+
+
+def _run_case(python: str, name: str, case: dict, logs: Path, timeout: int) -> dict:
+    log = logs / f"{name}.log"
+    env = {**os.environ, "VLLM_CACHE_ROOT": str(logs / f"cache-{name}"), "PYTHONUNBUFFERED": "1"}
+    started = time.monotonic()
+    try:
+        with log.open("w") as err:
+            proc = subprocess.run(
+                [python, "-m", "tests.gpu.aux_probe", "--worker", json.dumps(case)],
+                cwd=ROOT,
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=err,
+                text=True,
+                timeout=timeout,
+            )
+        lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+        answer = json.loads(lines[-1]) if lines else {"error": f"exit {proc.returncode}, no answer"}
+    except subprocess.TimeoutExpired:
+        answer = {"error": f"no answer in {timeout} s"}
+    seen = [
+        json.loads(ln[len(MARK) :])
+        for ln in log.read_text(errors="replace").splitlines()
+        if ln.startswith(MARK)
+    ]
+    return {"case": name, "s": round(time.monotonic() - started), "answer": answer, "seen": seen}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("--worker")
+    p.add_argument("--python", default="/tmp/venv/bin/python")
+    p.add_argument("--out", default="/tmp/aux-probe")
+    p.add_argument("--cases", default=",".join(CASES))
+    p.add_argument("--jobs", type=int, default=3)
+    p.add_argument("--timeout", type=int, default=400)
+    a = p.parse_args(argv)
+    if a.worker:
+        return worker(json.loads(a.worker))
+    python = a.python if a.python.endswith("python") else str(Path(a.python) / "bin" / "python")
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    logs = Path(tempfile.mkdtemp(prefix="aux-probe-"))
+    models = _models(logs / "models")
+    rows = []
+    with concurrent.futures.ThreadPoolExecutor(a.jobs) as pool:
+        futures = []
+        for name in a.cases.split(","):
+            shape, mode, capture = CASES[name]
+            case = {"capture": capture, "args": _case_args(models, shape, mode)}
+            futures.append(pool.submit(_run_case, python, name, case, logs, a.timeout))
+        for f in futures:
+            row = f.result()
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    (out / "probe.json").write_text(json.dumps(rows, indent=1))
+    with tarfile.open(out / "logs.tar.gz", "w:gz") as tar:
+        for log in logs.glob("*.log"):
+            tar.add(log, arcname=log.name)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,106 @@
+"""Which patches a patching command works on: the names given (with what they need), the ones a
+``--model`` needs, pyproject's ``select``, or what an earlier ``apply`` chose for this environment
+(``patching.chosen``); with none of these, every patch."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import click
+
+from ...catalogue.model import Catalogue
+from ...catalogue.targets import family_of, pulled_in, with_needs
+from ...errors import BadSetting
+from ...install.target import Target
+from ...patching import chosen as chosen_mod
+from ..base import Options, check_names
+
+MODEL_HELP = (
+    "The target model you serve (a directory, or a Hugging Face repo id in the local cache; its "
+    "config.json is read offline): only the patches its family needs on this release."
+)
+
+
+def model_option(f: Any) -> Any:
+    return click.option("--model", "model", metavar="DIR|REPO", help=MODEL_HELP)(f)
+
+
+class Selection(NamedTuple):
+    catalogue: Catalogue  # the whole catalogue, the chosen patches selected (none: every one)
+    choice: chosen_mod.Choice | None  # what this run chose (apply records it), or None
+    source: str  # "names", "model", "pyproject", "recorded" or "every"
+    pulled: dict[str, str]  # patch -> the named patch that needs it (added to the names)
+    family: str | None = None  # the --model's family
+
+
+def family_patches(opts: Options, model: str, catalogue: Catalogue) -> tuple[str, tuple[str, ...]]:
+    """The family of the ``--model`` target and its patches (needs included): a usage error for
+    a drafter or a model no patch here is for."""
+    from ...models.configs import read_config
+    from ...models.families import described, looks_like_drafter
+    from ...models.hub import locate_model
+
+    source = locate_model(model, "model", opts.hub_python)
+    config = read_config(Path(source.path), "model")
+    if looks_like_drafter(config):
+        raise BadSetting(
+            f"--model {model} is an EAGLE-3 drafter ({described(config)}); give the target "
+            "model it drafts for"
+        )
+    text = config.get("text_config")
+    types = [config.get("model_type"), text.get("model_type") if isinstance(text, dict) else None]
+    found = family_of([t for t in types if isinstance(t, str)], catalogue)
+    if found is None:
+        raise BadSetting(
+            f"--model {model}: no patch here is for its model type ({described(config)}); "
+            "vllm-patcher list shows the families it patches"
+        )
+    return found.name, found.patches
+
+
+def select(
+    opts: Options, target: Target, names: tuple[str, ...] = (), model: str | None = None
+) -> Selection:
+    check_names(*names)
+    if names and model:
+        raise BadSetting("give patch NAMES or --model, not both")
+    from ...catalogue.folders import load_catalogue, user_folders
+
+    folders, select_list = user_folders(opts.patch_dirs)
+    whole = load_catalogue(folders)
+    if model:
+        family, found = family_patches(opts, model, whole)
+        patches = with_needs(whole, found)
+        choice = chosen_mod.Choice(patches, (model,))
+        return Selection(whole.select(patches), choice, "model", {}, family)
+    if names:
+        whole.select(names)  # an unknown name is refused by name, before needs are read
+        # what a patch needs matters only where the patch itself does something
+        active = [n for n in names if _needed(whole, n, target.version)]
+        full = tuple(sorted({*names, *with_needs(whole, active)}, key=whole.order))
+        choice = chosen_mod.Choice(full)
+        return Selection(whole.select(full), choice, "names", pulled_in(whole, active))
+    if select_list:
+        return Selection(whole.select(select_list), None, "pyproject", {})
+    recorded = chosen_mod.read(target.site_packages)
+    if recorded is not None:
+        known = [n for n in recorded.patches if n in whole.names]
+        if known:
+            return Selection(whole.select(known), None, "recorded", {})
+    return Selection(whole, None, "every", {})
+
+
+def _needed(catalogue: Catalogue, name: str, version: str) -> bool:
+    patch = catalogue.get(name)
+    return patch is not None and patch.covers(version) and not patch.is_upstream(version)
+
+
+def said(sel: Selection) -> str | None:
+    """The stderr line naming the chosen set, or None when every patch is judged."""
+    chosen = [n for n in sel.catalogue.names if n in sel.catalogue.selected]
+    if sel.source == "model":
+        return f"--model: a {sel.family} target needs {', '.join(chosen)}"
+    if sel.source == "recorded":
+        return f"judging the patches chosen at apply: {', '.join(chosen)} (others: not chosen)"
+    return None
