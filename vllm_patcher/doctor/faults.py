@@ -1,25 +1,28 @@
-"""Faults of vLLM itself that no patch here cures, measured on a GPU, each with the workaround
-measured there. doctor and serve-args warn before the load; rehearse names the fault when the
-engine dies of it (``rehearse.failures``). The one owner of each fact below.
+"""Known failures measured on a GPU, each with the workaround measured there: doctor and serve-args
+warn before the load; rehearse names the failure when the engine dies of it
+(``rehearse.failures``). The one owner of each fact below.
 
-The Granite drafter-graph fault (issue 34), measured on vLLM 0.25.0 with an H200 (torch 2.11,
-CUDA 13), a granite-3.3-8b-shaped target and a one-layer EAGLE-3 drafter, dummy weights:
+The Granite graph failure (issues 34 and 58). Measured on vLLM 0.25.0 (torch 2.11, CUDA 13), on
+an H200 and an H100, with ``eagle3-granite`` applied, a granite-3.3-8b-shaped target (hidden
+4096) and a one-layer EAGLE-3 drafter, dummy weights:
 - CUDA graphs on (vLLM's default, ``FULL_AND_PIECEWISE``): the engine dies with ``CUDA error: an
-  illegal memory access was encountered``, raised in FlashAttention 3's split-KV combine kernel
-  (``flash_fwd_combine_launch_template.h``, under CUDA_LAUNCH_BLOCKING=1) while the V2 model
-  runner captures the drafter's FULL prefill graphs (26, 42 or 46 of 49 sizes, varying with the
-  KV cache's size). Five runs, each ending so.
-- Unchanged with our capture copied (``hidden_states.clone()``), the attention scale 1/sqrt(128),
-  untied embeddings, or every muP multiplier at 1.0: none of the Granite-specific parts our
-  backport or the config brings decides it. Our forward is upstream's own Granite change (0.32.0)
-  line for line. ``LlamaForCausalLM`` at the identical shape and drafter: ready.
-- Works: ``cudagraph_mode`` PIECEWISE (ready in 128 s, drafts counted), the V1 model runner
-  (``VLLM_USE_V2_MODEL_RUNNER=0``), ``--enforce-eager``. Tiny Granite models (hidden 128): fine
-  with graphs on, acceptance 100% / 1.7% as in eager mode.
-The releases: the V2 model runner is the default for dense unquantized targets from 0.22.0 and
-captures the drafter's prefill in FULL graphs there (read from the wheels 0.20.0-0.31.0; 0.20.x
-and 0.21.0 default to the V1 runner). From 0.32.0 Granite's EAGLE-3 is upstream and not measured
-here (its torch 2.13 does not run on the lent GPU's image).
+  illegal memory access was encountered`` while the V2 model runner captures the drafter's FULL
+  prefill graphs. ``LlamaForCausalLM`` at the identical shape, drafter and KV cache size (22230
+  blocks) serves; Granite with every muP multiplier neutral (Llama's arithmetic) and Granite with
+  8 layers still crash: not the KV cache, not Granite's numbers, not the depth.
+- ``cudagraph_mode`` ``FULL_DECODE_ONLY``: the profile run dies in the drafter's
+  ``combine_hidden_states`` (``mat1 and mat2 shapes cannot be multiplied (8192x4096 and
+  12288x4096)``): the drafter got one 4096-wide aux hidden state where EAGLE-3 needs three.
+  Llama at 40 layers in the same mode serves.
+So the failure follows our Granite path, not a vLLM kernel: it is this tool's until a
+reproduction without our code says otherwise (issue 58). PIECEWISE graphs started and drafted, but
+with dummy weights drafts say nothing about whether the drafter got the right states, so
+PIECEWISE is not offered as proven. ``--enforce-eager`` and the V1 model runner
+(``VLLM_USE_V2_MODEL_RUNNER=0``) take the failing path out. Tiny Granite models (hidden 128)
+speculate at 100% / 1.7% (right / shifted aux layers) under graphs, which is why the earlier proof
+did not see it. The V2 model runner is the default for dense unquantized targets from 0.22.0
+(0.20.x-0.21.x default to V1); from 0.32.0 Granite's EAGLE-3 is upstream (the same capture as
+ours, line for line) and not measured here.
 """
 
 from __future__ import annotations
@@ -35,10 +38,11 @@ from ..releases import release_of
 from ..serving.args import option_name
 
 PIECEWISE_FLAG = """--compilation-config '{"cudagraph_mode": "PIECEWISE"}'"""
+CHECK = "known-failure"  # doctor's check name for these warnings
 
 
 @dataclass(frozen=True)
-class EngineFault:
+class KnownFailure:
     key: str
     architectures: tuple[str, ...]  # the target classes it hits (as vLLM resolves them)
     model_types: tuple[str, ...]  # their config.json model_type (what doctor reads)
@@ -46,6 +50,7 @@ class EngineFault:
     what: str  # what happens, in a sentence
     workaround: str  # what to add to vllm serve, measured
     measured: str  # where it was measured
+    patch: str  # the patch whose path it is
 
     def hits(self, architecture: str | None, vllm_version: str) -> bool:
         return architecture in self.architectures and release_of(vllm_version) in self.releases
@@ -55,32 +60,32 @@ class EngineFault:
 
     def finding(self, vllm_version: str) -> Finding:
         return Finding(
-            "engine-fault",
+            CHECK,
             WARNING,
-            f"vLLM {vllm_version} with CUDA graphs on (its default) dies while capturing the "
-            f"drafter's CUDA graphs for a {'/'.join(self.architectures)} target: {self.what} "
-            f"(a fault of vLLM, not of the patch; {self.measured})",
+            f"on vLLM {vllm_version}, {self.patch}'s {'/'.join(self.architectures)} path fails "
+            f"under CUDA graphs (vLLM's default) on the V2 model runner at real sizes: "
+            f"{self.what} ({self.measured}; root cause open, not shown to be vLLM's)",
             f"serve with {self.workaround}",
         )
 
 
-GRANITE_DRAFTER_GRAPHS = EngineFault(
+GRANITE_DRAFTER_GRAPHS = KnownFailure(
     key="granite-drafter-graphs",
     architectures=("GraniteForCausalLM",),
     model_types=("granite",),
     releases=SpecifierSet(">=0.22.0,<0.32.0"),
-    what="CUDA error: an illegal memory access was encountered, in the V2 model runner's FULL "
-    "graph capture of the drafter's prefill",
-    workaround=f"{PIECEWISE_FLAG} (measured: ready, drafts counted), or the V1 model runner "
-    "(VLLM_USE_V2_MODEL_RUNNER=0, measured: ready), or --enforce-eager",
-    measured="measured on vLLM 0.25.0 on an H200, granite-3.3-8b shape; 0.22.0-0.31.x take the "
-    "same code path",
+    what="an illegal memory access while the drafter's FULL prefill graphs are captured, and "
+    "with FULL_DECODE_ONLY graphs the drafter receives one aux hidden state where three are due",
+    workaround="--enforce-eager, or the V1 model runner (VLLM_USE_V2_MODEL_RUNNER=0); PIECEWISE "
+    "graphs start and draft but are not proven to feed the drafter the right states",
+    measured="measured on vLLM 0.25.0, granite-3.3-8b shape; 0.22.0-0.31.x take the same path",
+    patch="eagle3-granite",
 )
 FAULTS = (GRANITE_DRAFTER_GRAPHS,)
 
 
-def known(architecture: str | None, vllm_version: str) -> list[EngineFault]:
-    """The faults a target class meets on a release with vLLM's default settings."""
+def known(architecture: str | None, vllm_version: str) -> list[KnownFailure]:
+    """The known failures a target class meets on a release with vLLM's default settings."""
     return [f for f in FAULTS if f.hits(architecture, vllm_version)]
 
 
@@ -94,12 +99,13 @@ _EAGER, _NO_EAGER = "--enforce-eager", "--no-enforce-eager"
 _CC, _LEVEL = "--compilation-config", "--optimization-level"
 _KNOWN = (_EAGER, _NO_EAGER, _CC, _LEVEL)
 _CC_DOTTED = ("-cc.", "--compilation-config.", "--compilation_config.")
-# cudagraph modes off the failing path: none, or piecewise only (CUDAGraphMode NONE = 0,
-# PIECEWISE = 1); FULL_DECODE_ONLY was not measured, so it is not counted
-_SAFE_MODES = {"NONE", "PIECEWISE", "0", "1"}
-# --optimization-level (-O): 0 captures no graphs, 1 piecewise ones (vLLM's OPTIMIZATION_LEVEL_00,
-# _01 in config/vllm.py, 0.25.0); a cudagraph_mode given beside it wins
-_SAFE_LEVELS = {"0", "1"}
+# cudagraph modes off the failing path: none (CUDAGraphMode NONE = 0). PIECEWISE (1) started and
+# drafted at 8B shape but is not proven to feed the drafter the right states; FULL_DECODE_ONLY
+# fails: neither is counted
+_SAFE_MODES = {"NONE", "0"}
+# --optimization-level (-O): 0 captures no graphs (vLLM's OPTIMIZATION_LEVEL_00 in
+# config/vllm.py, 0.25.0); 1 captures piecewise ones; a cudagraph_mode given beside it wins
+_SAFE_LEVELS = {"0"}
 
 
 def _mode(value: object) -> str | None:
@@ -131,7 +137,7 @@ def _runner_v1(env: Mapping[str, str]) -> bool:
 
 def avoided(serve_args: Sequence[str], env: Mapping[str, str]) -> bool:
     """Whether the server's arguments or environment take it off the failing path (eager mode,
-    graphs other than FULL for the drafter, or the V1 model runner), read as vLLM reads them: the
+    no CUDA graphs, or the V1 model runner), read as vLLM reads them: the
     last of repeated flags wins, a whole ``--compilation-config``/``-cc`` replaces an earlier one,
     and the dotted ``-cc.KEY=VALUE`` pieces, merged, come last. Where unsure: not avoided."""
     if _runner_v1(env):

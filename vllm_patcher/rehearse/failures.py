@@ -157,16 +157,15 @@ def _illegal_address(m: re.Match[str], target: str | None, phase: str | None) ->
     fault = GRANITE_DRAFTER_GRAPHS
     if phase == DRAFTER_CAPTURE and target in fault.architectures:
         return (
-            f"vLLM's own fault (not the patch's): {fault.what}; {fault.measured}",
-            f"serve with {fault.workaround} (if the drafter's graphs were PIECEWISE already, "
-            "this is another fault: rehearse with --enforce-eager)",
+            f"the known failure of {fault.patch}'s {target} path under CUDA graphs (root cause "
+            f"open, not shown to be vLLM's): {fault.what}; {fault.measured}",
+            f"serve with {fault.workaround}",
         )
     if phase in (TARGET_CAPTURE, DRAFTER_CAPTURE):
         return (
             f"the GPU hit an illegal memory access{_during(phase)}",
             f"rehearse again with {PIECEWISE_FLAG}: if it is then ready, the FULL graphs are "
-            "the cause (that cured the Granite drafter's case, measured on vLLM 0.25.0); "
-            "--enforce-eager leaves graphs out entirely",
+            "involved; --enforce-eager leaves graphs out entirely",
         )
     return (
         f"the GPU hit an illegal memory access{_during(phase)}",

@@ -55,7 +55,7 @@ class Plan:
     max_tokens: int = 16
     log_given: Path | None = None
     apply_command: str = "vllm-patcher apply"  # as the user pastes it for this environment
-    known_faults: tuple[str, ...] = ()  # keys of vLLM's own faults it walks into (known_faults())
+    known_faults: tuple[str, ...] = ()  # keys of the known failures it walks into (known_faults())
 
     @property
     def speculative(self) -> bool:
@@ -121,8 +121,8 @@ def plan(
     )
 
 
-def known_faults(p: Plan, vllm_version: str) -> list[faults.EngineFault]:
-    """vLLM's own faults (``doctor.faults``) this rehearsal walks into: the target's class as its
+def known_faults(p: Plan, vllm_version: str) -> list[faults.KnownFailure]:
+    """The known failures (``doctor.faults``) this rehearsal walks into: the target's class as its
     config.json names it (a local folder; a hub id is not looked up), on this release, with no
     serve flag or environment that avoids them."""
     try:

@@ -29,7 +29,7 @@ def serve_args_problems(report: Any) -> Shown:
 # Warnings serve-args repeats on stderr: vLLM's own faults (serve-args cannot see the serve flags
 # that avoid them; rehearse can) and the causes of low acceptance a server would not show.
 SERVE_ARGS_WARNS = (
-    "engine-fault", "flags", "positions", "trained-for", "capture", "d2t", "kv-page"
+    "known-failure", "flags", "positions", "trained-for", "capture", "d2t", "kv-page"
 )  # fmt: skip
 
 

@@ -9,7 +9,7 @@ from .. import outcomes
 from ..base import Shown
 
 if TYPE_CHECKING:  # the rehearsal's machinery is imported when it runs
-    from ...doctor.faults import EngineFault
+    from ...doctor.faults import KnownFailure
     from ...rehearse.run import Plan, Rehearsal
 
 
@@ -21,16 +21,17 @@ def rehearsal(result: Rehearsal) -> Shown:
     return Shown(code, rehearsal_mod.to_dict(result), report.lines(result))
 
 
-def opening(plan: Plan, known: Sequence[EngineFault] = ()) -> list[str]:
+def opening(plan: Plan, known: Sequence[KnownFailure] = ()) -> list[str]:
     """The lines on stderr as the rehearsal starts: what runs, what of the user's was replaced,
-    and vLLM's own faults it is about to walk into (with the flag that avoids each)."""
+    and the known failures it is about to walk into (with the flags that avoid each)."""
     drafter = "; the drafter with its own weights" if plan.real_drafter else ""
     return [
         f"vllm serve {plan.args.model} with --load-format dummy: random weights, no checkpoint "
         f"read{drafter}",
         *(f"ignored: {note}" for note in plan.ignored),
         *(
-            f"known fault ({f.key}): {f.what}; {f.measured}. Avoid it with {f.workaround}"
+            f"known failure ({f.key}) of {f.patch}'s path, not shown to be vLLM's: {f.what}; "
+            f"{f.measured}. Avoid it with {f.workaround}"
             for f in known
         ),
     ]
