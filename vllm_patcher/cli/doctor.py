@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import shlex
+from typing import Any
+
 import click
 
 from .. import doctor as doctor_mod
+from ..findings import OK, PROBLEM, Finding
 from ..errors import ServeRefused, TargetNotFound
 from .app import Command, pass_app
 from .base import Application, Options
@@ -45,6 +49,46 @@ _TENSOR_OPTION = click.option(
 )
 _MODEL_HELP = "Target model: a directory, or a Hugging Face repo id found in the local cache."
 _DRAFTER_HELP = "EAGLE-3 drafter: a directory, or a Hugging Face repo id found in the local cache."
+
+
+NOT_CHECKED = (
+    "venv: not checked: --vllm-version judges the release, not a venv's files; give --python V "
+    "(without --vllm-version) to judge the venv that will serve"
+)
+
+
+def venv_finding(opts: Options, model_dir: str, report: Any) -> Finding | None:
+    """Whether the venv doctor judges (the installed vLLM) has the patches this target needs on
+    its release: a problem naming the apply that fixes it, or an ok line saying so."""
+    from ..catalogue.folders import load_catalogue, user_folders
+    from ..catalogue.targets import family_of
+    from ..patching import status as status_mod
+    from ..patching.states import READY
+
+    t = report.target
+    if t is None:
+        return None
+    folders, _ = user_folders(opts.patch_dirs)
+    catalogue = load_catalogue(folders)
+    family = family_of((t.model_type, t.text_model_type), catalogue)
+    if family is None:
+        return None
+    target = opts.target()
+    st = status_mod.read_status(target, catalogue.select(family.patches))
+    mine = [p for p in st.patches if p.name in family.patches]
+    where = target.python if target.python is not None else target.site_packages
+    failing = [p for p in mine if p.state not in READY]
+    if not failing:
+        said = ", ".join(f"{p.name} {p.state.value}" for p in mine)
+        return Finding("venv", OK, f"{where} has what a {family.name} target needs: {said}")
+    said = ", ".join(f"{p.name} {p.state.value}" for p in failing)
+    return Finding(
+        "venv",
+        PROBLEM,
+        f"{where} lacks what a {family.name} target needs on vLLM {target.version} ({said}): "
+        "its vLLM would refuse the EAGLE-3 drafter after the load",
+        target.command(f"apply --model {shlex.quote(model_dir)}"),
+    )
 
 
 def _doctor_release(opts: Options, vllm_version: str | None) -> str:
@@ -96,7 +140,11 @@ def doctor(
         pipeline=pipeline,
         tensor=tensor,
     )
-    app.show(render.doctor(report, fix))
+    venv = None if vllm_version is not None else venv_finding(opts, model_dir, report)
+    if venv is not None:
+        report.findings.append(venv)
+    note = NOT_CHECKED if vllm_version is not None and report.target is not None else None
+    app.show(render.doctor(report, fix, note))
 
 
 @click.command("serve-args", cls=Command)
@@ -146,6 +194,9 @@ def serve_args(
         served_len=served_len,
         tensor=tensor,
     )
+    venv = None if vllm_version is not None else venv_finding(opts, model_dir, report)
+    if venv is not None:
+        report.findings.append(venv)
     if not report.ok:
         app.display(render.serve_args_problems(report))
         raise ServeRefused(

@@ -11,9 +11,12 @@ from .. import outcomes
 from ..base import Shown
 
 
-def doctor(report: Any, fix: bool) -> Shown:
+def doctor(report: Any, fix: bool, note: str | None = None) -> Shown:
+    """``note``: a last line saying what was not judged (the venv, under --vllm-version)."""
     code = outcomes.found("doctor", "ok" if report.ok else "problem")
-    return Shown(code, report.to_dict(), doctor_lines(report, fix))
+    data = report.to_dict()
+    data["venv_checked"] = note is None and any(f.check == "venv" for f in report.findings)
+    return Shown(code, data, doctor_lines(report, fix) + ([note] if note else []))
 
 
 def serve_args_problems(report: Any) -> Shown:
