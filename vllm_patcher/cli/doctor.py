@@ -8,8 +8,8 @@ from typing import Any
 import click
 
 from .. import doctor as doctor_mod
-from ..findings import OK, PROBLEM, Finding
 from ..errors import ServeRefused, TargetNotFound
+from ..findings import OK, PROBLEM, Finding
 from .app import Command, pass_app
 from .base import Application, Options
 from .render import models as render
