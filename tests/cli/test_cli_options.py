@@ -237,7 +237,8 @@ def test_list_checks_a_named_environment_and_marks_its_release(tree_copy, tmp_pa
     site = tree_copy("0.15.1")
     proc = run_cli("list", "--target", str(site))
     assert proc.returncode == 0, proc.stderr
-    assert any(line.startswith("0.15.1* ") for line in proc.stdout.splitlines()), proc.stdout
+    assert "what apply does on vLLM 0.15.1*:" in proc.stdout.splitlines(), proc.stdout
+    assert "  eagle3-granite        pinned-diff" in proc.stdout.splitlines(), proc.stdout
     data = json.loads(run_cli("--json", "list", "--target", str(site)).stdout)
     assert data["installed"] == {"vllm_version": "0.15.1", "site_packages": str(site)}
     assert "installed" not in json.loads(run_cli("--json", "list").stdout)

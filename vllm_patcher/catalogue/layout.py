@@ -169,23 +169,27 @@ def pinned_reference(catalogue: Catalogue, version: str) -> tuple[dict[str, str]
 def release_matrix(catalogue: Catalogue) -> list[dict[str, Any]]:
     """What apply does on every release a patch is pinned for, patch by patch: the rows of
     ``list`` (``upstream``, ``not-applicable``, ``pinned-diff``, ``transform``, ``unported``)."""
-    rows: list[dict[str, Any]] = []
-    for version in pinned_versions(catalogue):
-        lay = layout(catalogue, version, {})
-        cells = {}
-        for p in catalogue.patches:
-            verdict = lay.verdicts[p.name]
-            # what apply does there: a diff outside releases (or upstream) is not used
-            if verdict is Verdict.UPSTREAM:
-                cells[p.name] = "upstream"
-            elif verdict is Verdict.OUTSIDE:
-                cells[p.name] = "not-applicable"
-            elif p.pin(version) is not None:
-                cells[p.name] = "pinned-diff"
-            elif p.transforms:  # a release the codemods were pinned for, without this change
-                pinned_here = any(q.pin(version) for q in catalogue.patches if q.transforms)
-                cells[p.name] = "not-applicable" if pinned_here else "transform"
-            else:
-                cells[p.name] = "unported"
-        rows.append({"version": version, "pinned": True, "patches": cells})
-    return rows
+    return [release_row(catalogue, v, pinned=True) for v in pinned_versions(catalogue)]
+
+
+def release_row(catalogue: Catalogue, version: str, pinned: bool | None = None) -> dict[str, Any]:
+    """``list``'s row for one release (pinned or not): what apply does there, patch by patch."""
+    lay = layout(catalogue, version, {})
+    pinned_here = any(q.pin(version) for q in catalogue.patches if q.transforms)
+    cells = {}
+    for p in catalogue.patches:
+        verdict = lay.verdicts[p.name]
+        # what apply does there: a diff outside releases (or upstream) is not used
+        if verdict is Verdict.UPSTREAM:
+            cells[p.name] = "upstream"
+        elif verdict is Verdict.OUTSIDE:
+            cells[p.name] = "not-applicable"
+        elif p.pin(version) is not None:
+            cells[p.name] = "pinned-diff"
+        elif p.transforms:  # a release the codemods were pinned for, without this change
+            cells[p.name] = "not-applicable" if pinned_here else "transform"
+        else:
+            cells[p.name] = "unported"
+    if pinned is None:
+        pinned = version in pinned_versions(catalogue)
+    return {"version": version, "pinned": pinned, "patches": cells}

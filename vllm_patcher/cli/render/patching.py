@@ -211,10 +211,35 @@ def verify(report: VerifyReport, tiers: tuple[str, ...], busy: str) -> Shown:
     return Shown(code, report.to_dict(), lines)
 
 
+def terminal_width() -> int:
+    """The width ``list`` folds its text to: $COLUMNS, else the terminal's, else 100."""
+    import shutil
+
+    return max(60, shutil.get_terminal_size((100, 24)).columns)
+
+
+def _ranges(rows: list[dict[str, Any]], name: str) -> list[str]:
+    """One patch's cells over the releases, consecutive equal ones folded into a range."""
+    runs: list[list[Any]] = []  # [first, last, cell]
+    for row in rows:
+        cell = row["patches"][name]
+        if runs and runs[-1][2] == cell:
+            runs[-1][1] = row["version"]
+        else:
+            runs.append([row["version"], row["version"], cell])
+    return [f"{a}-{b} {cell}" if a != b else f"{a} {cell}" for a, b, cell in runs]
+
+
 def list_(
-    catalogue: Catalogue, rows: list[dict[str, Any]], installed: target_mod.Target | None
+    catalogue: Catalogue,
+    rows: list[dict[str, Any]],
+    installed: target_mod.Target | None,
+    width: int = 100,
 ) -> Shown:
-    """The catalogue and its release matrix (``rows``), the installed release marked."""
+    """The catalogue and what apply does on the releases of ``rows`` (every pinned release, or
+    one), folded to ``width`` columns; the installed release marked."""
+    import textwrap
+
     patches = [
         {
             "name": p.name,
@@ -237,25 +262,42 @@ def list_(
             "vllm_version": installed.version,
             "site_packages": str(installed.site_packages),
         }
+
+    def fold(head: str, text: str) -> list[str]:
+        return textwrap.wrap(
+            text,
+            width,
+            initial_indent=f"{head:<24}",
+            subsequent_indent=" " * 24,
+            break_on_hyphens=False,
+            break_long_words=False,
+        ) or [head]
+
     lines = []
     for p in catalogue.patches:
         fixed = f", upstream from {p.fixed_in}" if p.fixed_in else ""
-        lines.append(f"{p.name:<22} {p.summary}")
-        lines.append(f"{'':<22} releases {p.releases or 'any'}{fixed}; from {p.origin}")
+        lines += fold(p.name, p.summary)
+        lines += fold("", f"releases {p.releases or 'any'}{fixed}; from {p.origin}")
     lines.append("")
-    names = catalogue.names
-    lines.append(f"{'release':<10}" + "".join(f"{n[:22]:<24}" for n in names))
-    for row in rows:
+    if len(rows) == 1:
+        row = rows[0]
         mark = "*" if installed is not None and row["version"] == installed.version else ""
-        release = f"{row['version']}{mark}"
-        lines.append(f"{release:<10}" + "".join(f"{row['patches'][n]:<24}" for n in names))
+        pinned = "" if row["pinned"] else " (no pin for it: the codemods, where a patch has one)"
+        lines.append(f"what apply does on vLLM {row['version']}{mark}{pinned}:")
+        lines += [f"  {name:<22}{row['patches'][name]}" for name in catalogue.names]
+    else:
+        lines.append("what apply does, release by release (the pinned releases):")
+        for name in catalogue.names:
+            lines += fold(f"  {name}", "; ".join(_ranges(rows, name)))
+        if installed is not None:
+            lines.append(f"installed: vLLM {installed.version}*")
     if installed is not None:
         lines.append(f"* installed at {installed.site_packages} ({chosen_line(installed)})")
-    lines.append(
-        f"{'<' + str(support.first_patchable(catalogue)):<10}refused (no EAGLE-3 allow-list to widen)"
-    )
-    lines.append(
+    lines += textwrap.wrap(
+        f"before {support.first_patchable(catalogue)}: refused (no EAGLE-3 allow-list to widen); "
         "other releases in range: libcst transforms for the built-ins that have one (apply "
-        "--strict refuses); the others are unported there"
+        "--strict refuses), the others unported there; list --vllm-version X shows one release",
+        width,
+        break_on_hyphens=False,
     )
     return Shown(EXIT_OK, data, lines)
