@@ -26,7 +26,12 @@ KEEP_VENVS    ?= 0.15.1 0.17.1
 UNIT_PYTHONS  ?= 3.10 3.13
 unit_python = $(or $(PYTHON_$(1)),$(addsuffix /bin/python$(1),$(shell pyenv prefix $(1) 2>/dev/null)),$(shell command -v python$(1) 2>/dev/null))
 
-# make serve: what the pre-deploy hook protects.
+# make serve: what the pre-deploy hook protects. VLLM_VENV=/path/to/your/venv: serve from the
+# vLLM venv you have (never created, changed but for the patches, or removed here); the tool runs
+# from a venv of its own (TOOL_VENV), or TOOL=/path/to/vllm-patcher. Empty: today's .venv.
+VLLM_VENV     ?=
+TOOL_VENV     ?= .venv-tool
+TOOL          ?= $(TOOL_VENV)/bin/vllm-patcher
 MODEL         ?= /models/Kimi-K2.5
 DRAFTER       ?= /models/Kimi-K2.5-eagle3
 TP            ?= 8
@@ -41,14 +46,15 @@ RAY_ADDRESS   ?= auto
 # The releases the built-ins' codemods are pinned for, read from the patch folders (no list to keep).
 PINNED = $(shell ls -d patches/*/vllm-* 2>/dev/null | sed 's|.*/vllm-||' | sort -u -V)
 
-.PHONY: help pre-deploy cluster-pre-deploy serve test lint unit bench pin dev test-venv clean gpu-proof \
+.PHONY: help pre-deploy cluster-pre-deploy serve serve-prepare test lint unit bench pin dev test-venv clean gpu-proof \
         test-venv-0171 test-releases unit-pythons unit-venvs engine-venvs
 
 help:
 	@echo "make pre-deploy   create $(VENV) with vllm==$(VLLM_VERSION), apply the patches, verify them"
 	@echo "make cluster-pre-deploy  apply, verify, status on every node of the Ray cluster at $(RAY_ADDRESS)"
 	@echo "make serve        pre-deploy, doctor, a rehearsal with dummy weights (REHEARSE=0 skips it), then"
-	@echo "                  vllm serve $(MODEL) with the EAGLE-3 drafter $(DRAFTER)"
+	@echo "                  vllm serve $(MODEL) with the EAGLE-3 drafter $(DRAFTER);"
+	@echo "                  VLLM_VENV=/path/to/your/venv serves from your venv (apply --model there)"
 	@echo "make test         lint, the interpreter tier under Python $(UNIT_PYTHONS), the whole test suite"
 	@echo "                  (creates the cached vLLM venvs when missing); a time per tier at the end"
 	@echo "make unit-pythons the tests that can differ between Pythons, under Python $(UNIT_PYTHONS)"
@@ -58,7 +64,11 @@ help:
 	@echo "make pin          maintainer: regenerate patches/ from the release wheels"
 
 # --- pre-deploy hook ---------------------------------------------------------------------------
+# $(VENV) is replaced only when this Makefile made it (a .vllm-* marker in it): a folder of yours
+# given as VENV= is refused, never removed.
 $(VENV)/.vllm-$(VLLM_VERSION):
+	@if [ -e "$(VENV)" ] && ! ls "$(VENV)"/.vllm-* >/dev/null 2>&1; then \
+	  echo "make: $(VENV) was not made by this Makefile: not replacing it (serve from your own venv with make serve VLLM_VENV=$(VENV))" >&2; exit 2; fi
 	rm -rf $(VENV)
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q "vllm==$(VLLM_VERSION)"
@@ -85,16 +95,30 @@ cluster-pre-deploy: $(VENV)/.vllm-$(VLLM_VERSION)
 # cause and fix. REHEARSE=0 skips it.
 # MAX_MODEL_LEN=N: the served context, passed to vllm serve and to doctor (the drafter's positions)
 LEN_FLAG       = $(if $(MAX_MODEL_LEN),--max-model-len $(MAX_MODEL_LEN))
-serve: pre-deploy
-	$(VENV)/bin/vllm-patcher doctor --model $(MODEL) --drafter $(DRAFTER) $(LEN_FLAG) \
+# With VLLM_VENV: the tool of TOOL (its own venv, made here) on your venv, the patches your MODEL
+# needs (apply --model), verify and status --check of that choice; without it, pre-deploy's .venv.
+SERVE_VENV     = $(or $(VLLM_VENV),$(VENV))
+SERVE_TOOL     = $(if $(VLLM_VENV),$(TOOL) --python $(VLLM_VENV),$(VENV)/bin/vllm-patcher)
+serve: $(if $(VLLM_VENV),serve-prepare,pre-deploy)
+	$(SERVE_TOOL) doctor --model $(MODEL) --drafter $(DRAFTER) $(LEN_FLAG) \
 	  --tensor-parallel-size $(TP)
-	spec="$$($(VENV)/bin/vllm-patcher serve-args --model $(MODEL) --drafter $(DRAFTER) \
+	spec="$$($(SERVE_TOOL) serve-args --model $(MODEL) --drafter $(DRAFTER) \
 	  --num-speculative-tokens $(NUM_SPEC) $(LEN_FLAG) --tensor-parallel-size $(TP))" && \
-	if [ "$(REHEARSE)" != 0 ]; then $(VENV)/bin/vllm-patcher rehearse -- $(MODEL) \
+	if [ "$(REHEARSE)" != 0 ]; then $(SERVE_TOOL) rehearse -- $(MODEL) \
 	  --tensor-parallel-size $(TP) $(LEN_FLAG) $(SERVE_FLAGS) --speculative-config "$$spec" \
 	  || exit $$?; fi && \
-	$(VENV)/bin/vllm serve $(MODEL) --port $(PORT) --tensor-parallel-size $(TP) $(LEN_FLAG) \
+	$(SERVE_VENV)/bin/vllm serve $(MODEL) --port $(PORT) --tensor-parallel-size $(TP) $(LEN_FLAG) \
 	  $(SERVE_FLAGS) --speculative-config "$$spec"
+
+# Your venv, as it is: checked to hold a Python, then patched for MODEL by the tool's own venv.
+serve-prepare:
+	@[ -x "$(VLLM_VENV)/bin/python" ] || { echo "make: VLLM_VENV=$(VLLM_VENV) has no bin/python: give the venv that holds your vLLM" >&2; exit 2; }
+	@if [ "$(TOOL)" = "$(TOOL_VENV)/bin/vllm-patcher" ]; then \
+	  [ -x "$(TOOL_VENV)/bin/python" ] || $(PYTHON) -m venv $(TOOL_VENV) || exit 1; \
+	  $(TOOL_VENV)/bin/pip install -q . || exit 1; fi
+	$(SERVE_TOOL) apply --model $(MODEL)
+	$(SERVE_TOOL) verify
+	@$(SERVE_TOOL) status --check
 
 # --- development ---------------------------------------------------------------------------------
 # The installer of the venvs `make test` builds (the suite's own, the unit tier's, the real vLLM

@@ -187,6 +187,15 @@ class SweepInterrupted(PatcherError):
 
 # rehearse: the report is printed, then one of these (a refusal of vLLM's own argument parser
 # exits 2, EXIT_USAGE, as `vllm serve` does)
+EXIT_NO_DEVICE = 24  # rehearse: the venv's vLLM finds no device it can run on; no server started
+
+
+class NoDevice(PatcherError):
+    """The target's vLLM detects no device it can run on (vLLM's own platform detection)."""
+
+    exit_code = EXIT_NO_DEVICE
+
+
 EXIT_REHEARSAL_FAILED = 22  # the server did not become ready, or failed a completion: cause named
 EXIT_REHEARSAL_NO_DRAFTS = 23  # ready and answering, but --speculative-config drafted nothing
 

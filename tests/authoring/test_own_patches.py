@@ -133,7 +133,11 @@ def test_a_stacked_patch_alone_is_refused_and_nothing_is_written(tree_copy, tmp_
     ]
     run_cli(*argv[1:], check=True)  # pasted as printed
     states = _states(site, "--patches", str(mine))
-    assert states["my-minimax"] == "applied" and states["supports-eagle3"] == "pending"
+    # status judges what that apply chose; supports-eagle3 was not chosen: not judged, not applied
+    assert states["my-minimax"] == "applied" and states["supports-eagle3"] == "not-applicable"
+    out = run_cli("--target", str(site), "--patches", str(mine), "--json", "status", check=True)
+    (other,) = [p for p in json.loads(out.stdout)["patches"] if p["name"] == "supports-eagle3"]
+    assert other["detail"] == "not chosen for this run or this environment"
     assert_refused(run_cli("--target", str(site), "apply", "no-such-patch"), 2, "no-such-patch")
 
 

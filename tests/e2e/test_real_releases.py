@@ -28,6 +28,7 @@ from vllm_patcher.wheels import sources
 
 from ..conftest import (
     CATALOGUE,
+    FAMILY_CAPTURE,
     GRANITE_CHECKS,
     MINIMAX_CHECKS,
     revert_force_keeps,
@@ -36,11 +37,13 @@ from ..conftest import (
     touched_match_record,
     venv_site,
 )
+from .model_flow import model_first_round_trip
 
 PATCHES = CATALOGUE.names
 
 TIERS = ("compile", "state", "import", "behaviour")
 DEEPSEEK = "vllm/model_executor/models/deepseek_v2.py"
+GRANITE = "vllm/model_executor/models/granite.py"
 EAGLE = "vllm/v1/spec_decode/eagle.py"
 IMAGE_TOKEN_CHECK = (
     "kimi-k25-image-token: EAGLE proposer reads Kimi-K2.5's image token from "
@@ -232,6 +235,18 @@ def _disable_capture(text: str) -> str:
     return text.replace(old, "if idx in ():")
 
 
+def _alias_granite_capture(text: str) -> str:
+    # the capture before issue 58: the very tensor the next layer is given (generation A's form;
+    # generation B passes the zero residual to the mixin)
+    old = "aux_hidden_states.append(hidden_states + 0)"
+    if old in text:
+        return text.replace(old, "aux_hidden_states.append(hidden_states)")
+    assert text.count("hidden_states, 0\n") + text.count("hidden_states, 0)") == 2, text
+    return text.replace("hidden_states, 0\n", "hidden_states, None\n").replace(
+        "hidden_states, 0)", "hidden_states, None)"
+    )
+
+
 def _drop_kimi_branch(text: str) -> str:
     branch = re.search(
         r'^ *elif self\.get_model_name\(target_model\) == "KimiK25ForConditionalGeneration":\n'
@@ -261,6 +276,13 @@ BREAKS: dict[str, tuple[str, Callable[[str], str], str, str, bool]] = {
         False,
     ),
     "image-token-branch-removed": (EAGLE, _drop_kimi_branch, "behaviour", IMAGE_TOKEN_CHECK, True),
+    "granite-capture-aliased": (
+        GRANITE,
+        _alias_granite_capture,
+        "behaviour",
+        f"eagle3-granite: {FAMILY_CAPTURE}",
+        False,
+    ),
 }
 
 
@@ -298,6 +320,9 @@ def test_planted_break_is_red_in_its_tier_and_revert_restores(venv: Venv, name: 
         # the break is named by its own check and by nothing else
         assert report["tiers"]["import"] == "passed", failed_checks(report)
         assert failed[check]
+    if name == "granite-capture-aliased":  # issue 58's cause, named
+        assert "is the very tensor GraniteModel passes into layer" in failed[check], failed
+        assert "not a tensor of its own" in failed[check]
     if name == "image-token-branch-removed":
         detail = failed[check]
         assert "AttributeError" in detail and "image_token_index" in detail, detail
@@ -307,3 +332,30 @@ def test_planted_break_is_red_in_its_tier_and_revert_restores(venv: Venv, name: 
     # the edit is ours to undo: revert --force sets it aside and restores the installer's bytes
     # (green after a clean apply is test_apply_verify_status_revert_round_trip)
     revert_force_keeps(venv.python, venv.site, rel)
+
+
+@pytest.mark.parametrize("family", ["kimi", "deepseek", "granite"])
+def test_the_model_first_flow_applies_exactly_the_familys_patches(
+    venv: Venv, tmp_path: Path, family: str
+) -> None:
+    """``apply --model`` and ``apply NAME...`` (tests/e2e/model_flow.py), then a bare verify and
+    status --check green on that choice, revert RECORD-identical."""
+    model_first_round_trip(venv.python, family, tmp_path, venv.has_kimi)
+
+
+def test_a_glm5_apply_by_name_pulls_in_deepseeks_capture(venv: Venv) -> None:
+    """GLM-5's class is DeepSeek's: before 0.18.0 its allow-list entry alone would admit a model
+    whose class lacks SupportsEagle3; apply by name pulls supports-eagle3 in and says so."""
+    if not CATALOGUE.get("eagle3-glm-moe-dsa").covers(venv.version):  # type: ignore[union-attr]
+        pytest.skip(f"vLLM {venv.version} has no GLM-5 model (glm_moe_dsa arrived in 0.16.0)")
+    py = ("--python", str(venv.python))
+    try:
+        proc = run_cli(*py, "apply", "eagle3-glm-moe-dsa")
+        assert proc.returncode == 0, proc.stderr
+        assert "also applying supports-eagle3: eagle3-glm-moe-dsa needs it" in proc.stderr
+        out = run_cli(*py, "--json", "status", check=True).stdout
+        states = {p["name"]: p["state"] for p in json.loads(out)["patches"]}
+        assert states["eagle3-glm-moe-dsa"] == states["supports-eagle3"] == "applied"
+        assert run_cli(*py, "verify").returncode == 0
+    finally:
+        run_cli(*py, "revert", check=True)

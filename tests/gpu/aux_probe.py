@@ -48,14 +48,20 @@ MODES = {
     },
     "default": {"enforce_eager": False},
 }
-CASES = {  # name: (shape, mode, capture)
+CASES = {  # name: (shape, mode, capture); "patch": the capture the applied patch makes
     "granite-full_decode": ("granite", "full_decode", "patch"),
     "llama-full_decode": ("llama", "full_decode", "patch"),
     "granite-eager": ("granite", "eager", "patch"),
     "granite-fresh-full_decode": ("granite", "full_decode", "fresh"),
     "granite-default": ("granite", "default", "patch"),
     "granite-fresh-default": ("granite", "default", "fresh"),
+    "granite-alias-default": ("granite", "default", "alias"),
+    "granite-clone-default": ("granite", "default", "clone"),
+    "granite40-default": ("granite40", "default", "patch"),
 }
+# the second run (the fixed patch applied): the fix at 8 and 40 layers, and the captures it
+# replaced, side by side on one machine
+FIXED = "granite-default,granite-full_decode,granite-alias-default,granite-clone-default,granite40-default"
 
 
 def _models(root: Path) -> dict[str, Path]:
@@ -66,6 +72,8 @@ def _models(root: Path) -> dict[str, Path]:
         "drafter": shapes.write(
             root / "drafter", {**shapes.DRAFTER, "eagle_aux_hidden_state_layer_ids": list(AUX)}
         ),
+        "granite40": shapes.write(root / "granite40", shapes.GRANITE),
+        "drafter40": shapes.write(root / "drafter40", shapes.DRAFTER),
     }
 
 
@@ -120,12 +128,16 @@ def _observe(capture: str) -> None:
 
     llama_eagle3.Eagle3LlamaForCausalLM.combine_hidden_states = combine_hidden_states
 
-    if capture == "fresh":
+    made = {  # the capture of the layer's output, as each variant makes it
+        "fresh": lambda h: h + 0,
+        "alias": lambda h: h,  # the patch before issue 58: the tensor the next layer takes
+        "clone": lambda h: h.clone(),  # Inductor removes aten.clone as a no-op
+    }
+    if capture in made:
 
         def add(self, aux_hidden_states, layer_idx, hidden_states, residual):
             if layer_idx in self.aux_hidden_state_layers:
-                value = hidden_states + residual if residual is not None else hidden_states + 0
-                aux_hidden_states.append(value)
+                aux_hidden_states.append(made[capture](hidden_states))
             return aux_hidden_states
 
         granite.GraniteModel._maybe_add_hidden_state = add
@@ -151,7 +163,7 @@ def _case_args(models: dict[str, Path], shape: str, mode: str) -> dict:
     spec = MODES[mode]
     return {
         "target": str(models[shape]),
-        "drafter": str(models["drafter"]),
+        "drafter": str(models["drafter40" if shape.endswith("40") else "drafter"]),
         "k": 3,
         "prompts": [[3 + 17 * i, 40 + i, 100 + 3 * i] for i in range(4)],
         "max_tokens": 32,
@@ -161,7 +173,7 @@ def _case_args(models: dict[str, Path], shape: str, mode: str) -> dict:
         "gpu_memory_utilization": 0.3 if mode == "default" else 0.12,
         "enforce_eager": spec["enforce_eager"],
         "engine": {
-            "kv_cache_memory_bytes": (16 if mode == "default" else 2) << 30,
+            "kv_cache_memory_bytes": (4 if mode == "default" else 2) << 30,
             **spec.get("engine", {}),
         },
     }

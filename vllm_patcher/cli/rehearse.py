@@ -62,6 +62,9 @@ def rehearse(
     plan = rehearsal.plan(args, real_drafter, loadable, ready_timeout, log, apply)
     known = rehearsal.known_faults(plan, target.version)
     plan = dataclasses.replace(plan, known_faults=tuple(f.key for f in known))
+    from ..rehearse.device import require_device
+
+    require_device(python)  # no device: one line and exit 24, before any server starts
     from .render.reached import rehearse_line
 
     say = (

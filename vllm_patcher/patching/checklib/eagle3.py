@@ -99,6 +99,8 @@ def stand_ins(style: str, arity: int = 0) -> tuple[type, type]:
         def forward(self, *args: Any, **kwargs: Any) -> Any:
             hidden, _ = _stream_in(args, kwargs)
             self.seen[self.index] = hidden.clone()
+            # the storage of the very tensor it was given (forward_captures_aux's ``own``)
+            self.seen[-(self.index + 1)] = hidden.untyped_storage().data_ptr()
             out = hidden * 0.5 + (self.index + 1)
             return (out,) + (None,) * (arity - 1) if arity > 1 else out
 
@@ -256,7 +258,7 @@ def _pp_modules(cls: type) -> list[Any]:
 
 
 def forward_captures_aux(
-    module: Any, family: Family, model_class: Any = None, first: int = 0
+    module: Any, family: Family, model_class: Any = None, first: int = 0, own: bool = False
 ) -> None:
     """The real forward of the family's inner model in ``module`` (or ``model_class``), over 6
     stand-in layers of the family's style, returns ``(hidden, aux)`` whose entries are the residual
@@ -266,7 +268,9 @@ def forward_captures_aux(
     way the model norms, must be the model's output (a capture of anything but the residual
     stream, as ``h + residual`` where ``h`` already is the stream, fails here). ``first``: the
     first layer asked for (upstream's own Llama capture adds a residual that is still None before
-    layer 0, so a class it serves unchanged is asked from layer 1).
+    layer 0, so a class it serves unchanged is asked from layer 1). ``own`` (a backport's layers
+    that add their own residual): each capture is a tensor of its own, never the very tensor the
+    next layer is given (issue 58: under vLLM's compiled CUDA graphs that breaks the drafter).
     ``get_pp_group`` is stood in, and put back, in every module the forward's code runs in."""
     import torch
 
@@ -318,6 +322,20 @@ def forward_captures_aux(
             m.get_pp_group = original
 
     _judge_capture(family, wanted, n, plain, out, seen)
+    if own:
+        _judge_own_tensors(family, wanted, n, out[1], seen)
+
+
+def _judge_own_tensors(
+    family: Family, wanted: tuple[int, ...], n: int, aux: list[Any], seen: dict[int, Any]
+) -> None:
+    for index, state in zip(wanted, aux, strict=True):
+        if index < n and state.untyped_storage().data_ptr() == seen.get(-(index + 1)):
+            raise AssertionError(
+                f"the aux state for layer {index} is the very tensor {family.model} passes into "
+                f"layer {index}, not a tensor of its own: under vLLM's compiled CUDA graphs "
+                "that breaks the drafter's states (an illegal memory access at real sizes)"
+            )
 
 
 def _judge_capture(
