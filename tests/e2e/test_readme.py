@@ -25,8 +25,17 @@ from ..conftest import (
     touched_match_record,
     venv_site,
 )
+from ..models.model_files import ready_kimi_pair
 
 README = (REPO / "README.md").read_text(encoding="utf-8")
+# what a Kimi-K2.5 target needs on 0.15.1: the allow-list, DeepSeek's and Kimi-K2.5's
+# SupportsEagle3, and the EAGLE proposer's image token
+KIMI_FILES = {
+    "vllm/config/speculative.py",
+    "vllm/model_executor/models/deepseek_v2.py",
+    "vllm/model_executor/models/kimi_k25.py",
+    "vllm/v1/spec_decode/eagle.py",
+}
 DEPLOYMENT = (REPO / "docs" / "deployment.md").read_text(encoding="utf-8")  # the Dockerfile recipe
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 
@@ -58,15 +67,20 @@ def test_the_first_code_block_patches_an_existing_venv_and_verifies_it(
     vllm_python: Path, tmp_path: Path
 ) -> None:
     block = code_blocks("bash")[0]
-    assert "/path/to/your-venv apply" in block and "verify" in block, block
+    assert "/path/to/your-venv apply --model /path/to/your-model" in block, block
+    assert "verify" in block and "doctor --model" in block, block
     _make_pristine(vllm_python)  # the copy starts as pip left it, whatever ran before
     venv = tmp_path / "your-venv"
     subprocess.run(["cp", "-al", str(vllm_python.parent.parent), str(venv)], check=True)
     # the one file the tool writes in place: the copy gets a lock of its own, not the shared inode
     (venv_site(venv / "bin" / "python") / ".vllm-patcher" / "lock").unlink(missing_ok=True)
     repo = checkout_copy(tmp_path / "vllm-patcher")
-    script = block.replace("/path/to/vllm-patcher", str(repo)).replace(
-        "/path/to/your-venv", str(venv)
+    model, drafter = ready_kimi_pair(tmp_path / "models")
+    script = (
+        block.replace("/path/to/vllm-patcher", str(repo))
+        .replace("/path/to/your-venv", str(venv))
+        .replace("/path/to/your-model", str(model))
+        .replace("/path/to/your-drafter", str(drafter))
     )
     home = tmp_path / "home"
     home.mkdir()
@@ -75,8 +89,10 @@ def test_the_first_code_block_patches_an_existing_venv_and_verifies_it(
         assert proc.returncode == 0, (proc.stdout[-3000:], proc.stderr[-3000:])
         assert (home / ".vllm-patcher" / "bin" / "vllm-patcher").exists()  # `~` was the new HOME
         assert "verify: OK" in proc.stdout, proc.stdout
+        assert "doctor: 0 problems" in proc.stdout, proc.stdout
         site = venv_site(venv / "bin" / "python")
-        assert not any(touched_match_record(site).values())  # every touched file was patched
+        patched = {rel for rel, same in touched_match_record(site).items() if not same}
+        assert patched == KIMI_FILES  # the Kimi-K2.5 target's patches, nothing else
         # the shared venv the copy was linked from still holds the installer's bytes
         assert all(touched_match_record(venv_site(vllm_python)).values())
     finally:
