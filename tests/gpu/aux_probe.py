@@ -48,20 +48,39 @@ MODES = {
     },
     "default": {"enforce_eager": False},
 }
-CASES = {  # name: (shape, mode, capture); "patch": the capture the applied patch makes
-    "granite-full_decode": ("granite", "full_decode", "patch"),
-    "llama-full_decode": ("llama", "full_decode", "patch"),
-    "granite-eager": ("granite", "eager", "patch"),
-    "granite-fresh-full_decode": ("granite", "full_decode", "fresh"),
-    "granite-default": ("granite", "default", "patch"),
-    "granite-fresh-default": ("granite", "default", "fresh"),
-    "granite-alias-default": ("granite", "default", "alias"),
-    "granite-clone-default": ("granite", "default", "clone"),
-    "granite40-default": ("granite40", "default", "patch"),
+# name: (target, drafter, mode, capture); "patch": the capture the applied patch makes. The
+# dummy-weight shapes (8 layers of granite-3.3-8b's, or all 40) say whether the engine starts
+# and what reaches the drafter; the "wide" pair (tests/gpu/wide.py: engine_models.py's controlled
+# target and drafters at hidden 4096, real weights) says whether it speculates right.
+CASES = {
+    "granite-full_decode": ("granite", "drafter", "full_decode", "patch"),
+    "llama-full_decode": ("llama", "drafter", "full_decode", "patch"),
+    "granite-eager": ("granite", "drafter", "eager", "patch"),
+    "granite-fresh-full_decode": ("granite", "drafter", "full_decode", "fresh"),
+    "granite-default": ("granite", "drafter", "default", "patch"),
+    "granite-fresh-default": ("granite", "drafter", "default", "fresh"),
+    "granite-alias-default": ("granite", "drafter", "default", "alias"),
+    "granite-clone-default": ("granite", "drafter", "default", "clone"),
+    "granite40-default": ("granite40", "drafter40", "default", "patch"),
+    **{
+        f"wide-{t}-{d}-{m}": (f"wide-{t}", f"wide-{d}", m, "patch")
+        for t in ("granite", "llama")
+        for d in ("right", "shifted")
+        for m in MODES
+    },
 }
-# the second run (the fixed patch applied): the fix at 8 and 40 layers, and the captures it
-# replaced, side by side on one machine
-FIXED = "granite-default,granite-full_decode,granite-alias-default,granite-clone-default,granite40-default"
+# the second run (the fixed patch applied): the fix at 8 and 40 layers, the captures it replaced
+# side by side, and the wide pair's acceptance in every graph mode (Llama: the default's control)
+FIXED = ",".join(
+    [
+        "granite40-default",
+        "granite-default",
+        "granite-alias-default",
+        *(f"wide-granite-{d}-{m}" for d in ("right", "shifted") for m in MODES),
+        "wide-llama-right-default",
+        "wide-llama-shifted-default",
+    ]
+)
 
 
 def _models(root: Path) -> dict[str, Path]:
@@ -74,6 +93,24 @@ def _models(root: Path) -> dict[str, Path]:
         ),
         "granite40": shapes.write(root / "granite40", shapes.GRANITE),
         "drafter40": shapes.write(root / "drafter40", shapes.DRAFTER),
+        **_wide(root),
+    }
+
+
+def _wide(root: Path) -> dict[str, Path]:
+    """engine_models.py's controlled pair, widened to hidden 4096 (tests/gpu/wide.py)."""
+    from tests.e2e import engine_models
+    from tests.gpu import wide
+
+    tiny = root / "tiny"
+    engine_models.target(tiny / "target")
+    engine_models.target(tiny / "llama-target", family="llama")
+    engine_models.drafter(tiny / "right", 1.0)
+    engine_models.drafter(tiny / "shifted", 1.0, layers=engine_models.SHIFTED_LAYERS)
+    names = {"granite": "target", "llama": "llama-target", "right": "right", "shifted": "shifted"}
+    return {
+        f"wide-{key}": wide.widen(tiny / name, root / f"wide-{key}", 4096)
+        for key, name in names.items()
     }
 
 
@@ -159,21 +196,22 @@ def worker(case: dict) -> int:
 # ---- the driver (the image's python3) ------------------------------------------------------------
 
 
-def _case_args(models: dict[str, Path], shape: str, mode: str) -> dict:
+def _case_args(models: dict[str, Path], target: str, drafter: str, mode: str) -> dict:
     spec = MODES[mode]
+    real = target.startswith("wide-")  # the controlled pair: its own weights, 48 tokens each
     return {
-        "target": str(models[shape]),
-        "drafter": str(models["drafter40" if shape.endswith("40") else "drafter"]),
+        "target": str(models[target]),
+        "drafter": str(models[drafter]),
         "k": 3,
         "prompts": [[3 + 17 * i, 40 + i, 100 + 3 * i] for i in range(4)],
-        "max_tokens": 32,
-        "load_format": "dummy",
-        "max_model_len": 2048,
+        "max_tokens": 48 if real else 32,
+        "load_format": "auto" if real else "dummy",
+        "max_model_len": 512 if real else 2048,
         # a large KV cache where graphs are captured: the fault's capture count moved with its size
-        "gpu_memory_utilization": 0.3 if mode == "default" else 0.12,
+        "gpu_memory_utilization": 0.3 if target.endswith("40") else 0.05 if real else 0.12,
         "enforce_eager": spec["enforce_eager"],
         "engine": {
-            "kv_cache_memory_bytes": (4 if mode == "default" else 2) << 30,
+            "kv_cache_memory_bytes": (1 if real else 4 if mode == "default" else 2) << 30,
             **spec.get("engine", {}),
         },
     }
@@ -211,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--worker")
     p.add_argument("--python", default="/tmp/venv/bin/python")
     p.add_argument("--out", default="/tmp/aux-probe")
-    p.add_argument("--cases", default=",".join(CASES))
+    p.add_argument("--cases", default=FIXED)
     p.add_argument("--jobs", type=int, default=3)
     p.add_argument("--timeout", type=int, default=400)
     a = p.parse_args(argv)
@@ -226,8 +264,8 @@ def main(argv: list[str] | None = None) -> int:
     with concurrent.futures.ThreadPoolExecutor(a.jobs) as pool:
         futures = []
         for name in a.cases.split(","):
-            shape, mode, capture = CASES[name]
-            case = {"capture": capture, "args": _case_args(models, shape, mode)}
+            target, drafter, mode, capture = CASES[name]
+            case = {"capture": capture, "args": _case_args(models, target, drafter, mode)}
             futures.append(pool.submit(_run_case, python, name, case, logs, a.timeout))
         for f in futures:
             row = f.result()
