@@ -31,6 +31,13 @@ unit_python = $(or $(PYTHON_$(1)),$(addsuffix /bin/python$(1),$(shell pyenv pref
 # from a venv of its own (TOOL_VENV), or TOOL=/path/to/vllm-patcher. Empty: today's .venv.
 VLLM_VENV     ?=
 TOOL_VENV     ?= .venv-tool
+# A folder the recipes remove or serve from is one word: never empty, never split by a space.
+ifneq ($(words $(VENV)),1)
+$(error VENV="$(VENV)": give one folder, without spaces)
+endif
+ifneq ($(words $(VLLM_VENV)),$(if $(strip $(VLLM_VENV)),1,0))
+$(error VLLM_VENV="$(VLLM_VENV)": give your venv's folder, without spaces)
+endif
 TOOL          ?= $(TOOL_VENV)/bin/vllm-patcher
 MODEL         ?= /models/Kimi-K2.5
 DRAFTER       ?= /models/Kimi-K2.5-eagle3
@@ -69,9 +76,9 @@ help:
 $(VENV)/.vllm-$(VLLM_VERSION):
 	@if [ -e "$(VENV)" ] && ! ls "$(VENV)"/.vllm-* >/dev/null 2>&1; then \
 	  echo "make: $(VENV) was not made by this Makefile: not replacing it (serve from your own venv with make serve VLLM_VENV=$(VENV))" >&2; exit 2; fi
-	rm -rf $(VENV)
-	$(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/pip install -q "vllm==$(VLLM_VERSION)"
+	rm -rf "$(VENV)"
+	$(PYTHON) -m venv "$(VENV)"
+	"$(VENV)/bin/pip" install -q "vllm==$(VLLM_VERSION)"
 	touch $@
 
 pre-deploy: $(VENV)/.vllm-$(VLLM_VERSION)
@@ -399,9 +406,16 @@ bench: dev $(BENCH_REAL_VENV) $(if $(filter-out 0,$(BENCH_SKIP_ENGINE)),,engine-
 # tool (../shared/gpu/README.md makes one on the lent H200); CI has no GPU. One table, dated.
 GPU_VENV ?= /tmp/venv
 GPU_OUT  ?= /tmp/gpu-proof
+# Then the Granite graph probe (tests/gpu/aux_probe.py, issue 58): the 8B shape under vLLM's
+# default graphs and the controlled pair at hidden 4096 in every graph mode (GPU_VENV with
+# eagle3-granite applied: the proof's revert leaves it pristine, so the probe applies it first).
 gpu-proof:
 	VLLM_USE_FLASHINFER_SAMPLER=0 PYTHONUNBUFFERED=1 python3 -m tests.gpu.proof \
 	  --python $(GPU_VENV) --out $(GPU_OUT)
+	$(GPU_VENV)/bin/python -m vllm_patcher --python $(GPU_VENV) apply eagle3-granite
+	VLLM_USE_FLASHINFER_SAMPLER=0 PYTHONUNBUFFERED=1 python3 -m tests.gpu.aux_probe \
+	  --python $(GPU_VENV) --out $(GPU_OUT)/aux-probe
+	$(GPU_VENV)/bin/python -m vllm_patcher --python $(GPU_VENV) revert
 
 pin: dev
 	$(DEV_VENV)/bin/vllm-patcher pin $(PINNED)

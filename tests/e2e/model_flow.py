@@ -76,7 +76,7 @@ def model_first_round_trip(python: Path, family: str, root: Path, has_kimi: bool
     py = ("--python", str(python))
     proc = run_cli(*py, "apply", "--model", str(model))
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "needs " in proc.stderr
+    assert "target's patches: " in proc.stderr
     judged_and_reverted(python, expected)
     proc = run_cli(*py, "apply", *NAMES[family])
     assert proc.returncode == 0, proc.stdout + proc.stderr

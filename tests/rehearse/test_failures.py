@@ -158,19 +158,16 @@ GPU_LOGS = ("illegal-address-blocking-0.25.0.log", "illegal-address-0.25.0.log")
 
 
 @pytest.mark.parametrize("log", GPU_LOGS)
-def test_the_granite_drafter_graph_crash_is_named_as_our_paths_failure_with_the_proven_fix(
+def test_the_granite_drafter_graph_crash_is_named_as_the_old_capture_with_apply_as_the_fix(
     log: str,
 ) -> None:
     cause = failures.classify(_lines(log), "GraniteForCausalLM")
     assert cause is not None
     assert cause.key == "illegal-address"
     assert cause.phase == "CUDA graph capture of the drafter"
-    assert cause.cause.startswith(
-        "the known failure of eagle3-granite's GraniteForCausalLM path under CUDA graphs"
-    )
-    assert "not shown to be vLLM's" in cause.cause and "vLLM's own fault" not in cause.cause
-    assert cause.fix.startswith("serve with --enforce-eager, or the V1 model runner")
-    assert "VLLM_USE_V2_MODEL_RUNNER=0" in cause.fix
+    assert "how eagle3-granite failed under CUDA graphs before its fix" in cause.cause
+    assert "vLLM's own fault" not in cause.cause
+    assert cause.fix.startswith("run `vllm-patcher apply` (status shows eagle3-granite outdated")
     assert "illegal memory access" in cause.evidence
     assert len(cause.evidence) <= 400
 
@@ -279,4 +276,4 @@ def test_the_0_22_speculators_capture_is_the_drafters_too() -> None:
     ]
     cause = failures.classify(lines, "GraniteForCausalLM")
     assert cause is not None and cause.phase == "CUDA graph capture of the drafter"
-    assert cause.cause.startswith("the known failure of eagle3-granite's")
+    assert "how eagle3-granite failed under CUDA graphs before its fix" in cause.cause

@@ -79,33 +79,30 @@ def _granite(tmp_path: Path, arch: str = "GraniteForCausalLM") -> str:
 
 
 @pytest.mark.parametrize(
-    ("extra", "version", "arch", "warned"),
+    ("extra", "version", "arch"),
     [
-        ((), "0.25.0", "GraniteForCausalLM", True),
-        (("--enforce-eager",), "0.25.0", "GraniteForCausalLM", False),
-        (("-cc.cudagraph_mode=PIECEWISE",), "0.25.0", "GraniteForCausalLM", True),  # unproven
-        (("-cc.cudagraph_mode=NONE",), "0.25.0", "GraniteForCausalLM", False),
-        ((), "0.21.0", "GraniteForCausalLM", False),
-        ((), "0.25.0", "LlamaForCausalLM", False),
-        ((), "not-a-version", "GraniteForCausalLM", False),
+        ((), "0.25.0", "GraniteForCausalLM"),  # fixed in the patch (issue 58): nothing to warn of
+        (("--enforce-eager",), "0.25.0", "GraniteForCausalLM"),
+        ((), "0.21.0", "GraniteForCausalLM"),
+        ((), "0.25.0", "LlamaForCausalLM"),
+        ((), "not-a-version", "GraniteForCausalLM"),
     ],
 )
 def test_rehearse_says_up_front_when_it_walks_into_a_known_failure(
-    tmp_path: Path, extra: tuple[str, ...], version: str, arch: str, warned: bool
+    tmp_path: Path, extra: tuple[str, ...], version: str, arch: str
 ) -> None:
     from vllm_patcher.cli.render.rehearse import opening
+    from vllm_patcher.doctor import faults
 
     model = _granite(tmp_path, arch)
     spec = '{"method": "eagle3", "model": "/d", "num_speculative_tokens": 3}'
     argv = [model, "--speculative-config", spec, *extra]
     p = run.plan(parse(argv), False, False, 60.0, None, "vllm-patcher apply")
-    known = run.known_faults(p, version)
-    assert bool(known) is warned
-    said = opening(p, known)
-    assert any(line.startswith("known failure (granite-drafter-graphs)") for line in said) is warned
-    if warned:
-        assert "not shown to be vLLM's" in said[-1]
-        assert "Avoid it with --enforce-eager, or the V1 model runner" in said[-1]
+    assert run.known_faults(p, version) == []  # none is open (doctor/faults.py FAULTS)
+    assert not any(line.startswith("known failure") for line in opening(p, []))
+    said = opening(p, [faults.GRANITE_DRAFTER_GRAPHS])  # how one is said, were it open
+    assert said[-1].startswith("known failure (granite-drafter-graphs) of eagle3-granite's path")
+    assert said[-1].endswith(f"Avoid it with {faults.GRANITE_DRAFTER_GRAPHS.workaround}")
 
 
 def test_no_config_no_warning(tmp_path: Path) -> None:

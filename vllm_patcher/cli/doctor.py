@@ -197,6 +197,8 @@ def serve_args(
     venv = None if vllm_version is not None else venv_finding(opts, model_dir, report)
     if venv is not None:
         report.findings.append(venv)
+    elif vllm_version is not None and not opts.as_json:
+        app.echo(f"vllm-patcher: note: {NOT_CHECKED}", err=True)
     if not report.ok:
         app.display(render.serve_args_problems(report))
         raise ServeRefused(

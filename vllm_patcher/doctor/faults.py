@@ -1,28 +1,21 @@
 """Known failures measured on a GPU, each with the workaround measured there: doctor and serve-args
 warn before the load; rehearse names the failure when the engine dies of it
-(``rehearse.failures``). The one owner of each fact below.
+(``rehearse.failures``). The one owner of each fact below. None is open now (``FAULTS``).
 
-The Granite graph failure (issues 34 and 58). Measured on vLLM 0.25.0 (torch 2.11, CUDA 13), on
-an H200 and an H100, with ``eagle3-granite`` applied, a granite-3.3-8b-shaped target (hidden
-4096) and a one-layer EAGLE-3 drafter, dummy weights:
-- CUDA graphs on (vLLM's default, ``FULL_AND_PIECEWISE``): the engine dies with ``CUDA error: an
-  illegal memory access was encountered`` while the V2 model runner captures the drafter's FULL
-  prefill graphs. ``LlamaForCausalLM`` at the identical shape, drafter and KV cache size (22230
-  blocks) serves; Granite with every muP multiplier neutral (Llama's arithmetic) and Granite with
-  8 layers still crash: not the KV cache, not Granite's numbers, not the depth.
-- ``cudagraph_mode`` ``FULL_DECODE_ONLY``: the profile run dies in the drafter's
-  ``combine_hidden_states`` (``mat1 and mat2 shapes cannot be multiplied (8192x4096 and
-  12288x4096)``): the drafter got one 4096-wide aux hidden state where EAGLE-3 needs three.
-  Llama at 40 layers in the same mode serves.
-So the failure follows our Granite path, not a vLLM kernel: it is this tool's until a
-reproduction without our code says otherwise (issue 58). PIECEWISE graphs started and drafted, but
-with dummy weights drafts say nothing about whether the drafter got the right states, so
-PIECEWISE is not offered as proven. ``--enforce-eager`` and the V1 model runner
-(``VLLM_USE_V2_MODEL_RUNNER=0``) take the failing path out. Tiny Granite models (hidden 128)
-speculate at 100% / 1.7% (right / shifted aux layers) under graphs, which is why the earlier proof
-did not see it. The V2 model runner is the default for dense unquantized targets from 0.22.0
-(0.20.x-0.21.x default to V1); from 0.32.0 Granite's EAGLE-3 is upstream (the same capture as
-ours, line for line) and not measured here.
+The Granite graph failure (issues 34 and 58), fixed 2026-12-06. With the backport's capture of
+the time, vLLM 0.25.0 (torch 2.11, CUDA 13; H200 and H100) died with ``CUDA error: an illegal
+memory access was encountered`` while the V2 model runner captured the drafter's FULL prefill
+graphs for a Granite target at real size (granite-3.3-8b's shape, and 8 of its layers), and with a
+CUBLAS execution failure in ``FULL_DECODE_ONLY``; Llama at the identical shape served. First
+called vLLM's fault; it was ours: the capture appended the layer's output itself, the very tensor
+the next layer is given (a Granite layer adds its own residual), and under vLLM's compiled CUDA
+graphs that tensor does not stay the drafter's. The same engine with the capture made a tensor of
+its own is ready and drafts (8 and 40 layers), and the controlled pair at hidden 4096 speculates at
+144/144 right and 9/537 shifted in eager, PIECEWISE, FULL_DECODE_ONLY and FULL_AND_PIECEWISE
+(``tests/gpu/aux_probe.py``, docs/gpu-proof.md). A venv patched before the fix shows
+``eagle3-granite`` outdated (``status``; doctor's ``venv`` check), and ``apply`` brings the fix.
+Upstream's own Granite (0.32.0) and Granite MoE (0.33.0) capture the layer's output the old way;
+not measured here (their torch 2.13 and 2.14 do not run on the lent GPU's image).
 """
 
 from __future__ import annotations
@@ -63,25 +56,24 @@ class KnownFailure:
             CHECK,
             WARNING,
             f"on vLLM {vllm_version}, {self.patch}'s {'/'.join(self.architectures)} path fails "
-            f"under CUDA graphs (vLLM's default) on the V2 model runner at real sizes: "
-            f"{self.what} ({self.measured}; root cause open, not shown to be vLLM's)",
+            f"with vLLM's defaults: {self.what} ({self.measured})",
             f"serve with {self.workaround}",
         )
 
 
+# Fixed (issue 58): kept to name the crash of a venv still patched the old way (rehearse).
 GRANITE_DRAFTER_GRAPHS = KnownFailure(
     key="granite-drafter-graphs",
     architectures=("GraniteForCausalLM",),
     model_types=("granite",),
     releases=SpecifierSet(">=0.22.0,<0.32.0"),
-    what="an illegal memory access while the drafter's FULL prefill graphs are captured, and "
-    "with FULL_DECODE_ONLY graphs the drafter receives one aux hidden state where three are due",
-    workaround="--enforce-eager, or the V1 model runner (VLLM_USE_V2_MODEL_RUNNER=0); PIECEWISE "
-    "graphs start and draft but are not proven to feed the drafter the right states",
-    measured="measured on vLLM 0.25.0, granite-3.3-8b shape; 0.22.0-0.31.x take the same path",
+    what="an illegal memory access while the drafter's CUDA graphs are captured, with the "
+    "capture eagle3-granite made before 2026-12-06 (the tensor the next layer is given)",
+    workaround="vllm-patcher apply (the fixed capture; status shows eagle3-granite outdated)",
+    measured="measured on vLLM 0.25.0, granite-3.3-8b shape; fixed in the patch, issue 58",
     patch="eagle3-granite",
 )
-FAULTS = (GRANITE_DRAFTER_GRAPHS,)
+FAULTS: tuple[KnownFailure, ...] = ()  # none open
 
 
 def known(architecture: str | None, vllm_version: str) -> list[KnownFailure]:

@@ -46,10 +46,8 @@ def looks_like_drafter(config: dict[str, Any]) -> bool:
 
 def _model_types(config: dict[str, Any]) -> set[str]:
     text = config.get("text_config")
-    types = {config.get("model_type")}
-    if isinstance(text, dict):
-        types.add(text.get("model_type"))
-    return {t for t in types if isinstance(t, str)}
+    types = [config.get("model_type"), text.get("model_type") if isinstance(text, dict) else None]
+    return {t for t in types if isinstance(t, str)}  # a list or an object names no type
 
 
 def looks_like_target(config: dict[str, Any]) -> bool:

@@ -2,7 +2,8 @@
 beside the journal as ``<root>/.vllm-patcher/chosen.json`` so that a later bare ``status``,
 ``status --check`` and ``verify`` judge that set, the other patches shown as not chosen.
 
-A bare ``apply`` (every patch) and a whole ``revert`` forget the choice. The record is a
+A bare ``apply`` applies the recorded choice (as a bare status and verify judge it); a whole
+``revert`` forgets it. The record is a
 preference, not a fact about the files: the journal and the bytes stay the truth of what is
 applied; a record this run cannot read is said so (exit 7) rather than guessed past.
 """
@@ -10,6 +11,7 @@ applied; a record this run cannot read is said so (exit 7) rather than guessed p
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import NamedTuple
 
@@ -30,7 +32,17 @@ def path(root: Path) -> Path:
 
 
 def read(root: Path) -> Choice | None:
+    """The recorded choice, or None; a record that is not a readable JSON file of patch names is
+    a StateError (exit 7), raised before anything is changed (never opened unless a regular
+    file: a FIFO there would block)."""
     where = path(root)
+    if not os.path.lexists(where):
+        return None
+    if where.is_symlink() or not where.is_file():
+        raise StateError(
+            f"the chosen-patches record {where} is not a regular file; remove it to judge every "
+            "patch, or run apply NAME... / apply --model DIR again"
+        )
     data = fileops.read_or_none(where)
     if data is None:
         return None
@@ -61,8 +73,17 @@ def write(root: Path, choice: Choice) -> None:
 
 
 def forget(root: Path) -> None:
-    if path(root).exists():
+    if os.path.lexists(path(root)):
         fileops.remove(path(root))
+
+
+def check_removable(root: Path) -> None:
+    """Before a revert changes anything: the record it will forget is a file (or absent)."""
+    where = path(root)
+    if os.path.lexists(where) and not (where.is_file() or where.is_symlink()):
+        raise StateError(
+            f"the chosen-patches record {where} is not a regular file; remove it, then revert"
+        )
 
 
 def merged(earlier: Choice | None, now: Choice, order: dict[str, int]) -> Choice:

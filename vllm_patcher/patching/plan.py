@@ -267,10 +267,12 @@ def run_steps(
     stranger = next((s for s in steps if s.transform is None), None)
     if stranger is not None:
         raise PatchFolderError(_no_chain_message(target, rel, steps, start, stranger, catalogue))
+    below = _stacked_on(target, steps, catalogue)
     if strict:
+        under = f" (its pinned diff is stacked on {', '.join(below)}, not chosen)" if below else ""
         raise StrictRefusal(
             f"no pinned diff for {', '.join(s.patch for s in steps)} matches {rel} of vLLM "
-            f"{target.version} here; run without --strict to use the libcst transform"
+            f"{target.version} here{under}; run without --strict to use the libcst transform"
         )
     try:
         text = start.decode("utf-8")
@@ -282,10 +284,31 @@ def run_steps(
         assert step.transform is not None
         if step.patch not in transformed:
             transformed.add(step.patch)
-            why = "is not pinned" if step.pin is None else "differs from the pinned manifest"
-            notes.append(f"{step.patch}: vLLM {target.version} {why}; used the libcst transform")
+            if step.pin is None:
+                why = f"vLLM {target.version} is not pinned"
+            elif below:  # a clean file: the pin was made over patches this run did not choose
+                why = (
+                    f"its pinned diff for {rel} is stacked on {', '.join(below)}, not chosen "
+                    "(the transform makes the same change alone)"
+                )
+            else:
+                why = f"vLLM {target.version} differs from the pinned manifest"
+            notes.append(f"{step.patch}: {why}; used the libcst transform")
         text = step.transform.rewrite(text, target.version).source
     return text.encode("utf-8"), TRANSFORM
+
+
+def _stacked_on(target: Target, steps: list[Step], catalogue: Catalogue | None) -> list[str]:
+    """The unchosen patches the pinned diffs of ``steps`` are stacked on (none: not the reason
+    they do not chain)."""
+    if catalogue is None:
+        return []
+    names = [s.patch for s in steps]
+    return [
+        n
+        for n in builds_on(catalogue, target.version, target.record, names)
+        if n not in names and catalogue.selected and not catalogue.is_selected(n)
+    ]
 
 
 def _no_chain_message(

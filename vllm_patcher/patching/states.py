@@ -40,6 +40,7 @@ class PatchState(_Label):
     NOT_APPLICABLE = "not-applicable"
     DRIFTED = "drifted"
     UNPORTED = "unported"  # the release is in range but the patch has no diff for it
+    NOT_CHOSEN = "not-chosen"  # another patch was chosen for this run or environment: not judged
 
 
 BLOCKING = (FileState.MODIFIED, FileState.EDITED, FileState.MISSING)
@@ -56,7 +57,12 @@ def patch_method(methods: Iterable[str | None]) -> str | None:
 
 
 TODO = (FileState.PENDING, FileState.REINSTALLED)
-READY = (PatchState.APPLIED, PatchState.UPSTREAM, PatchState.NOT_APPLICABLE)
+READY = (
+    PatchState.APPLIED,
+    PatchState.UPSTREAM,
+    PatchState.NOT_APPLICABLE,
+    PatchState.NOT_CHOSEN,
+)
 
 
 # Plain classes, not dataclasses: defining a dataclass imports ``inspect`` and compiles its

@@ -74,10 +74,10 @@ def judge(
         patch = lay.catalogue.get(name)
         mine = [f for f in files if f.patch == name]
         verdict = lay.verdicts.get(name)
-        if mine or verdict in (None, Verdict.APPLICABLE):
+        if not mine and patch is not None and not lay.catalogue.is_selected(name):
+            state, method, detail = PatchState.NOT_CHOSEN, None, NOT_CHOSEN
+        elif mine or verdict in (None, Verdict.APPLICABLE):
             state, method, detail = _patch_state(mine)
-            if verdict is Verdict.APPLICABLE and not mine:
-                detail = NOT_CHOSEN
         elif verdict is Verdict.UPSTREAM:
             assert patch is not None
             state, method, detail = PatchState.UPSTREAM, None, f"vLLM has it from {patch.fixed_in}"
@@ -99,9 +99,10 @@ def judge(
                 if verdict is Verdict.OUTSIDE
                 else "this release has none of the files this patch touches"
             )
-        if state not in (PatchState.NOT_APPLICABLE, PatchState.UPSTREAM) and in_progress:
+        quiet = (PatchState.NOT_APPLICABLE, PatchState.UPSTREAM, PatchState.NOT_CHOSEN)
+        if state not in quiet and in_progress:
             detail = "another vllm-patcher run is changing these files right now"
-        elif state not in (PatchState.NOT_APPLICABLE, PatchState.UPSTREAM) and unfinished:
+        elif state not in quiet and unfinished:
             assert journal is not None
             detail = (
                 f"an earlier {journal.phase.value[:-3]} was interrupted; "

@@ -285,6 +285,8 @@ def verify(
     st = status_mod.read_status(target, catalogue)
     report.fix = state_fix(target, catalogue, st)
     for p in st.patches:
+        if p.state is PatchState.NOT_CHOSEN:  # another patch was chosen: not judged
+            continue
         ok = p.state in READY
         report.checks.append(Check("state", p.name, ok, f"{p.state}. {p.detail}".strip(". ")))
     if not _conclude(report, "state") and _not_patched(st):

@@ -157,9 +157,10 @@ def _illegal_address(m: re.Match[str], target: str | None, phase: str | None) ->
     fault = GRANITE_DRAFTER_GRAPHS
     if phase == DRAFTER_CAPTURE and target in fault.architectures:
         return (
-            f"the known failure of {fault.patch}'s {target} path under CUDA graphs (root cause "
-            f"open, not shown to be vLLM's): {fault.what}; {fault.measured}",
-            f"serve with {fault.workaround}",
+            f"the GPU hit an illegal memory access{_during(phase)}: how {fault.patch} failed "
+            f"under CUDA graphs before its fix ({fault.what}; {fault.measured})",
+            f"run `{APPLY}` (status shows {fault.patch} outdated where the venv still has the old "
+            "capture); --enforce-eager leaves graphs out entirely",
         )
     if phase in (TARGET_CAPTURE, DRAFTER_CAPTURE):
         return (

@@ -33,6 +33,8 @@ def apply(
     opts = app.options
     target = opts.target()
     sel = choice_mod.select(opts, target, names, model)
+    root = target.site_packages
+    earlier = chosen_mod.read(root)  # an unreadable record refuses before any file changes
     if not (opts.as_json or dry_run):  # a dry run's stdout is the diff, and it changes nothing
         app.echo(chosen_line(target))
         line = choice_mod.said(sel)
@@ -43,12 +45,7 @@ def apply(
     result = txn.apply(
         target, sel.catalogue, dry_run=dry_run, strict=strict, on_wait=waiting(opts, "apply")
     )
-    if not dry_run:
-        root = target.site_packages
-        if sel.choice is None and sel.source == "every":
-            chosen_mod.forget(root)  # every patch: no narrower choice stands
-        elif sel.choice is not None:
-            earlier = chosen_mod.read(root)
-            order = {n: i for i, n in enumerate(sel.catalogue.names)}
-            chosen_mod.write(root, chosen_mod.merged(earlier, sel.choice, order))
+    if not dry_run and sel.choice is not None:
+        order = {n: i for i, n in enumerate(sel.catalogue.names)}
+        chosen_mod.write(root, chosen_mod.merged(earlier, sel.choice, order))
     app.show(render.apply(result, dry_run, sel.catalogue))

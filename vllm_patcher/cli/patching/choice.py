@@ -11,7 +11,7 @@ import click
 
 from ...catalogue.model import Catalogue
 from ...catalogue.targets import family_of, pulled_in, with_needs
-from ...errors import BadSetting
+from ...errors import BadSetting, StateError
 from ...install.target import Target
 from ...patching import chosen as chosen_mod
 from ..base import Options, check_names
@@ -63,13 +63,15 @@ def select(
     opts: Options, target: Target, names: tuple[str, ...] = (), model: str | None = None
 ) -> Selection:
     check_names(*names)
-    if names and model:
+    if model is not None and not model.strip():
+        raise BadSetting("--model needs the target model's directory or repo id")
+    if names and model is not None:
         raise BadSetting("give patch NAMES or --model, not both")
     from ...catalogue.folders import load_catalogue, user_folders
 
     folders, select_list = user_folders(opts.patch_dirs)
     whole = load_catalogue(folders)
-    if model:
+    if model is not None:
         family, found = family_patches(opts, model, whole)
         patches = with_needs(whole, found)
         choice = chosen_mod.Choice(patches, (model,))
@@ -85,9 +87,14 @@ def select(
         return Selection(whole.select(select_list), None, "pyproject", {})
     recorded = chosen_mod.read(target.site_packages)
     if recorded is not None:
-        known = [n for n in recorded.patches if n in whole.names]
-        if known:
-            return Selection(whole.select(known), None, "recorded", {})
+        unknown = [n for n in recorded.patches if n not in whole.names]
+        if unknown:  # judging without them could call a venv ready that is not
+            raise StateError(
+                f"the patches chosen for this environment include {', '.join(unknown)}, which "
+                "this run does not know: give their folder with --patches DIR (or revert to "
+                "forget the choice)"
+            )
+        return Selection(whole.select(recorded.patches), None, "recorded", {})
     return Selection(whole, None, "every", {})
 
 
@@ -100,7 +107,7 @@ def said(sel: Selection) -> str | None:
     """The stderr line naming the chosen set, or None when every patch is judged."""
     chosen = [n for n in sel.catalogue.names if n in sel.catalogue.selected]
     if sel.source == "model":
-        return f"--model: a {sel.family} target needs {', '.join(chosen)}"
+        return f"--model: a {sel.family} target's patches: {', '.join(chosen)}"
     if sel.source == "recorded":
         return f"judging the patches chosen at apply: {', '.join(chosen)} (others: not chosen)"
     return None

@@ -22,6 +22,7 @@ def revert(app: Application, force: bool) -> None:
 
     opts = app.options
     target = opts.target()
+    chosen.check_removable(target.site_packages)  # refused before any file changes
     result = txn.revert(target, force=force, on_wait=waiting(opts, "revert"))
     chosen.forget(target.site_packages)  # every file is pristine: no choice stands
     app.show(render.revert(result, target, left_in_place(target.site_packages)))

@@ -40,8 +40,9 @@ def status(
 
 def check_line(st: status_mod.Status, catalogue: Catalogue | None) -> str:
     """status --check's last line: what passes, or which patches fail and how."""
-    judged = [p for p in st.patches if catalogue is None or catalogue.is_selected(p.name)]
-    what = "chosen patches" if catalogue is not None and catalogue.selected else "patches"
+    judged = [p for p in st.patches if p.state is not status_mod.PatchState.NOT_CHOSEN]
+    chosen = catalogue is not None and bool(catalogue.selected)
+    what = ("chosen " if chosen else "") + ("patch" if len(judged) == 1 else "patches")
     if st.in_progress:
         return "check: not ready: another vllm-patcher run is changing these files right now"
     failing = [p for p in judged if p.state not in READY]
@@ -70,9 +71,9 @@ def status_lines(st: status_mod.Status, target: target_mod.Target | None = None)
         lines.append(
             f"an earlier {st.interrupted} run was interrupted; run apply or revert to recover"
         )
-    others = [p.name for p in st.patches if p.detail == status_mod.NOT_CHOSEN]
+    others = [p.name for p in st.patches if p.state is status_mod.PatchState.NOT_CHOSEN]
     for p in st.patches:
-        if p.detail == status_mod.NOT_CHOSEN:
+        if p.state is status_mod.PatchState.NOT_CHOSEN:
             continue
         method = p.method or "-"
         files = ", ".join(p.files) if p.files else "-"
@@ -116,7 +117,9 @@ def apply(result: ApplyResult, dry_run: bool, catalogue: Catalogue | None = None
                 else "applied now"
             )
             how = "pinned-diff" if how == "adopted" else how
-        elif not chosen(p.name) and p.state is not status_mod.PatchState.APPLIED:
+        elif p.state is status_mod.PatchState.NOT_CHOSEN or (
+            not chosen(p.name) and p.state is not status_mod.PatchState.APPLIED
+        ):
             verb, how = "not chosen", ""
         else:
             verb, how = p.state.value, p.method or ""
@@ -230,6 +233,19 @@ def _ranges(rows: list[dict[str, Any]], name: str) -> list[str]:
     return [f"{a}-{b} {cell}" if a != b else f"{a} {cell}" for a, b, cell in runs]
 
 
+def _fold_items(head: str, items: list[str], width: int) -> list[str]:
+    """``items`` joined by "; " after ``head`` (24 columns), a line broken only between items."""
+    lines, line = [], f"{head:<24}"
+    for i, item in enumerate(items):
+        part = item + (";" if i < len(items) - 1 else "")
+        if len(line) > 24 and len(line) + 1 + len(part) > width:
+            lines.append(line)
+            line = " " * 24 + part
+        else:
+            line = line + ("" if len(line) == 24 or line.endswith(" ") else " ") + part
+    return [*lines, line]
+
+
 def list_(
     catalogue: Catalogue,
     rows: list[dict[str, Any]],
@@ -288,7 +304,7 @@ def list_(
     else:
         lines.append("what apply does, release by release (the pinned releases):")
         for name in catalogue.names:
-            lines += fold(f"  {name}", "; ".join(_ranges(rows, name)))
+            lines += _fold_items(f"  {name}", _ranges(rows, name), width)
         if installed is not None:
             lines.append(f"installed: vLLM {installed.version}*")
     if installed is not None:

@@ -30,8 +30,8 @@ def opening(plan: Plan, known: Sequence[KnownFailure] = ()) -> list[str]:
         f"read{drafter}",
         *(f"ignored: {note}" for note in plan.ignored),
         *(
-            f"known failure ({f.key}) of {f.patch}'s path, not shown to be vLLM's: {f.what}; "
-            f"{f.measured}. Avoid it with {f.workaround}"
+            f"known failure ({f.key}) of {f.patch}'s path: {f.what}; {f.measured}. "
+            f"Avoid it with {f.workaround}"
             for f in known
         ),
     ]
