@@ -1,0 +1,96 @@
+"""The recorded choice (``<site-packages>/.vllm-patcher/chosen.json``) under attack, on scratch
+copies of vLLM 0.15.1's files (``--target``): a record the tool cannot read refuses before apply
+or revert changes a byte (a FIFO never blocks it), a recorded patch this run does not know
+refuses rather than being judged without, and a config whose model_type is not a string or an
+empty ``--model`` is one line and a usage code."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from ..conftest import LOCK_FILE, assert_refused, run_cli, snapshot
+
+GRANITE = "vllm/model_executor/models/granite.py"
+
+
+def _record(site: Path) -> Path:
+    state = site / ".vllm-patcher"
+    state.mkdir(exist_ok=True)
+    return state / "chosen.json"
+
+
+def _unchanged(site: Path, before: dict[str, bytes]) -> None:
+    after = snapshot(site)
+    assert after == before, sorted(set(after) ^ set(before)) or "bytes changed"
+
+
+@pytest.mark.parametrize("kind", ["not-json", "folder", "fifo", "no-patches"])
+def test_an_unreadable_record_refuses_apply_and_revert_before_any_file_changes(
+    tree_copy, kind: str
+) -> None:  # type: ignore[no-untyped-def]
+    site = tree_copy("0.15.1")
+    record = _record(site)
+    if kind == "not-json":
+        record.write_text("not json")
+    elif kind == "folder":
+        record.mkdir()
+    elif kind == "fifo":
+        os.mkfifo(record)
+    else:
+        record.write_text('{"patches": []}')
+    before = snapshot(site) if kind != "fifo" else None
+    target = ("--target", str(site))
+    proc = run_cli(*target, "apply", "eagle3-granite", timeout=60)
+    assert_refused(proc, 7, "chosen-patches record", str(record))
+    if before is not None:
+        _unchanged(site, before)
+    assert_refused(run_cli(*target, "status", timeout=60), 7, "chosen-patches record")
+    if kind == "folder":  # revert would forget it: refused before it restores anything
+        assert_refused(run_cli(*target, "revert", timeout=60), 7, "not a regular file")
+
+
+def test_a_recorded_patch_this_run_does_not_know_is_refused_not_dropped(tree_copy) -> None:  # type: ignore[no-untyped-def]
+    site = tree_copy("0.15.1")
+    _record(site).write_text(json.dumps({"patches": ["my-fix", "eagle3-granite"]}))
+    proc = run_cli("--target", str(site), "status", "--check")
+    assert_refused(proc, 7, "my-fix", "--patches DIR")
+
+
+def test_a_model_type_that_is_not_a_string_and_an_empty_model_are_usage_errors(
+    tree_copy, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    site = tree_copy("0.15.1")
+    model = tmp_path / "model"
+    model.mkdir()
+    config = {"model_type": ["deepseek_v3"], "hidden_size": 8, "num_hidden_layers": 4}
+    (model / "config.json").write_text(json.dumps({**config, "vocab_size": 16}))
+    before = snapshot(site)
+    target = ("--target", str(site))
+    assert_refused(run_cli(*target, "apply", "--model", str(model)), 2, "no patch here is for")
+    assert_refused(run_cli(*target, "apply", "--model", ""), 2, "--model needs")
+    proc = run_cli(*target, "apply", "--model", str(model), "eagle3-granite")
+    assert_refused(proc, 2, "not both")
+    data = json.loads(run_cli(*target, "--json", "status", "--model", str(model)).stdout)
+    assert (data["ok"], data["exit_code"]) == (False, 2) and "no patch here" in data["error"]
+    _unchanged(site, before)
+
+
+def test_apply_by_name_records_the_choice_and_a_later_status_judges_only_it(tree_copy) -> None:  # type: ignore[no-untyped-def]
+    site = tree_copy("0.15.1")
+    target = ("--target", str(site))
+    proc = run_cli(*target, "apply", "eagle3-granite")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(_record(site).read_text())["patches"] == ["eagle3-granite"]
+    data = json.loads(run_cli(*target, "--json", "status", "--check", check=True).stdout)
+    states = {p["name"]: p["state"] for p in data["patches"]}
+    assert states["eagle3-granite"] == "applied"
+    assert states["eagle3-whitelist"] == states["eagle3-mistral"] == "not-chosen"
+    text = run_cli(*target, "status", "--check", check=True).stdout.splitlines()
+    assert text[-1] == "check: OK: 1 chosen patch applied, upstream or not needed here"
+    assert (site / GRANITE).read_bytes() != b""
+    assert run_cli(*target, "revert").returncode == 0
+    assert not _record(site).exists() and (site / LOCK_FILE).exists()
