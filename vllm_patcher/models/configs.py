@@ -20,6 +20,7 @@ NESTED_KEY = f"eagle_config.{AUX_KEY}"
 
 # safetensors refuses headers above 100 MB; a bigger length means a corrupt or foreign file.
 MAX_HEADER_BYTES = 100_000_000
+MAX_DIMS = 16  # a tensor's dimensions in a safetensors header (real weights have 1 to 4)
 
 
 DTYPE_BYTES = {
@@ -107,6 +108,8 @@ def read_config(directory: Path, role: str) -> dict[str, Any]:
     if not directory.is_dir():
         raise ModelFilesError(f"{role} directory {directory} does not exist")
     path = directory / "config.json"
+    if path.exists() and not path.is_file():  # a FIFO would block the read for ever
+        raise ModelFilesError(f"{path} is not a regular file")
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -117,6 +120,8 @@ def read_config(directory: Path, role: str) -> dict[str, Any]:
         data = json.loads(text)
     except ValueError as exc:
         raise ModelFilesError(f"{path} is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise ModelFilesError(f"{path} nests its JSON too deeply to be a model config") from None
     if not isinstance(data, dict):
         raise ModelFilesError(f"{path} is not a JSON object")
     return data
@@ -149,6 +154,9 @@ def target_from_config(root: Path, config: dict[str, Any]) -> TargetModel:
             where = "text_config" if text_config is not config else "the top level"
             raise ModelFilesError(f"{path} has no positive integer {key} at {where}")
         values[key] = value
+    for where, holder in (("", config), ("text_config.", text_config)):
+        if not isinstance(holder.get("model_type", ""), str):
+            raise ModelFilesError(f"{path}: {where}model_type is not a string")
     model_type = str(config.get("model_type", ""))
     rope = text_config.get("rope_scaling")
     if not isinstance(rope, dict):  # transformers v5 writes rope_parameters
@@ -176,6 +184,8 @@ def read_safetensors_header(path: str | Path) -> dict[str, Tensor]:
     def corrupt(why: str) -> ModelFilesError:
         return ModelFilesError(f"{file} is not a readable safetensors file: {why}")
 
+    if file.exists() and not file.is_file():  # a FIFO would block the read for ever
+        raise corrupt("not a regular file")
     try:
         size = file.stat().st_size
         with file.open("rb") as fh:
@@ -190,8 +200,8 @@ def read_safetensors_header(path: str | Path) -> dict[str, Tensor]:
         raise ModelFilesError(f"cannot read {file}: {exc.strerror or exc}") from None
     try:
         header = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError):
-        raise corrupt("the header is not JSON") from None
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        raise corrupt("the header is not JSON (or nests too deeply)") from None
     if not isinstance(header, dict):
         raise corrupt("the header is not a JSON object")
     data_bytes = size - 8 - length
@@ -204,6 +214,9 @@ def read_safetensors_header(path: str | Path) -> dict[str, Tensor]:
         dtype, shape, offsets = entry.get("dtype"), entry.get("shape"), entry.get("data_offsets")
         if not isinstance(dtype, str) or not int_list(shape, minimum=0):
             raise corrupt(f"entry {name!r} has no valid dtype and shape")
+        if len(shape) > MAX_DIMS:
+            # bounded before any arithmetic: a claim of 600,000 dimensions of 2**32 took minutes
+            raise corrupt(f"entry {name!r} claims {len(shape)} dimensions (at most {MAX_DIMS})")
         if (
             not int_list(offsets, minimum=0)
             or len(offsets) != 2
