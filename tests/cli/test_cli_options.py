@@ -399,3 +399,15 @@ def test_a_shared_option_s_rule_refuses_in_one_line_for_every_command_that_takes
     assert_refused(run_cli(*command, *given), 2, said)
     proc = run_cli("--json", *command, *given)
     assert json.loads(proc.stdout)["exit_code"] == 2 and said in json.loads(proc.stdout)["error"]
+
+
+@pytest.mark.parametrize("columns", ["100", "80"])
+def test_list_fits_the_terminal_and_shows_one_release_when_asked(columns: str) -> None:
+    proc = run_cli("list", env={"COLUMNS": columns})
+    assert proc.returncode == 0, proc.stderr
+    assert max(len(line) for line in proc.stdout.splitlines()) <= int(columns)
+    assert "  eagle3-whitelist      0.11.0-0.17.1 pinned-diff;" in proc.stdout
+    one = run_cli("list", "--vllm-version", "0.17.1", env={"COLUMNS": columns})
+    assert "what apply does on vLLM 0.17.1:" in one.stdout.splitlines()
+    assert "  eagle3-whitelist      pinned-diff" in one.stdout.splitlines()
+    assert_refused(run_cli("list", "--vllm-version", "0.17.1", "--all"), 2, "not both")

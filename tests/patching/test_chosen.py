@@ -94,3 +94,16 @@ def test_apply_by_name_records_the_choice_and_a_later_status_judges_only_it(tree
     assert (site / GRANITE).read_bytes() != b""
     assert run_cli(*target, "revert").returncode == 0
     assert not _record(site).exists() and (site / LOCK_FILE).exists()
+
+
+def test_status_check_names_what_fails_in_its_last_line(tree_copy) -> None:  # type: ignore[no-untyped-def]
+    site = tree_copy("0.15.1")
+    target = ("--target", str(site))
+    proc = run_cli(*target, "status", "--check", "eagle3-whitelist", "supports-eagle3")
+    assert proc.returncode == 1, proc.stdout
+    assert proc.stdout.splitlines()[-1] == (
+        "check: FAILED: 2 of 2 chosen patches not ready "
+        "(2 pending: eagle3-whitelist, supports-eagle3)"
+    )
+    every = run_cli(*target, "status", "--check").stdout.splitlines()[-1]
+    assert every.startswith("check: FAILED: ") and " patches not ready (" in every
