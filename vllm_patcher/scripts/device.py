@@ -5,13 +5,16 @@ engine later refuses with "Failed to infer device type")."""
 
 import json
 
-from vllm.platforms import current_platform
 
-print(
-    json.dumps(
-        {
-            "device_type": str(getattr(current_platform, "device_type", "") or ""),
-            "platform": type(current_platform).__name__,
-        }
-    )
-)
+def main() -> None:
+    from vllm.platforms import current_platform  # the target's vLLM, imported only when run
+
+    answer = {
+        "device_type": str(getattr(current_platform, "device_type", "") or ""),
+        "platform": type(current_platform).__name__,
+    }
+    print(json.dumps(answer))
+
+
+if __name__ == "__main__":
+    main()

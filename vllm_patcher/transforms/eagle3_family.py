@@ -254,6 +254,23 @@ def _templates(
     return "aux_hidden_states = []\n", template
 
 
+def _collect(
+    first: str, loop: cst.For, spec: FamilyModel, family: Family, mixin: bool
+) -> cst.BaseStatement:
+    """The statement that starts the aux list, where the loop's leading lines were; generation
+    B's "hidden" capture says why it passes a zero residual."""
+    note = [
+        cst.EmptyLine(comment=cst.Comment(line))
+        for line in (
+            f"# a {family.name} layer adds its own residual: the stream it returns flows into the",
+            "# next layer; a zero residual makes each capture a tensor of its own",
+        )
+    ]
+    return cst.parse_statement(first).with_changes(
+        leading_lines=[*loop.leading_lines, *(note if mixin and spec.capture == "hidden" else [])]
+    )
+
+
 def _patch_forward(
     fn: cst.FunctionDef, spec: FamilyModel, family: Family, mixin: bool, pep604: bool
 ) -> cst.FunctionDef:
@@ -312,16 +329,7 @@ def _patch_forward(
     own = list(body_of(loop))
     lead = 1 if own and _rebases(own[0], idx) else 0  # capture at the absolute index
     new_loop = with_body(header_node, [*own[:lead], *before, *own[lead:], *after])
-    note = [
-        cst.EmptyLine(comment=cst.Comment(line))
-        for line in (
-            f"# a {family.name} layer adds its own residual: the stream it returns flows into the",
-            "# next layer; a zero residual makes each capture a tensor of its own",
-        )
-    ]
-    collect = cst.parse_statement(first).with_changes(
-        leading_lines=[*loop.leading_lines, *(note if mixin and spec.capture == "hidden" else [])]
-    )
+    collect = _collect(first, loop, spec, family, mixin)
     guard = cst.parse_statement(
         "if len(aux_hidden_states) > 0:\n    return hidden_states, aux_hidden_states\n"
     ).with_changes(leading_lines=[cst.EmptyLine(indent=False)])
