@@ -59,8 +59,9 @@ def judged_and_reverted(python: Path, expected: set[str]) -> None:
     assert "judging the patches chosen at apply" in verify.stderr
     check = run_cli(*py, "status", "--check")
     assert check.returncode == 0, check.stdout
+    what = "patch" if len(expected) == 1 else "patches"
     assert check.stdout.splitlines()[-1].startswith(
-        f"check: OK: {len(expected)} chosen patches applied"
+        f"check: OK: {len(expected)} chosen {what} applied"
     ), check.stdout
     revert = run_cli(*py, "revert")
     assert revert.returncode == 0, revert.stderr
@@ -74,10 +75,13 @@ def model_first_round_trip(python: Path, family: str, root: Path, has_kimi: bool
     model = target(family, root)
     expected = NEEDS[family] - (set() if has_kimi else {"kimi-k25-image-token"})
     py = ("--python", str(python))
-    proc = run_cli(*py, "apply", "--model", str(model))
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "target's patches: " in proc.stderr
-    judged_and_reverted(python, expected)
-    proc = run_cli(*py, "apply", *NAMES[family])
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    judged_and_reverted(python, expected)
+    try:
+        proc = run_cli(*py, "apply", "--model", str(model))
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert "target's patches: " in proc.stderr
+        judged_and_reverted(python, expected)
+        proc = run_cli(*py, "apply", *NAMES[family])
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        judged_and_reverted(python, expected)
+    finally:  # a failure above leaves the shared venv as the next test expects it
+        run_cli(*py, "revert")

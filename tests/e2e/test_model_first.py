@@ -16,7 +16,7 @@ import pytest
 
 from ..conftest import REPO, run_cli, touched_match_record, venv_site
 from ..models.model_files import ready_kimi_pair
-from .model_flow import NEEDS, applied, model_first_round_trip
+from .model_flow import NEEDS, applied, granite_target, model_first_round_trip
 
 
 @pytest.mark.parametrize("family", ["kimi", "deepseek", "granite"])
@@ -103,3 +103,28 @@ def test_make_serve_on_the_users_venv_removes_nothing_and_stops_at_no_device(
         assert (venv / "bin" / "python").exists()
     finally:
         run_cli("--python", str(vllm_python), "revert", check=True)
+
+
+def test_two_models_on_one_venv_and_revert_of_one_keeps_the_other(
+    vllm_python: Path, tmp_path: Path
+) -> None:
+    kimi, _ = ready_kimi_pair(tmp_path)
+    granite = granite_target(tmp_path)
+    py = ("--python", str(vllm_python))
+    try:
+        run_cli(*py, "apply", "--model", str(kimi), check=True)
+        run_cli(*py, "apply", "--model", str(granite), check=True)
+        assert applied(vllm_python) == NEEDS["kimi"] | NEEDS["granite"]
+        proc = run_cli(*py, "revert", "--model", str(granite))
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout.splitlines()[-1] == (
+            "applied again (chosen for another model here): "
+            "eagle3-whitelist, kimi-k25-image-token, supports-eagle3"
+        )
+        assert applied(vllm_python) == NEEDS["kimi"]
+        assert run_cli(*py, "status", "--check").returncode == 0
+        assert run_cli(*py, "verify").returncode == 0
+        run_cli(*py, "revert", "--model", str(kimi), check=True)
+        assert all(touched_match_record(venv_site(vllm_python)).values())
+    finally:
+        run_cli(*py, "revert", check=True)

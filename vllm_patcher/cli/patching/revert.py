@@ -1,28 +1,52 @@
-"""``revert``: every touched file back to the bytes pip installed."""
+"""``revert``: every touched file back to the bytes pip installed (or a model's patches out)."""
 
 from __future__ import annotations
 
 import click
 
 from ...patching import chosen
+from ...patching import journal as journal_mod
 from ...patching.journal import left_in_place
 from ..app import Command, pass_app
 from ..base import Application, waiting
 from ..render import patching as render
+from . import choice as choice_mod
 
 
 @click.command(cls=Command)
 @click.option(
     "--force", is_flag=True, help="Restore pristine even over edits made after apply (kept aside)."
 )
+@click.option(
+    "--model",
+    "model",
+    metavar="DIR|REPO",
+    help="Take out only the patches this target's family needs: every file back to pristine, "
+    "then the other patches applied here applied again (two transactions, each all or none).",
+)
 @pass_app
-def revert(app: Application, force: bool) -> None:
-    """Restore every touched file to the bytes pip installed."""
+def revert(app: Application, force: bool, model: str | None) -> None:
+    """Restore every touched file to the bytes pip installed (with --model, keep the rest)."""
     from ...patching import txn  # status never loads the transaction (plan, diffs)
 
     opts = app.options
     target = opts.target()
-    chosen.check_removable(target.site_packages)  # refused before any file changes
+    root = target.site_packages
+    chosen.check_removable(root)  # refused before any file changes
+    again: list[str] = []
+    if model is not None:
+        sel = choice_mod.select(opts, target, (), model)
+        gone = set(sel.catalogue.selected)
+        recorded = chosen.read(root)
+        journal = journal_mod.load(root)
+        kept = recorded.patches if recorded is not None else (journal.patches if journal else [])
+        again = [n for n in kept if n not in gone and n in sel.catalogue.names]
     result = txn.revert(target, force=force, on_wait=waiting(opts, "revert"))
-    chosen.forget(target.site_packages)  # every file is pristine: no choice stands
-    app.show(render.revert(result, target, left_in_place(target.site_packages)))
+    chosen.forget(root)  # every file is pristine: no choice stands
+    shown = render.revert(result, target, left_in_place(root))
+    if again:
+        whole = sel.catalogue.unselected().select(again)
+        txn.apply(target, whole, on_wait=waiting(opts, "apply"))
+        chosen.write(root, chosen.Choice(tuple(again)))
+        shown = render.reapplied(shown, again)
+    app.show(shown)

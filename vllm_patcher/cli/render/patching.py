@@ -170,6 +170,14 @@ def revert(result: RevertResult, target: target_mod.Target, left: LeftInPlace) -
     return Shown(EXIT_OK, data, lines)
 
 
+def reapplied(shown: Shown, again: list[str]) -> Shown:
+    """revert --model's report: the revert's, then the patches applied again."""
+    data = {**(shown.data or {}), "applied_again": again}
+    lines = [line for line in shown.text if not line.startswith("left in place")]
+    lines.append(f"applied again (chosen for another model here): {', '.join(again)}")
+    return Shown(shown.code, data, lines)
+
+
 def verify(report: VerifyReport, tiers: tuple[str, ...], busy: str) -> Shown:
     """``tiers``: verify's tiers in order; ``busy``: why the import tier did not run when
     another run holds the environment."""
