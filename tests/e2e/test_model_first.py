@@ -65,7 +65,7 @@ def test_doctor_judges_the_venv_it_is_given(vllm_python: Path, tmp_path: Path) -
         assert after.returncode == 0, after.stdout
         assert json.loads(after.stdout)["venv_checked"] is True
         release_only = run_cli(*py, "doctor", *args, "--vllm-version", "0.15.1")
-        assert release_only.stdout.splitlines()[-1].startswith("venv: not checked")
+        assert release_only.stdout.splitlines()[-2].startswith("venv: not checked")
     finally:
         run_cli(*py, "revert", check=True)
     assert all(touched_match_record(venv_site(vllm_python)).values())

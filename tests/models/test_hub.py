@@ -231,8 +231,13 @@ def test_a_repo_id_resolves_through_the_vllm_venvs_own_huggingface_hub(
         "--python", str(python), "--json", "doctor",
         "--model", "moonshotai/Kimi-K2.5", "--drafter", "lab/Kimi-K2.5-eagle3", env=env,
     )  # fmt: skip
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    # the venv is pristine (never written here): its missing patches are the one problem, and
+    # the fix names the repo id as given
+    assert proc.returncode == 1, proc.stdout + proc.stderr
     data = json.loads(proc.stdout)
+    (problem,) = [f for f in data["findings"] if f["level"] == "problem"]
+    assert problem["check"] == "venv" and "eagle3-whitelist pending" in problem["message"]
+    assert problem["fix"].endswith("apply --model moonshotai/Kimi-K2.5")
     assert data["vllm_version"] == "0.15.1"
     assert data["target"]["source"]["repo_id"] == "moonshotai/Kimi-K2.5"
     assert data["target"]["path"].startswith(str(hf_home / "hub" / "models--moonshotai--Kimi-K2.5"))

@@ -16,7 +16,10 @@ def doctor(report: Any, fix: bool, note: str | None = None) -> Shown:
     code = outcomes.found("doctor", "ok" if report.ok else "problem")
     data = report.to_dict()
     data["venv_checked"] = note is None and any(f.check == "venv" for f in report.findings)
-    return Shown(code, data, doctor_lines(report, fix) + ([note] if note else []))
+    lines = doctor_lines(report, fix)
+    if note:  # before the summary, which stays the last line
+        lines.insert(len(lines) - 1, note)
+    return Shown(code, data, lines)
 
 
 def serve_args_problems(report: Any) -> Shown:
