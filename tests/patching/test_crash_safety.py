@@ -76,6 +76,9 @@ class Trees:
         shutil.copytree(self.pristine, by_transform)
         first = ("eagle3-whitelist", "kimi-k25-image-token", "supports-eagle3")
         run_cli("--target", str(by_transform), "apply", *first, env=self.unpinned, check=True)
+        # the files as those three left them, with no narrower choice recorded: the scenario's
+        # bare apply grows every series (a recorded choice would keep it to those three)
+        (by_transform / ".vllm-patcher" / "chosen.json").unlink()
         self.after_codemods = {r: file_hash((by_transform / r).read_bytes()) for r in self.rels}
 
     def patched_hashes(self, rel: str) -> tuple[str, str]:

@@ -21,6 +21,7 @@ from ..catalogue.model import Catalogue
 from ..diffs import pinned
 from ..errors import LocallyModified, StateError
 from ..install.target import Target
+from . import chosen
 from . import journal as journal_mod
 from . import status as status_mod
 from .commit import commit_apply, commit_revert
@@ -214,7 +215,15 @@ def revert(
     target: Target, *, force: bool = False, on_wait: Callable[[str], None] | None = None
 ) -> RevertResult:
     """Restore every file the journal names to its pristine bytes, as one transaction; with
-    ``force``, over edits made after apply too (each kept under ``saved/`` first)."""
+    ``force``, over edits made after apply too (each kept under ``saved/`` first). Every file
+    pristine, the recorded choice of patches (``chosen``) is forgotten too."""
+    chosen.check_removable(target.site_packages)  # refused before any file changes
+    result = _revert(target, force, on_wait)
+    chosen.forget(target.site_packages)
+    return result
+
+
+def _revert(target: Target, force: bool, on_wait: Callable[[str], None] | None) -> RevertResult:
     root = target.site_packages
     journal_mod.check_state_dir(root)
     if not journal_mod.state_file(root).exists() and not journal_mod.pristine_dir(root).exists():
