@@ -406,7 +406,7 @@ bench: dev $(BENCH_REAL_VENV) $(if $(filter-out 0,$(BENCH_SKIP_ENGINE)),,engine-
 # tool (../shared/gpu/README.md makes one on the lent H200); CI has no GPU. One table, dated.
 GPU_VENV ?= /tmp/venv
 GPU_OUT  ?= /tmp/gpu-proof
-# Then the Granite graph probe (tests/gpu/aux_probe.py, issue 58): the 8B shape under vLLM's
+# Then the Granite graph probe (tests/gpu/aux_probe.py): the 8B shape under vLLM's
 # default graphs and the controlled pair at hidden 4096 in every graph mode (GPU_VENV with
 # eagle3-granite applied: the proof's revert leaves it pristine, so the probe applies it first).
 gpu-proof:

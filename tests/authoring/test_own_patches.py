@@ -424,7 +424,7 @@ def test_a_port_to_a_release_that_already_holds_the_change_writes_nothing_and_sa
 ) -> None:
     """0.24.0's own files hold eagle3-qwen3-next's change: a port there is `already there`,
     writes no empty pin (which would leave the folder unreadable) and widens no releases.
-    (eagle3-granite to 0.32.0 was this test's case until issue 58: the backport's capture is now
+    (eagle3-granite to 0.32.0 was this test's case until its capture changed: the backport's capture is now
     a tensor of its own, upstream's Granite still captures the layer's output itself.)"""
     pins, env = copy_builtins(tmp_path)
     before = snapshot(pins)

@@ -40,14 +40,18 @@ def test_a_known_failures_finding_names_the_patch_path_and_the_measured_fix() ->
             ["--compilation-config", '{"cudagraph_mode": "PIECEWISE"}'],
             {},
             False,
-        ),  # PIECEWISE: not proven (issue 58)
+        ),  # PIECEWISE: not proven to feed the drafter the right states
         (
             ['--compilation-config={"cudagraph_mode": "piecewise"}'],
             {},
             False,
-        ),  # PIECEWISE: not proven (issue 58)
+        ),  # PIECEWISE: not proven to feed the drafter the right states
         (["-cc", '{"cudagraph_mode": "NONE"}'], {}, True),
-        (["-cc.cudagraph_mode=PIECEWISE"], {}, False),  # PIECEWISE: not proven (issue 58)
+        (
+            ["-cc.cudagraph_mode=PIECEWISE"],
+            {},
+            False,
+        ),  # PIECEWISE: not proven to feed the drafter the right states
         (["-cc.cudagraph_mode", "FULL_AND_PIECEWISE"], {}, False),
         (["--compilation-config", '{"cudagraph_mode": "FULL"}'], {}, False),
         (["--compilation-config", "not json"], {}, False),
@@ -69,12 +73,20 @@ def test_a_known_failures_finding_names_the_patch_path_and_the_measured_fix() ->
             ["-cc", '{"cudagraph_mode": "FULL"}', "-cc", '{"cudagraph_mode": "PIECEWISE"}'],
             {},
             False,
-        ),  # PIECEWISE: not proven (issue 58)
+        ),  # PIECEWISE: not proven to feed the drafter the right states
         (["-cc.cudagraph_mode=PIECEWISE", "-cc.cudagraph_mode=FULL"], {}, False),
         (["-cc", '{"cudagraph_mode": "PIECEWISE"}', "-cc", '{"mode": 3}'], {}, False),
-        (["-cc", '{"cudagraph_mode": 1}'], {}, False),  # PIECEWISE: not proven (issue 58)
-        (["-cc.cudagraph_mode=1"], {}, False),  # PIECEWISE: not proven (issue 58)
-        (["-cc", '{"cudagraph_mode": "FULL_DECODE_ONLY"}'], {}, False),  # fails (issue 58)
+        (
+            ["-cc", '{"cudagraph_mode": 1}'],
+            {},
+            False,
+        ),  # PIECEWISE: not proven to feed the drafter the right states
+        (
+            ["-cc.cudagraph_mode=1"],
+            {},
+            False,
+        ),  # PIECEWISE: not proven to feed the drafter the right states
+        (["-cc", '{"cudagraph_mode": "FULL_DECODE_ONLY"}'], {}, False),  # fails
         (["-cc", '{"cudagraph_mode": "NONE"}', "-cc.cudagraph_mode=0"], {}, True),
         (["-cc", '{"cudagraph_mode": "FULL"}', "-cc", '{"cudagraph_mode": "NONE"}'], {}, True),
         (["--enforce", "--max-model-len", "2048"], {}, True),  # a prefix, as vLLM takes it
@@ -82,9 +94,9 @@ def test_a_known_failures_finding_names_the_patch_path_and_the_measured_fix() ->
             ["--compilation", '{"cudagraph_mode": "PIECEWISE"}'],
             {},
             False,
-        ),  # PIECEWISE: not proven (issue 58)
+        ),  # PIECEWISE: not proven to feed the drafter the right states
         (["-O0"], {}, True),
-        (["-O", "1"], {}, False),  # PIECEWISE: not proven (issue 58)
+        (["-O", "1"], {}, False),  # PIECEWISE: not proven to feed the drafter the right states
         (["--optimization-level", "0"], {}, True),
         (["-O3"], {}, False),
         (["-O0", "-cc", '{"cudagraph_mode": "FULL"}'], {}, False),

@@ -194,7 +194,7 @@ def test_serve_args_no_longer_warns_of_the_fixed_granite_graph_failure(
     proc = run_cli(*args, "--vllm-version", "0.25.0")
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["method"] == "eagle3"  # stdout stays vLLM's input alone
-    # fixed in the patch (issue 58): only the note that no venv was judged
+    # fixed in the patch: only the note that no venv was judged
     assert "known-failure" not in proc.stderr and "fault of vLLM" not in proc.stderr
     assert proc.stderr == NOTE
     quiet = run_cli(*args, "--vllm-version", "0.21.0")

@@ -1,4 +1,4 @@
-"""One model on one venv (issue 54), on the real vLLM 0.15.1 venv through the real command line:
+"""One model on one venv, on the real vLLM 0.15.1 venv through the real command line:
 ``apply --model`` and ``apply NAME...`` apply exactly what the target's family needs and a bare
 ``verify`` / ``status --check`` pass on that choice; ``doctor --python`` judges the venv's files;
 ``make serve VLLM_VENV=`` serves from the user's venv, removes nothing, and on a host without a

@@ -167,7 +167,7 @@ def _observe(capture: str) -> None:
 
     made = {  # the capture of the layer's output, as each variant makes it
         "fresh": lambda h: h + 0,
-        "alias": lambda h: h,  # the patch before issue 58: the tensor the next layer takes
+        "alias": lambda h: h,  # the patch before the fix: the tensor the next layer takes
         "clone": lambda h: h.clone(),  # Inductor removes aten.clone as a no-op
     }
     if capture in made:

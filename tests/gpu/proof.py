@@ -21,7 +21,7 @@ For every backport the venv's release needs, under each graph mode (``eager``: -
 Prints one table (``tests/gpu/table.py`` renders it; CI tests that part) and writes
 ``DIR/proof.md`` (the table), ``DIR/proof.json`` (every row) and ``DIR/logs.tar.gz`` (the
 logs), also when a step fails or the run is cut short. A rehearsal that dies of a failure known
-for the release (``vllm_patcher/doctor/faults.py``: the Granite path under CUDA graphs, issue 58)
+for the release (``vllm_patcher/doctor/faults.py``: the Granite path under CUDA graphs)
 is labelled "known failure" and still FAILs: it follows our path, not a vLLM kernel.
 
 Takes the venv as ``../shared/gpu/device_install.sh`` makes it (``/tmp/venv``). About 8 minutes
@@ -175,7 +175,7 @@ def tool(venv: Path, *args: str, timeout: float = 900) -> subprocess.CompletedPr
 def rehearse_row(venv: Path, logs: Path, big: dict[str, Path], mode: str, release: str) -> tuple:
     """``vllm-patcher rehearse`` of the 8B shape: (result, ok, seconds). A failure known for this
     release (``doctor.faults``, which doctor warns of) is labelled so, and is still a failure:
-    it follows our Granite path (issue 58)."""
+    it follows our Granite path."""
     from vllm_patcher.doctor import faults
 
     spec = json.dumps(

@@ -1,4 +1,4 @@
-"""doctor on hostile model folders (issue 55, items 5-8): a FIFO where a config.json or a
+"""doctor on hostile model folders: a FIFO where a config.json or a
 safetensors file should be, JSON nested 200,000 deep, a header claiming 600,000 dimensions of
 2**32, a model_type that is a list or an object. Each is one error line and exit 11 within
 seconds: never a hang, never a traceback (the tests' timeouts fail a hang)."""

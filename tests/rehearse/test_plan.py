@@ -81,7 +81,7 @@ def _granite(tmp_path: Path, arch: str = "GraniteForCausalLM") -> str:
 @pytest.mark.parametrize(
     ("extra", "version", "arch"),
     [
-        ((), "0.25.0", "GraniteForCausalLM"),  # fixed in the patch (issue 58): nothing to warn of
+        ((), "0.25.0", "GraniteForCausalLM"),  # fixed in the patch: nothing to warn of
         (("--enforce-eager",), "0.25.0", "GraniteForCausalLM"),
         ((), "0.21.0", "GraniteForCausalLM"),
         ((), "0.25.0", "LlamaForCausalLM"),

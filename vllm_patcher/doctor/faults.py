@@ -2,7 +2,7 @@
 warn before the load; rehearse names the failure when the engine dies of it
 (``rehearse.failures``). The one owner of each fact below. None is open now (``FAULTS``).
 
-The Granite graph failure (issues 34 and 58), fixed 2026-12-06. With the backport's capture of
+The Granite graph failure , fixed 2026-12-06. With the backport's capture of
 the time, vLLM 0.25.0 (torch 2.11, CUDA 13; H200 and H100) died with ``CUDA error: an illegal
 memory access was encountered`` while the V2 model runner captured the drafter's FULL prefill
 graphs for a Granite target at real size (granite-3.3-8b's shape, and 8 of its layers), and with a
@@ -61,7 +61,7 @@ class KnownFailure:
         )
 
 
-# Fixed (issue 58): kept to name the crash of a venv still patched the old way (rehearse).
+# Fixed: kept to name the crash of a venv still patched the old way (rehearse).
 GRANITE_DRAFTER_GRAPHS = KnownFailure(
     key="granite-drafter-graphs",
     architectures=("GraniteForCausalLM",),
@@ -70,7 +70,7 @@ GRANITE_DRAFTER_GRAPHS = KnownFailure(
     what="an illegal memory access while the drafter's CUDA graphs are captured, with the "
     "capture eagle3-granite made before 2026-12-06 (the tensor the next layer is given)",
     workaround="vllm-patcher apply (the fixed capture; status shows eagle3-granite outdated)",
-    measured="measured on vLLM 0.25.0, granite-3.3-8b shape; fixed in the patch, issue 58",
+    measured="measured on vLLM 0.25.0, granite-3.3-8b shape; fixed in the patch",
     patch="eagle3-granite",
 )
 FAULTS: tuple[KnownFailure, ...] = ()  # none open

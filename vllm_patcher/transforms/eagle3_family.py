@@ -209,7 +209,7 @@ def _loop_header(it: str, absolute: bool) -> str:
 
 # A layer that adds its own residual returns the stream itself, and that tensor flows into the
 # next layer. Captured as it is, vLLM's compiled CUDA graphs (the V2 runner, 0.22-0.31) break the
-# drafter's states: an illegal memory access at 8B size (issue 58, measured on 0.25.0). ``+ 0``
+# drafter's states: an illegal memory access at 8B size (measured on 0.25.0). ``+ 0``
 # makes a tensor of its own (Inductor removes ``.clone()`` as a no-op, and keeps an add of a
 # Python number); generation B passes it as the mixin's residual, so it is made only for the
 # captured layers.

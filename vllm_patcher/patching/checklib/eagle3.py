@@ -270,7 +270,7 @@ def forward_captures_aux(
     first layer asked for (upstream's own Llama capture adds a residual that is still None before
     layer 0, so a class it serves unchanged is asked from layer 1). ``own`` (a backport's layers
     that add their own residual): each capture is a tensor of its own, never the very tensor the
-    next layer is given (issue 58: under vLLM's compiled CUDA graphs that breaks the drafter).
+    next layer is given (under vLLM's compiled CUDA graphs that breaks the drafter).
     ``get_pp_group`` is stood in, and put back, in every module the forward's code runs in."""
     import torch
 

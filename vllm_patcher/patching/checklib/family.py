@@ -83,7 +83,7 @@ def check_capture_is_the_residual_stream(ctx: Any) -> str:
     for module, model in _models(ctx):
         cls = _inner(module, model["model"])
         # a backport's own capture of a layer that adds its own residual must be a tensor of
-        # its own (issue 58); upstream's classes are judged for the stream alone
+        # its own; upstream's classes are judged for the stream alone
         own = model["capture"] == "hidden" and not ctx.upstream
         eagle3.forward_captures_aux(module, _family(ctx, model), cls, FIRST, own)
         done.append(cls.__name__)
