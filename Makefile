@@ -406,15 +406,16 @@ bench: dev $(BENCH_REAL_VENV) $(if $(filter-out 0,$(BENCH_SKIP_ENGINE)),,engine-
 # tool (../shared/gpu/README.md makes one on the lent H200); CI has no GPU. One table, dated.
 GPU_VENV ?= /tmp/venv
 GPU_OUT  ?= /tmp/gpu-proof
-# Then the Granite graph probe (tests/gpu/aux_probe.py): the 8B shape under vLLM's
-# default graphs and the controlled pair at hidden 4096 in every graph mode (GPU_VENV with
-# eagle3-granite applied: the proof's revert leaves it pristine, so the probe applies it first).
+# Then the graph probe (tests/gpu/aux_probe.py): the Granite 8B shape under vLLM's default
+# graphs, and the controlled pair at hidden 4096 of every family the proof covers, under CUDA
+# graphs (GPU_VENV with every built-in its release needs applied: the proof's revert leaves it
+# pristine, so the probe applies them first and reverts after).
 gpu-proof:
 	VLLM_USE_FLASHINFER_SAMPLER=0 PYTHONUNBUFFERED=1 python3 -m tests.gpu.proof \
 	  --python $(GPU_VENV) --out $(GPU_OUT)
-	$(GPU_VENV)/bin/python -m vllm_patcher --python $(GPU_VENV) apply eagle3-granite
+	$(GPU_VENV)/bin/python -m vllm_patcher --python $(GPU_VENV) apply
 	VLLM_USE_FLASHINFER_SAMPLER=0 PYTHONUNBUFFERED=1 python3 -m tests.gpu.aux_probe \
-	  --python $(GPU_VENV) --out $(GPU_OUT)/aux-probe
+	  --python $(GPU_VENV) --out $(GPU_OUT)/aux-probe --jobs 8
 	$(GPU_VENV)/bin/python -m vllm_patcher --python $(GPU_VENV) revert
 
 pin: dev

@@ -14,8 +14,12 @@ real-size shape from ``tests/gpu/shapes.py`` cut to 8 layers (hidden 4096; the d
   (3 x 4096 = 12288 when all three states arrived).
 
 A case may also swap the Granite model's capture (``capture``: ``fresh`` records a new tensor,
-``h + 0``, where the patch records the layer's output itself). Each case writes one JSON line; the
-driver prints them as one table and keeps every log in ``DIR/logs.tar.gz``.
+``h + 0``, where the patch records the layer's output itself). The ``wide-*`` cases are the
+controlled pair at hidden 4096 (``tests/gpu/wide.py``) of Granite, its Llama control and every
+family the GPU proof covers, with real weights: their acceptance says whether the drafter got the
+right states. Each case writes one JSON line (with the model runner its log names, V1 or V2); the
+driver keeps every log in ``DIR/logs.tar.gz``. The family cases pass the MoE and GDN kernel
+arguments of ``tests/gpu/proof.py``'s ``NO_JIT``, which vLLM has from 0.21.0.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import argparse
 import concurrent.futures
 import json
 import os
+import re
 import subprocess
 import sys
 import tarfile
@@ -32,6 +37,7 @@ import time
 from pathlib import Path
 
 from tests.gpu import shapes
+from tests.gpu.proof import DRAFTER_SUFFIX, NO_JIT
 
 ROOT = Path(__file__).resolve().parents[2]
 MARK = "aux_probe: "
@@ -48,6 +54,15 @@ MODES = {
     },
     "default": {"enforce_eager": False},
 }
+# the families besides Granite (and Llama, the control) widened by tests/gpu/wide.py
+WIDE_FAMILIES = (
+    "granitemoe",
+    "mistral",
+    "qwen3_next",
+    "nemotron_h",
+    "mimo_v2_flash",
+    "hunyuan_moe",
+)
 # name: (target, drafter, mode, capture); "patch": the capture the applied patch makes. The
 # dummy-weight shapes (8 layers of granite-3.3-8b's, or all 40) say whether the engine starts
 # and what reaches the drafter; the "wide" pair (tests/gpu/wide.py: engine_models.py's controlled
@@ -68,50 +83,70 @@ CASES = {
         for d in ("right", "shifted")
         for m in MODES
     },
+    # every other family proven at hidden 128, widened the same way (a hybrid: its drafter of one
+    # KV head, tests/gpu/proof.py's DRAFTER_SUFFIX)
+    **{
+        f"wide-{f}-{d}-{m}": (f"wide-{f}", f"wide-{d}{DRAFTER_SUFFIX.get(f, '')}", m, "patch")
+        for f in WIDE_FAMILIES
+        for d in ("right", "shifted")
+        for m in MODES
+    },
 }
-# the second run (the fixed patch applied): the fix at 8 and 40 layers, the captures it replaced
-# side by side, and the wide pair's acceptance in every graph mode (Llama: the default's control)
+# what `make gpu-proof` runs (the venv with every built-in its release needs applied): the fix at 8
+# and 40 layers beside the capture it replaced, the wide Granite pair and its Llama control in
+# every graph mode, and every other family's wide pair under the two modes with FULL graphs
 FIXED = ",".join(
     [
         "granite40-default",
         "granite-default",
         "granite-alias-default",
-        *(f"wide-granite-{d}-{m}" for d in ("right", "shifted") for m in MODES),
-        "wide-llama-right-default",
-        "wide-llama-shifted-default",
+        *(
+            f"wide-{t}-{d}-{m}"
+            for t in ("granite", "llama")
+            for d in ("right", "shifted")
+            for m in MODES
+        ),
+        *(
+            f"wide-{f}-{d}-{m}"
+            for f in WIDE_FAMILIES
+            for d in ("right", "shifted")
+            for m in ("full_decode", "default")
+        ),
     ]
 )
 
 
-def _models(root: Path) -> dict[str, Path]:
+def _models(root: Path, needed: set[str]) -> dict[str, Path]:
+    """The models the chosen cases name, built on the driver's side."""
     cut = {"num_hidden_layers": LAYERS}
-    return {
-        "granite": shapes.write(root / "granite", {**shapes.GRANITE, **cut}),
-        "llama": shapes.write(root / "llama", {**shapes.LLAMA, **cut}),
-        "drafter": shapes.write(
-            root / "drafter", {**shapes.DRAFTER, "eagle_aux_hidden_state_layer_ids": list(AUX)}
-        ),
-        "granite40": shapes.write(root / "granite40", shapes.GRANITE),
-        "drafter40": shapes.write(root / "drafter40", shapes.DRAFTER),
-        **_wide(root),
+    aux = {"eagle_aux_hidden_state_layer_ids": list(AUX)}
+    made = {
+        "granite": lambda p: shapes.write(p, {**shapes.GRANITE, **cut}),
+        "llama": lambda p: shapes.write(p, {**shapes.LLAMA, **cut}),
+        "drafter": lambda p: shapes.write(p, {**shapes.DRAFTER, **aux}),
+        "granite40": lambda p: shapes.write(p, shapes.GRANITE),
+        "drafter40": lambda p: shapes.write(p, shapes.DRAFTER),
     }
+    return {name: made.get(name, _wide)(root / name) for name in sorted(needed)}
 
 
-def _wide(root: Path) -> dict[str, Path]:
-    """engine_models.py's controlled pair, widened to hidden 4096 (tests/gpu/wide.py)."""
-    from tests.e2e import engine_models
+def _wide(dst: Path) -> Path:
+    """engine_models.py's controlled pair and family_models.py's targets, widened to hidden 4096
+    (tests/gpu/wide.py): ``dst`` is ``wide-<target or drafter>``."""
+    from tests.e2e import engine_models as em
+    from tests.e2e import family_models as fm
     from tests.gpu import wide
 
-    tiny = root / "tiny"
-    engine_models.target(tiny / "target")
-    engine_models.target(tiny / "llama-target", family="llama")
-    engine_models.drafter(tiny / "right", 1.0)
-    engine_models.drafter(tiny / "shifted", 1.0, layers=engine_models.SHIFTED_LAYERS)
-    names = {"granite": "target", "llama": "llama-target", "right": "right", "shifted": "shifted"}
-    return {
-        f"wide-{key}": wide.widen(tiny / name, root / f"wide-{key}", 4096)
-        for key, name in names.items()
-    }
+    key = dst.name.removeprefix("wide-")
+    if key in fm.BUILDERS:
+        return wide.widen_built(fm.BUILDERS[key], dst, 4096)
+    tiny = dst.with_name(dst.name + "-tiny")
+    if key.startswith(("right", "shifted")):
+        layers = em.SHIFTED_LAYERS if key.startswith("shifted") else em.RIGHT_LAYERS
+        em.drafter(tiny, 1.0, layers=layers, kv_heads=1 if key.endswith("-kv1") else em.HEADS)
+    else:
+        em.target(tiny, family=key)
+    return wide.widen(tiny, dst, 4096)
 
 
 # ---- inside the venv's interpreter ---------------------------------------------------------------
@@ -212,6 +247,8 @@ def _case_args(models: dict[str, Path], target: str, drafter: str, mode: str) ->
         "enforce_eager": spec["enforce_eager"],
         "engine": {
             "kv_cache_memory_bytes": (1 if real else 4 if mode == "default" else 2) << 30,
+            # MoE and GDN kernels that need no FlashInfer build at run time (tests/gpu/proof.py)
+            **(NO_JIT if target.removeprefix("wide-") in WIDE_FAMILIES else {}),
             **spec.get("engine", {}),
         },
     }
@@ -236,12 +273,20 @@ def _run_case(python: str, name: str, case: dict, logs: Path, timeout: int) -> d
         answer = json.loads(lines[-1]) if lines else {"error": f"exit {proc.returncode}, no answer"}
     except subprocess.TimeoutExpired:
         answer = {"error": f"no answer in {timeout} s"}
-    seen = [
-        json.loads(ln[len(MARK) :])
-        for ln in log.read_text(errors="replace").splitlines()
-        if ln.startswith(MARK)
-    ]
-    return {"case": name, "s": round(time.monotonic() - started), "answer": answer, "seen": seen}
+    text = log.read_text(errors="replace")
+    seen = [json.loads(ln[len(MARK) :]) for ln in text.splitlines() if ln.startswith(MARK)]
+    # the model runner, by how it names the graphs it captures: V2 "CUDA graphs (FULL)" and
+    # "prefill CUDA graphs (...)", V1 "CUDA graphs (decode, FULL)" and "(mixed prefill-decode, ...)"
+    v2 = re.search(r"Capturing (prefill |decode )?CUDA graphs \((FULL|PIECEWISE)\)", text)
+    v1 = re.search(r"Capturing CUDA graphs \((decode|mixed prefill-decode), ", text)
+    runner = "V2" if v2 else "V1" if v1 else None  # eager: no graphs, no name
+    return {
+        "case": name,
+        "s": round(time.monotonic() - started),
+        "runner": runner,
+        "answer": answer,
+        "seen": seen,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -259,7 +304,10 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     logs = Path(tempfile.mkdtemp(prefix="aux-probe-"))
-    models = _models(logs / "models")
+    chosen = [CASES[name] for name in a.cases.split(",")]
+    models = _models(
+        logs / "models", {m for target, drafter, _, _ in chosen for m in (target, drafter)}
+    )
     rows = []
     with concurrent.futures.ThreadPoolExecutor(a.jobs) as pool:
         futures = []

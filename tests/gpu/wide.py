@@ -5,6 +5,13 @@ acceptance stays set by construction (100% with the right aux layers, about 0% s
 
     python -m tests.gpu.wide SRC DST [--hidden 4096]     (SRC: engine_models.py's folder)
 
+A family target of ``tests/e2e/family_models.py`` (its own mixers, MoE and norms) is widened by
+``widen_built``: the builder runs once at 128 for the weights and once with the hidden size set
+to ``--hidden`` for the shapes only, and every dimension that differs between the two is the
+hidden one, padded with zeros (no rule per tensor name: the intermediate and head sizes that
+happen to be 128 stay as they are). A 1-dim tensor that widens is an RMSNorm weight, scaled as
+above (``1 + w`` for the Gemma-style norms of Qwen3-Next).
+
 Why the numbers survive: a zero-padded vector has the same dot products, and its RMS over
 ``hidden`` dims is its RMS over 128 times ``sqrt(128 / hidden)``; every RMSNorm weight is scaled by
 that factor, so each normalised vector equals the 128-dim one in its first 128 dims and is zero
@@ -18,6 +25,7 @@ import argparse
 import json
 import math
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -71,6 +79,16 @@ def widen(src: Path, dst: Path, width: int) -> Path:
     drafter = any("Eagle3" in a for a in config.get("architectures", []))
     weights = load_file(str(src / "model.safetensors"))
     wide = {k: widen_tensor(k, v, width, drafter).contiguous() for k, v in weights.items()}
+    if config["model_type"] == "granitemoe":
+        # its attention's head size is hidden / heads (no head_dim key): as many heads of 64 as
+        # fill the width, the new ones zero like every target attention of engine_models.py
+        heads = width // config["head_dim"]
+        for k, v in wide.items():
+            if k.endswith(("q_proj.weight", "k_proj.weight", "v_proj.weight")):
+                wide[k] = _pad(v, 0, heads * config["head_dim"]).contiguous()
+            elif k.endswith("o_proj.weight"):
+                wide[k] = _pad(v, 1, heads * config["head_dim"]).contiguous()
+        config["num_attention_heads"] = config["num_key_value_heads"] = heads
     dst.mkdir(parents=True, exist_ok=True)
     for f in src.iterdir():
         if f.name not in ("model.safetensors", "config.json"):
@@ -80,6 +98,52 @@ def widen(src: Path, dst: Path, width: int) -> Path:
     if drafter:
         config["target_hidden_size"] = width
     (dst / "config.json").write_text(json.dumps(config, indent=1))
+    return dst
+
+
+def _shapes(build: Callable[[Path, int], None], hidden: int) -> dict[str, list[int]]:
+    """What ``build`` would save, at ``hidden``: its tensors' shapes (nothing is written)."""
+    from tests.e2e import family_models as fm
+
+    em, got = fm.em, {}
+    save, narrow = em._save, (em.H, fm.H)
+    em._save = lambda d, w, config: got.update({k: list(v.shape) for k, v in w.items()})
+    em.H = fm.H = hidden
+    try:
+        build(Path("/nonexistent"), 0)
+    finally:
+        em._save = save
+        em.H, fm.H = narrow
+    return got
+
+
+def widen_built(build: Callable[[Path, int], None], dst: Path, width: int) -> Path:
+    """The target ``build`` writes (a ``family_models`` builder), widened to ``width``."""
+    src = dst.with_name(dst.name + "-narrow")
+    build(src, 0)
+    wide_shapes = _shapes(build, width)
+    config = json.loads((src / "config.json").read_text())
+    gemma_norm = config["model_type"] == "qwen3_next"  # weight w scales by 1 + w
+    scale = math.sqrt(NARROW / width)
+    weights = load_file(str(src / "model.safetensors"))
+    if set(weights) != set(wide_shapes):
+        raise ValueError(f"{dst.name}: the builder names other tensors at hidden {width}")
+    wide = {}
+    for name, t in weights.items():
+        shape = wide_shapes[name]
+        if list(t.shape) != shape and t.dim() == 1:  # an RMSNorm of the hidden size
+            f = t.float()
+            t = ((f + 1) * scale - 1 if gemma_norm else f * scale).to(t.dtype)
+        out = torch.zeros(shape, dtype=t.dtype)
+        out[tuple(slice(0, n) for n in t.shape)] = t
+        wide[name] = out.contiguous()
+    dst.mkdir(parents=True, exist_ok=True)
+    for f in src.iterdir():
+        if f.name not in ("model.safetensors", "config.json"):
+            shutil.copy2(f, dst / f.name)
+    save_file(wide, str(dst / "model.safetensors"))
+    (dst / "config.json").write_text(json.dumps({**config, "hidden_size": width}, indent=1))
+    shutil.rmtree(src)
     return dst
 
 
