@@ -283,3 +283,46 @@ def test_no_pep604_annotation_is_evaluated_on_0_11_0(tmp_path: Path) -> None:
             own = pep604((pristine / path.relative_to(site)).read_text())
             added = pep604(path.read_text()) - own
             assert not added, (path.relative_to(site), added, env)
+
+
+@pytest.mark.parametrize(
+    ("sources_of", "label"),
+    [
+        ("0.21.0", "0.21.0+cpu"),
+        ("0.21.0", "0.21.0rc1"),
+        ("0.21.0", "0.21.1.dev5+g1234abc"),
+        ("0.18.0", "0.18.0+cpu"),
+        ("0.19.1", "0.19.1+cpu"),
+    ],
+)
+def test_a_local_or_pre_release_build_is_judged_by_the_release_it_belongs_to(
+    tree_copy,  # type: ignore[no-untyped-def]
+    sources_of: str,
+    label: str,
+) -> None:
+    """A build labelled after a patch's fixed_in has its change (its files are that release's):
+    upstream, and apply leaves its files alone. It used to be handed to the codemods, which
+    refused 0.20's rewritten load_model (so apply refused every patch) and gave Qwen3-VL's
+    language models a second EagleModelMixin base."""
+    import json
+
+    site = tree_copy(sources_of)
+    _relabel(site, label)
+    st = json.loads(run_cli("--target", str(site), "--json", "status", check=True).stdout)
+    states = {p["name"]: p["state"] for p in st["patches"]}
+    assert states["kimi-k25-image-token"] == states["eagle3-qwen3-vl"] == "upstream", states
+    assert states["eagle3-granite"] == "pending", states
+    before = snapshot(site)
+    applied = run_cli("--target", str(site), "--json", "apply")
+    assert applied.returncode == 0, (label, applied.stdout, applied.stderr)
+    after = snapshot(site)
+    for rel in (
+        "vllm/v1/spec_decode/eagle.py",
+        "vllm/model_executor/models/qwen3_vl.py",
+        "vllm/model_executor/models/qwen3_vl_moe.py",
+    ):
+        assert after[rel] == before[rel], rel
+    assert (
+        after["vllm/model_executor/models/granite.py"]
+        != before["vllm/model_executor/models/granite.py"]
+    )

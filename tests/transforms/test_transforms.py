@@ -300,3 +300,24 @@ def test_the_interfaces_import_gains_the_name_and_loses_nothing(source: str, wan
 
     module, changed = interfaces_import(cst.parse_module(source), ["SupportsEagle3"])
     assert changed and module.code == wanted
+
+
+@pytest.mark.parametrize("version", ["0.18.0", "0.21.0"])
+def test_family_codemod_leaves_a_model_that_captures_already_unchanged(version: str) -> None:
+    """0.18.0 on: Qwen3-VL's language models capture through the mixin they inherit from
+    Qwen3Model. The codemod adds nothing, not even the import (it used to add a second
+    EagleModelMixin base and import it)."""
+    from vllm_patcher.wheels import sources
+
+    from ..conftest import CATALOGUE
+
+    patch = CATALOGUE.get("eagle3-qwen3-vl")
+    assert patch is not None
+    changes = [c for c in patch.transforms if c.family is not None]
+    tree = sources.fetch_release(version, [c.path for c in changes])
+    assert len(changes) == 2
+    for change in changes:
+        source = (tree / change.path).read_text()
+        assert "self._maybe_add_hidden_state(" in source  # upstream's capture, the mixin's
+        got = change.rewrite(source, version)
+        assert not got.changed and got.source == source, change.path

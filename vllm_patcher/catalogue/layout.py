@@ -75,8 +75,7 @@ def layout(
     """Lay the catalogue over ``version``; ``recorded`` maps a file to the patches applied on it.
 
     A file's series holds the selected patches plus those already recorded on it (apply keeps
-    them). A pre-release or local build at or past a built-in's ``fixed_in`` (below 0.22, where
-    the allow-list still exists) is checked by the transform rather than assumed upstream.
+    them). A build's release decides what is upstream (``catalogue.support.upstream_in``).
     """
     verdicts: dict[str, Verdict] = {}
     every: list[Step] = []

@@ -8,32 +8,21 @@ from __future__ import annotations
 from packaging.version import InvalidVersion, Version
 
 from ..errors import UnsupportedRelease
-from ..releases import Release, has_allow_list, parse_version, public_version, release_of
+from ..releases import Release, parse_version, public_version, release_of
 from .model import Catalogue, Patch
-
-
-def unfinished(version: str) -> bool:
-    """A pre-release, dev or local build: it may predate changes its release number has."""
-    try:
-        v = Version(version)
-    except InvalidVersion:
-        return False
-    return v.is_prerelease or v.is_devrelease or v.local is not None
 
 
 def upstream_in(patch: Patch, version: str) -> bool:
     """The patch's change is in ``version`` itself (at or past its ``fixed_in``).
 
-    A pre-release or dev build of the fixed release itself (``0.32.0rc1``, ``0.32.0.dev5+g12ab``)
-    comes before it and may predate the change: not upstream (pinned, transformed, or else
-    ``unported``, never a guess). A pre-release or local build below 0.22 (where the allow-list
-    still exists) of a patch with a transform is not assumed upstream either: the transform tells
-    per file."""
+    The release a local, post or dev label belongs to decides: ``0.21.0+cpu`` and
+    ``0.21.1.dev5+g12ab`` come after 0.21.0 and have every change 0.21.0 has. A pre-release or
+    dev build of the fixed release itself (``0.32.0rc1``, ``0.32.0.dev5+g12ab``) comes before it
+    and may predate the change: not upstream (pinned, transformed, or else ``unported``, never a
+    guess)."""
     if not patch.is_upstream(version):
         return False
-    if patch.fixed_in is not None and _before(version, patch.fixed_in):
-        return False
-    return not (patch.transforms and unfinished(version) and has_allow_list(version))
+    return not (patch.fixed_in is not None and _before(version, patch.fixed_in))
 
 
 def _before(version: str, release: Version) -> bool:

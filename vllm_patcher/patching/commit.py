@@ -34,7 +34,9 @@ def commit_apply(target: Target, old: Journal | None, edits: list[FileEdit]) -> 
     for e in edits:
         was = e.before_hash if e.base is not None else None
         earlier = old.files[e.path].patches if old and e.path in old.files and was else []
-        new.files[e.path] = FileRecord(list(e.patches), e.pristine_hash, e.after_hash, was)
+        new.files[e.path] = FileRecord(
+            list(e.patches), e.pristine_hash, e.after_hash, was, e.producer
+        )
         for patch in earlier:
             rec = new.patches.get(patch)
             if patch not in e.patches and rec is not None and e.path in rec.files:

@@ -42,13 +42,22 @@ class Phase(str, Enum):
 class FileRecord:
     """One touched file: the patches on it (in series order) and its hashes before and after."""
 
-    __slots__ = ("patches", "before", "after", "was")
+    __slots__ = ("patches", "before", "after", "was", "producer")
 
-    def __init__(self, patches: list[str], before: str, after: str, was: str | None = None):
+    def __init__(
+        self,
+        patches: list[str],
+        before: str,
+        after: str,
+        was: str | None = None,
+        producer: str | None = None,
+    ):
         self.patches = patches
         self.before = before
         self.after = after
         self.was = was  # while applying: the bytes an earlier apply left (a series grows)
+        # the codemods that made ``after`` (``survey.producer``); None: a pinned diff made it
+        self.producer = producer
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, FileRecord) and _fields(self) == _fields(other)
@@ -108,6 +117,7 @@ class Journal:
             "files": {
                 k: {"patches": v.patches, "before": v.before, "after": v.after}
                 | ({"was": v.was} if v.was else {})
+                | ({"producer": v.producer} if v.producer else {})
                 for k, v in sorted(self.files.items())
             },
         }
@@ -184,9 +194,13 @@ def load(root: Path) -> Journal | None:
         for k, v in data["files"].items():
             # format 1 (before series) named one patch per file
             names = [str(v["patch"])] if fmt == 1 else [str(p) for p in v["patches"]]
-            was = v.get("was")
+            was, producer = v.get("was"), v.get("producer")
             files[str(k)] = FileRecord(
-                names, str(v["before"]), str(v["after"]), str(was) if was else None
+                names,
+                str(v["before"]),
+                str(v["after"]),
+                str(was) if was else None,
+                str(producer) if producer else None,
             )
         journal = Journal(
             vllm_version=str(data["vllm_version"]),

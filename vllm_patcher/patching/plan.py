@@ -25,7 +25,7 @@ from ..install.record import file_hash
 from ..install.target import Target
 from .journal import FileRecord, Journal
 from .states import PINNED_DIFF, TODO, TRANSFORM, FileState, FileStatus
-from .survey import outdated, pinned_end
+from .survey import outdated, pinned_end, producer
 
 
 class FileEdit(NamedTuple):
@@ -39,6 +39,7 @@ class FileEdit(NamedTuple):
     adopted: bool = False  # the ``after`` bytes are already on disk (applied by hand)
     base: str | None = None  # the pristine hash when ``before`` already carries patches
     added: tuple[str, ...] | None = None  # the patches this edit adds (None: all of them)
+    producer: str | None = None  # the codemods that made ``after`` (a transform edit)
 
     @property
     def new_patches(self) -> tuple[str, ...]:
@@ -123,7 +124,12 @@ def plan_apply(
             if after != current:
                 edits.append(FileEdit(rel, current, after, tuple(s.patch for s in steps), how))
     edits.extend(_back_to_pristine(journal, lay, files, contents, pristine_copy))
-    return edits
+    return [
+        e._replace(producer=producer(lay.steps[e.path], target.version))
+        if e.method == TRANSFORM and e.path in lay.steps
+        else e
+        for e in edits
+    ]
 
 
 class _Runner(NamedTuple):

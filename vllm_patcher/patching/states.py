@@ -169,7 +169,7 @@ class Status:
         self.fingerprint = fingerprint
         self.interrupted = interrupted  # phase of an unfinished journal, if any
         self.in_progress = in_progress  # another run holds the lock right now
-        self.shape = shape  # wheel | editable | source | directory
+        self.shape = shape  # wheel | editable | source
         self.reference = reference  # what pristine means here (RECORD, or a pinned manifest)
 
     @property

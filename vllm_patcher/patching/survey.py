@@ -9,6 +9,9 @@ there.
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Sequence
+
 from .. import fileops
 from ..catalogue.folders import patches_args
 from ..catalogue.layout import Layout, Step, Verdict
@@ -91,7 +94,7 @@ def outdated(
     for i, step in enumerate(prefix):
         if step.pinned is None or step.pinned.before != running:
             if all(s.transform is not None for s in prefix):
-                return None  # apply would run the transforms: their result is not known here
+                return _outdated_output(target, catalogue, rel, prefix, ours)
             if i == 0:
                 return (
                     f"{rel} was patched by {', '.join(done)} from other bytes than the ones "
@@ -112,6 +115,54 @@ def outdated(
         f"{rel} holds what an earlier version of the patches on it produced ({', '.join(done)}; "
         f"at least {done[-1]} changed since it was applied); "
         f"`{apply_command(target, catalogue, done)}` brings the current version"
+    )
+
+
+def producer(steps: Sequence[Step], version: str) -> str:
+    """What makes a file's bytes when ``steps`` run as codemods on ``version``: the codemods'
+    code (``transforms.cache.source_digest``), each step's transform and family description, and
+    the release. Another tool version whose codemods differ gives another producer."""
+    from ..transforms.cache import source_digest
+
+    h = hashlib.sha256(source_digest().encode())
+    for s in steps:
+        assert s.transform is not None
+        h.update(f"\0{s.patch}\0{s.transform.transform}\0{s.transform.family!r}".encode())
+    h.update(f"\0{version}".encode())
+    return "sha256:" + h.hexdigest()[:32]
+
+
+def _outdated_output(
+    target: Target, catalogue: Catalogue, rel: str, steps: list[Step], ours: journal_mod.FileRecord
+) -> str | None:
+    """Why the codemods' recorded output of ``rel`` is not what the codemods of this tool make
+    from its kept pristine bytes, or None when it is. The same producer is the same output and
+    nothing runs; another (a tool upgrade, or a record without one) runs the codemods once."""
+    if ours.producer is not None and ours.producer == producer(steps, target.version):
+        return None
+    done = ", ".join(s.patch for s in steps)
+    fix = f"`{apply_command(target, catalogue, [s.patch for s in steps])}` rewrites it"
+    pristine = fileops.read_or_none(journal_mod.pristine_path(target.site_packages, rel))
+    if pristine is None or file_hash(pristine) != ours.before:
+        return (
+            f"{rel} was patched by {done} through codemods other than this tool's, and its "
+            f"pristine copy is missing or changed, so their output cannot be compared; run "
+            f"`{target.command('revert')}`, then `{apply_command(target, catalogue, [s.patch for s in steps])}`"
+        )
+    try:
+        text = pristine.decode("utf-8")
+        for s in steps:
+            assert s.transform is not None
+            text = s.transform.rewrite(text, target.version).source
+    except (PatchShapeError, UnicodeDecodeError) as exc:
+        return (
+            f"{rel} holds what other codemods of {done} made; this tool's fail on it ({exc}); {fix}"
+        )
+    if file_hash(text.encode("utf-8")) == ours.after:
+        return None
+    return (
+        f"{rel} holds what another version of the codemods of {done} made (a tool upgrade?); "
+        f"{fix} to this version's output"
     )
 
 

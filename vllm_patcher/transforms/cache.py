@@ -34,15 +34,22 @@ OUTSIDE = ("releases.py", "errors.py", "catalogue/family.py")
 
 
 @functools.cache
-def _code_digest() -> str:
-    """The codemods' sources (this folder and ``OUTSIDE``), libcst's version and the Python
-    version, hashed once a process."""
-    from importlib import metadata
-
+def source_digest() -> str:
+    """The codemods' sources (this folder and ``OUTSIDE``), hashed once a process: what the
+    state record keeps as a codemod output's producer (``patching.survey.producer``)."""
     h = hashlib.sha256()
     here = Path(__file__).parent
     for path in [*sorted(here.glob("*.py")), *(here.parent / rel for rel in OUTSIDE)]:
         h.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+@functools.cache
+def _code_digest() -> str:
+    """:func:`source_digest`, libcst's version and the Python version, hashed once a process."""
+    from importlib import metadata
+
+    h = hashlib.sha256(source_digest().encode())
     try:
         h.update(metadata.version("libcst").encode())
     except metadata.PackageNotFoundError:

@@ -383,6 +383,8 @@ def _patch_model(
     forward = method(cls, "forward")
     if forward is None:
         raise PatchShapeError(f"class {cls.name.value} has no forward")
+    if mixin and names_used(forward, "_maybe_add_hidden_state"):
+        return cls  # it captures through the mixin already (upstream's, from a base class)
     if mixin:
         cls = add_base(cls, MIXIN)
     elif not names_used(forward, "aux_hidden_states"):  # a forward that captures has its list
@@ -422,9 +424,6 @@ def rewrite(source: str, path: str, *, family: Family, version: str | None = Non
     pep604 = _from(version, PEP604_FROM)
     module = parse(source, path)
     try:
-        wanted = ([MIXIN] if mixin else []) + ([INTERFACE] if spec.interface else [])
-        if wanted:
-            module, _ = interfaces_import(module, wanted)
         body = list(module.body)
         seen = set()
         for i, stmt in enumerate(body):
@@ -440,7 +439,12 @@ def rewrite(source: str, path: str, *, family: Family, version: str | None = Non
         missing = [c for c in (spec.model, spec.causal_lm) if c not in seen]
         if missing:
             raise PatchShapeError(f"class {', '.join(missing)} not found")
+        if all(new.deep_equals(old) for new, old in zip(body, module.body, strict=True)):
+            return Rewrite(source, changed=False)  # every class has it already: upstream
         module = module.with_changes(body=body)
+        wanted = ([MIXIN] if mixin else []) + ([INTERFACE] if spec.interface else [])
+        if wanted:
+            module, _ = interfaces_import(module, wanted)
         if not pep604 and f", {TUPLE}]" in module.code:
             module = typing_import(module, "Union")
     except PatchShapeError as exc:

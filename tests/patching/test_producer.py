@@ -1,0 +1,95 @@
+"""What produced a codemod's output is recorded, and a tool whose codemods make other bytes finds
+the applied file ``outdated`` (patching/survey.py ``producer``, ``_outdated_output``).
+
+A build with no pin (a post-release label here) goes through the codemods. The "upgraded" tool
+is a copy of this package with one codemod line changed, run in place of this one (from the
+copy's folder, which ``python -m`` puts first on the path), as a new version of the tool would be
+on the same venv.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from ..conftest import REPO, run_cli, scratch_tree
+
+GRANITE = "vllm/model_executor/models/granite.py"
+
+
+def _post_release(tmp_path: Path) -> Path:
+    """0.19.1's files labelled 0.19.1.post1: no pin matches, every patch runs its codemod."""
+    site = scratch_tree("0.19.1", tmp_path / "site")
+    (dist,) = site.glob("vllm-*.dist-info")
+    meta = dist / "METADATA"
+    meta.write_text(re.sub(r"(?m)^Version: .*$", "Version: 0.19.1.post1", meta.read_text()))
+    dist.rename(site / "vllm-0.19.1.post1.dist-info")
+    return site
+
+
+def _tool(tmp_path: Path, old: str, new: str) -> Path:
+    """A copy of this tool whose family codemod has ``new`` for ``old`` (each once): its folder."""
+    root = tmp_path / "upgraded"
+    shutil.copytree(REPO / "vllm_patcher", root / "vllm_patcher")
+    shutil.copytree(REPO / "patches", root / "patches")
+    codemod = root / "vllm_patcher" / "transforms" / "eagle3_family.py"
+    text = codemod.read_text()
+    assert text.count(old) == 1, old
+    codemod.write_text(text.replace(old, new))
+    return root
+
+
+def _cli(tool: Path | None, *args: str) -> subprocess.CompletedProcess[str]:
+    if tool is None:
+        return run_cli(*args)
+    return subprocess.run(
+        [sys.executable, "-m", "vllm_patcher", *args],
+        cwd=tool,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+
+
+def _granite(site: Path, tool: Path | None = None) -> tuple[int, str, str]:
+    """``status --check``'s exit code, and granite.py's state and detail."""
+    proc = _cli(tool, "--target", str(site), "--json", "status", "--check")
+    (row,) = [f for f in json.loads(proc.stdout)["files"] if f["path"] == GRANITE]
+    return proc.returncode, row["state"], row.get("detail") or ""
+
+
+def test_a_tool_whose_codemod_makes_other_bytes_finds_the_file_outdated_and_apply_rewrites_it(
+    tmp_path: Path,
+) -> None:
+    site = _post_release(tmp_path)
+    run_cli("--target", str(site), "apply", "eagle3-granite", check=True)
+    assert _granite(site)[:2] == (0, "applied")
+    applied = (site / GRANITE).read_bytes()
+
+    upgraded = _tool(tmp_path, 'OWN_TENSOR = "0"', 'OWN_TENSOR = "0.0"')
+    code, state, detail = _granite(site, upgraded)
+    assert (code, state) == (1, "outdated"), detail
+    assert "another version of the codemods" in detail and "apply" in detail, detail
+    assert (site / GRANITE).read_bytes() == applied  # status changes nothing
+
+    done = _cli(upgraded, "--target", str(site), "apply")
+    assert done.returncode == 0, done.stderr
+    now = (site / GRANITE).read_bytes()
+    assert now != applied and b"0.0" in now and b"0.0" not in applied
+    assert _granite(site, upgraded)[:2] == (0, "applied")
+    # the tool before the upgrade now finds bytes its own codemod does not make
+    assert _granite(site)[:2] == (1, "outdated")
+
+
+def test_a_codemod_change_that_keeps_the_bytes_leaves_the_file_applied(tmp_path: Path) -> None:
+    site = _post_release(tmp_path)
+    run_cli("--target", str(site), "apply", "eagle3-granite", check=True)
+    applied = (site / GRANITE).read_bytes()
+    upgraded = _tool(tmp_path, 'MIXIN = "EagleModelMixin"', 'MIXIN = "EagleModelMixin"  # same')
+    assert _granite(site, upgraded)[:2] == (0, "applied")
+    assert (site / GRANITE).read_bytes() == applied
