@@ -82,8 +82,12 @@ def test_deepseek_specforge_ids_equal_the_default_so_the_ignored_key_is_only_a_w
 
 
 def test_on_0_11_0_the_drafter_gets_the_default_whatever_it_declares(tmp_path: Path) -> None:
-    drafter = specforge_drafter(tmp_path, nested=[2, 30, 58], weights=drafter_weights())
-    report = check(kimi_target(tmp_path), drafter, "0.11.0")
+    # a DeepSeek-V3 target, which 0.11.0 loads: the aux layers alone ask for 0.11.1 (a Kimi-K2.5
+    # target's fixes name 0.15.0, its model's first release: test_release_range.py)
+    drafter = specforge_drafter(
+        tmp_path, vocab=DEEPSEEK_VOCAB, nested=[2, 30, 58], weights=drafter_weights()
+    )
+    report = check(deepseek_target(tmp_path), drafter, "0.11.0")
     assert (report.aux.vllm_ids, report.aux.source) == ((2, 30, 58), "default")
     (problem,) = [p for p in report.problems if p.check == "aux-layers"]
     assert "reads no aux-layer key" in problem.message

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -11,6 +14,8 @@ from vllm_patcher.doctor import PROBLEM, check
 from ..conftest import assert_refused, copy_builtins, run_cli
 from ..models.model_files import (
     DEEPSEEK_VOCAB,
+    KEY,
+    KIMI_VOCAB,
     deepseek_target,
     drafter_weights,
     kimi_target,
@@ -111,3 +116,86 @@ def test_the_supported_range_comes_from_the_patch_folders(tmp_path: Path) -> Non
     assert proc.returncode == 1, proc.stdout
     assert "vLLM 0.11.0 is older than 0.12.0" in proc.stdout
     assert "supports-eagle3 >=0.12.0" in proc.stdout
+
+
+# --- one run, one release to upgrade to -----------------------------------------------------------
+
+UPGRADE_TO = re.compile(r"(\d+\.\d+\.\d+) or newer")
+
+
+def upgrades_named(data: dict[str, Any]) -> dict[str, set[str]]:
+    """Each check's fix, by the releases it tells the user to move to."""
+    named: dict[str, set[str]] = {}
+    for f in data["findings"]:
+        for release in UPGRADE_TO.findall(f["fix"] or ""):
+            named.setdefault(f["check"], set()).add(release)
+    return named
+
+
+@pytest.mark.parametrize(
+    ("target", "vocab", "needed"),
+    [
+        # the release check alone asks for 0.11.0; the SpecForge drafter needs the top-level key,
+        # which 0.11.1 reads first
+        (deepseek_target, DEEPSEEK_VOCAB, "0.11.1"),
+        # Kimi-K2.5's model file arrives in 0.15.0
+        (kimi_target, KIMI_VOCAB, "0.15.0"),
+    ],
+)
+def test_every_upgrade_in_one_run_names_the_release_the_run_needs(
+    tmp_path: Path, target: Callable[[Path], Path], vocab: int, needed: str
+) -> None:
+    drafter = specforge_drafter(
+        tmp_path, vocab=vocab, nested=[2, 30, 58], weights=drafter_weights()
+    )
+    args = ("--model", str(target(tmp_path)), "--drafter", str(drafter), "--vllm-version", "0.10.2")
+    code, data = doctor_json(*args)
+    assert code == 1
+    named = upgrades_named(data)
+    assert {"vllm-release", "aux-layers"} <= set(named), data["findings"]
+    assert set().union(*named.values()) == {needed}, named
+    # the text says the same
+    out = run_cli("doctor", *args).stdout
+    assert set(UPGRADE_TO.findall(out)) == {needed}, out
+    assert f"fix: upgrade vLLM to {needed} or newer" in out
+
+
+def test_a_flag_read_from_a_later_release_raises_the_release_of_every_upgrade(
+    tmp_path: Path,
+) -> None:
+    # 0.14.1: the Kimi-K2.5 model needs 0.15.0, norm_before_fc at the top level 0.18.0
+    drafter = specforge_drafter(
+        tmp_path, weights=drafter_weights(), norm_before_fc=True, **{KEY: [3, 31, 59]}
+    )
+    report = check(kimi_target(tmp_path), drafter, "0.14.1")
+    named = upgrades_named(report.to_dict())
+    assert set(named) == {"target", "flags"}, report.findings
+    assert set().union(*named.values()) == {"0.18.0"}, named
+
+
+def test_a_lone_upgrade_names_its_own_release(tmp_path: Path) -> None:
+    drafter = specforge_drafter(tmp_path, weights=drafter_weights(), **{KEY: [3, 31, 59]})
+    named = upgrades_named(check(kimi_target(tmp_path), drafter, "0.14.1").to_dict())
+    assert named == {"target": {"0.15.0"}}
+
+
+# --- one target, one finding ------------------------------------------------------------------------
+
+
+def test_a_target_the_release_cannot_load_has_one_target_finding(tmp_path: Path) -> None:
+    drafter = specforge_drafter(
+        tmp_path, weights=drafter_weights(), eagle_aux_hidden_state_layer_ids=[3, 31, 59]
+    )
+    args = ("--model", str(kimi_target(tmp_path)), "--drafter", str(drafter))
+    code, data = doctor_json(*args, "--vllm-version", "0.14.1")
+    assert code == 1
+    ((level, message),) = by_check(data, "target")
+    assert level == PROBLEM and "cannot load a Kimi-K2.5 target" in message
+    lines = run_cli("doctor", *args, "--vllm-version", "0.14.1").stdout.splitlines()
+    assert [line.split()[:2] for line in lines if line.split()[1:2] == ["target"]] == [
+        ["problem", "target"]
+    ]
+    # on a release that loads it, the one target line is the ok one
+    code, data = doctor_json(*args, "--vllm-version", "0.15.1")
+    assert code == 0
+    assert [level for level, _ in by_check(data, "target")] == ["ok"]

@@ -26,7 +26,7 @@ import pytest
 
 from vllm_patcher.catalogue.layout import pinned_reference
 from vllm_patcher.install.locate import locate_in_directory, locate_with_python
-from vllm_patcher.install.target import DIRECTORY, EDITABLE, SOURCE
+from vllm_patcher.install.target import EDITABLE, SOURCE, WHEEL
 from vllm_patcher.wheels import sources
 
 from ..conftest import (
@@ -534,8 +534,9 @@ def test_a_pip_target_install_is_judged_by_its_record() -> None:
     site = _pip_target_install()
     _restore(site)
     target = locate_in_directory(str(site))
+    # its dist-info has a RECORD: a wheel install, as the same files found by --python would be
     assert (target.shape, target.reference, target.site_packages) == (
-        DIRECTORY,
+        WHEEL,
         "RECORD",
         site.resolve(),
     )
@@ -550,6 +551,23 @@ def test_a_pip_target_install_is_judged_by_its_record() -> None:
             assert (site / rel).read_bytes() == _wheel_bytes(rel), rel
     finally:
         _restore(site)
+
+
+def test_one_install_named_by_python_or_by_target_is_described_the_same() -> None:
+    """The shared 0.15.1 venv's site-packages holds vllm-0.15.1.dist-info with its RECORD: a wheel
+    install, whichever option names it, in the install found, status's text and its JSON (only
+    read here)."""
+    python = test_venv_python()
+    site = venv_site(python)
+    assert (site / f"vllm-{VERSION}.dist-info" / "RECORD").is_file()
+    by_python, by_target = locate_with_python(str(python)), locate_in_directory(str(site))
+    assert by_python.site_packages == by_target.site_packages
+    assert (by_python.shape, by_target.shape) == (WHEEL, WHEEL)
+    assert by_python.describe == by_target.describe == "wheel install, judged against RECORD"
+    for where in (("--python", str(python)), ("--target", str(site))):
+        assert _status(*where)["shape"] == WHEEL, where
+        first = run_cli(*where, "status").stdout.splitlines()[0]
+        assert first.endswith("(wheel install, judged against RECORD)"), (where, first)
 
 
 def test_an_unpinned_release_whose_record_lists_nothing_is_refused(tree_copy) -> None:  # type: ignore[no-untyped-def]

@@ -10,8 +10,9 @@ those of a drafter that runs but will rarely be accepted: its d2t map, its posit
 it was trained for), ``flags`` the drafter flags each release reads, ``capture`` the targets whose
 vLLM class claims EAGLE-3 and captures nothing, ``kv_page`` a hybrid target whose KV page cannot
 hold the drafter's, ``faults`` vLLM's own faults measured on a
-GPU with their workarounds, ``fix`` writes the key ``--fix`` can, ``serve_args`` prints the
-speculative config; ``report`` holds what doctor found, for the renderers.
+GPU with their workarounds, ``upgrade`` the one release every fix that needs a newer vLLM
+names, ``fix`` writes the key ``--fix`` can, ``serve_args`` prints the speculative config;
+``report`` holds what doctor found, for the renderers.
 """
 
 from __future__ import annotations

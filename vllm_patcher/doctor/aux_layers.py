@@ -18,6 +18,7 @@ from .rules import (
     reads_top_level_key,
     show_ids,
 )
+from .upgrade import Upgrade
 
 
 def _outputs(ids: tuple[int, ...]) -> str:
@@ -64,15 +65,17 @@ def _finding(level: str, message: str, fix: str | None = None) -> Finding:
 #   key that is not a list of layer numbers (vLLM ignores it): warning. What vLLM really captures
 #   is judged on its own by the rules above.
 def check_aux_layers(
-    drafter: DrafterModel, target: TargetModel, vllm_version: str
+    drafter: DrafterModel, target: TargetModel, vllm_version: str, upgrade: Upgrade | None = None
 ) -> tuple[AuxLayerPlan, list[Finding]]:
-    """The aux layers this release will capture, judged against those the drafter was trained on."""
+    """The aux layers this release will capture, judged against those the drafter was trained on.
+    ``upgrade``: the run's (the release a fix names is the run's, when higher)."""
     plan = aux_layer_plan(drafter.config, target.num_layers, vllm_version)
     findings = _declared_keys(drafter, plan)
     out_of_range = _out_of_range(plan, target.num_layers, drafter.config_path, vllm_version)
     if out_of_range is not None:
         return plan, [*findings, out_of_range]
-    return plan, [*findings, _verdict(plan, drafter.config_path, vllm_version)]
+    verdict = _verdict(plan, drafter.config_path, vllm_version, upgrade or Upgrade())
+    return plan, [*findings, verdict]
 
 
 def _declared_keys(drafter: DrafterModel, plan: AuxLayerPlan) -> list[Finding]:
@@ -132,7 +135,7 @@ def _out_of_range(plan: AuxLayerPlan, n: int, cfg: Path, vllm_version: str) -> F
     return None
 
 
-def _verdict(plan: AuxLayerPlan, cfg: Path, vllm_version: str) -> Finding:
+def _verdict(plan: AuxLayerPlan, cfg: Path, vllm_version: str, upgrade: Upgrade) -> Finding:
     """What this release captures, against what the drafter was trained on."""
     used, top, nested, trained = plan.vllm_ids, plan.top_level, plan.nested, plan.trained_ids
     release = f"vLLM {vllm_version}"
@@ -177,16 +180,20 @@ def _verdict(plan: AuxLayerPlan, cfg: Path, vllm_version: str) -> Finding:
     return _finding(
         PROBLEM,
         f"{release} {how} {show_ids(used)} = {_outputs(used)}, {_shift(used, trained)}",
-        _mismatch_fix(plan, cfg, reads_top, trained),
+        _mismatch_fix(plan, cfg, reads_top, trained, upgrade),
     )
 
 
-def _mismatch_fix(plan: AuxLayerPlan, cfg: Path, reads_top: bool, trained: tuple[int, ...]) -> str:
+def _mismatch_fix(
+    plan: AuxLayerPlan, cfg: Path, reads_top: bool, trained: tuple[int, ...], upgrade: Upgrade
+) -> str:
     if reads_top:
         return _key_fix(cfg, plan if plan.write_ids is not None else trained)
-    upgrade = (
-        f"upgrade to vLLM {READS_TOP_LEVEL_FROM} or newer, which reads the top-level {AUX_KEY}"
+    to = upgrade.to(READS_TOP_LEVEL_FROM)
+    fix = (
+        f"upgrade to vLLM {to} or newer{upgrade.note(READS_TOP_LEVEL_FROM)}, which reads the "
+        f"top-level {AUX_KEY}"
     )
     if plan.top_level is not None:
-        return upgrade
-    return f"{upgrade}, and {_key_fix(cfg, trained, by_fix=False)}"
+        return fix
+    return f"{fix}, and {_key_fix(cfg, trained, by_fix=False)}"

@@ -7,16 +7,22 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from packaging.version import Version
 
 from ..catalogue.folders import load_catalogue
-from ..catalogue.model import Catalogue
+from ..catalogue.model import Catalogue, Patch
 from ..catalogue.shipped import first_release_with
 from ..catalogue.targets import DEEPSEEK_PATCHES, family_of
 from ..findings import OK, PROBLEM, WARNING, Finding
-from ..models.configs import TargetModel, read_config, read_drafter, target_from_config
+from ..models.configs import (
+    DrafterModel,
+    TargetModel,
+    read_config,
+    read_drafter,
+    target_from_config,
+)
 from ..models.families import (
     described,
     is_minimax_m2,
@@ -32,7 +38,8 @@ from .faults import findings as fault_findings
 from .flags import check_flags
 from .kv_page import check_kv_page
 from .report import DoctorReport
-from .rules import release_version
+from .rules import AuxLayerPlan, release_version
+from .upgrade import Upgrade
 
 if TYPE_CHECKING:
     from ..serving.args import ServeArgs
@@ -58,12 +65,16 @@ def _family(target: TargetModel, catalogue: Catalogue) -> tuple[str, tuple[str, 
     return found.name, found.patches
 
 
-def check_release(vllm_version: str, target: TargetModel, catalogue: Catalogue) -> list[Finding]:
+def check_release(
+    vllm_version: str, target: TargetModel, catalogue: Catalogue, upgrade: Upgrade | None = None
+) -> list[Finding]:
     """A problem when apply can neither patch this release for this target nor finds it upstream.
 
     Read from the built-in patch folders (``releases`` and ``fixed_in`` in each patch.toml), the
     same facts apply goes by: at or after ``fixed_in`` the change is upstream, which is fine.
+    ``upgrade``: the run's (the release its fix names is the run's, when higher).
     """
+    upgrade = upgrade or Upgrade()
     family, patches = _family(target, catalogue)
     needed = [p for p in catalogue.patches if p.name in patches]
     missing = [p for p in needed if not p.is_upstream(vllm_version) and not p.covers(vllm_version)]
@@ -84,10 +95,14 @@ def check_release(vllm_version: str, target: TargetModel, catalogue: Catalogue) 
         else "the releases in their patch.toml"
     )
     names = ", ".join(f"{p.name} {p.releases}" for p in missing)
-    example_release = Version(PRE_DEPLOY.rsplit("=", 1)[1])
-    patched_there = all(p.covers(str(example_release)) for p in needed)
-    example = f", e.g. {PRE_DEPLOY}" if patched_there else ""
     where = f"older than {first}" if first is not None and release < first else "outside that range"
+    fix = "use a release the patches cover (vllm-patcher list shows them)"
+    if first is not None:
+        to = upgrade.to(first)
+        said = "; ".join(
+            part for part in (upgrade.why(first), f"{upstream} and newer need no patch") if part
+        )
+        fix = f"upgrade vLLM to {to} or newer ({said}){_example(needed, to)}, then run doctor again"
     return [
         Finding(
             "vllm-release",
@@ -95,34 +110,45 @@ def check_release(vllm_version: str, target: TargetModel, catalogue: Catalogue) 
             f"vLLM {vllm_version} is {where}: it refuses an EAGLE-3 drafter on a {family} "
             f"target, and vllm-patcher cannot patch it: for that target it patches {span} "
             f"({names} in its patch folders)",
-            f"upgrade vLLM to {first} or newer ({upstream} and newer need no patch)"
-            f"{example}, then run doctor again"
-            if first is not None
-            else "use a release the patches cover (vllm-patcher list shows them)",
+            fix,
         )
     ]
 
 
+def _example(needed: list[Patch], to: Version) -> str:
+    """``PRE_DEPLOY`` as an example, where its release is patched for the target and is ``to``
+    or newer."""
+    example_release = Version(PRE_DEPLOY.rsplit("=", 1)[1])
+    patched_there = all(p.covers(str(example_release)) for p in needed)
+    return f", e.g. {PRE_DEPLOY}" if patched_there and example_release >= to else ""
+
+
 def check_model_file(
-    vllm_version: str, target: TargetModel, catalogue: Catalogue
+    vllm_version: str, target: TargetModel, catalogue: Catalogue, upgrade: Upgrade | None = None
 ) -> Finding | None:
     """A problem on every release that lacks the target's model file: it cannot load the target
     at all, patched or not."""
+    upgrade = upgrade or Upgrade()
     if target.model_type == "kimi_k25":
-        name, path, example = "Kimi-K2.5", KIMI_K25_MODEL, f" ({PRE_DEPLOY})"
+        name, path, example = "Kimi-K2.5", KIMI_K25_MODEL, PRE_DEPLOY
     elif is_minimax_m2(target):
-        name, path, example = "MiniMax-M2", MINIMAX_M2_MODEL, ""
+        name, path, example = "MiniMax-M2", MINIMAX_M2_MODEL, None
     else:
         return None
     first = first_release_with(catalogue, path)
     if first is None or release_version(vllm_version) >= first:
         return None
+    to = upgrade.to(first)
+    if example is not None and Version(example.rsplit("=", 1)[1]) >= to:
+        example_text = f" ({example})"
+    else:
+        example_text = ""
     return Finding(
         "target",
         PROBLEM,
         f"vLLM {vllm_version} cannot load a {name} target: its model ({path.rsplit('/', 1)[-1]}) "
         f"arrived in vLLM {first}",
-        f"serve it with vLLM {first} or newer{example}",
+        f"serve it with vLLM {to} or newer{upgrade.note(first)}{example_text}",
     )
 
 
@@ -258,23 +284,48 @@ def check(
         )
     target = target_from_config(Path(model_source.path), model_config)
     drafter = read_drafter(drafter_source.path, drafter_config)
-    plan, aux_findings = check_aux_layers(drafter, target, vllm_version)
-    findings = _family_target(
-        check_drafter(drafter, target, vllm_version, served_len), target, catalogue
-    )
-    findings += aux_findings
-    findings += check_flags(drafter.config, vllm_version)
-    findings += fault_findings(target.model_type, vllm_version)
-    findings += check_capture(target, vllm_version)
-    findings += check_pipeline(pipeline, target, vllm_version)
-    findings += check_kv_page(drafter.config, target, model_config, vllm_version, tensor)
-    missing_model = check_model_file(vllm_version, target, catalogue)
-    if missing_model is not None:
-        findings.insert(0, missing_model)
-    findings[:0] = check_release(vllm_version, target, catalogue)
+    run = _Run(target, drafter, model_config, vllm_version, catalogue, served_len, pipeline, tensor)
+    upgrade = Upgrade()
+    plan, findings = run.judge(upgrade)
+    if upgrade.highest is not None:  # fixes named different releases: each names the highest
+        plan, findings = run.judge(Upgrade(upgrade.highest))
     return DoctorReport(
         vllm_version, target, drafter, plan, findings, None, model_source, drafter_source
     )
+
+
+class _Run(NamedTuple):
+    """What one doctor run judges, once its files are read."""
+
+    target: TargetModel
+    drafter: DrafterModel
+    model_config: dict[str, Any]
+    vllm_version: str
+    catalogue: Catalogue
+    served_len: int | None
+    pipeline: int | None
+    tensor: int | None
+
+    def judge(self, upgrade: Upgrade) -> tuple[AuxLayerPlan, list[Finding]]:
+        """Every finding after the roles, in report order; the releases their fixes need are
+        noted in ``upgrade``, and each fix names ``upgrade.floor`` where that is higher."""
+        target, drafter, catalogue = self.target, self.drafter, self.catalogue
+        version = self.vllm_version
+        plan, aux_findings = check_aux_layers(drafter, target, version, upgrade)
+        findings = _family_target(
+            check_drafter(drafter, target, version, self.served_len, upgrade), target, catalogue
+        )
+        findings += aux_findings
+        findings += check_flags(drafter.config, version, upgrade)
+        findings += fault_findings(target.model_type, version)
+        findings += check_capture(target, version)
+        findings += check_pipeline(self.pipeline, target, version)
+        findings += check_kv_page(drafter.config, target, self.model_config, version, self.tensor)
+        missing_model = check_model_file(version, target, catalogue, upgrade)
+        if missing_model is not None:  # one target, one finding: the problem replaces the rest
+            findings = [missing_model, *(f for f in findings if f.check != "target")]
+        findings[:0] = check_release(version, target, catalogue, upgrade)
+        return plan, findings
 
 
 def serve_pipeline_refusal(args: ServeArgs, vllm_version: str) -> str | None:

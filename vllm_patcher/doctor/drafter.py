@@ -18,6 +18,7 @@ from ..models.families import (
 )
 from .acceptance import check_acceptance
 from .flags import AUX_COUNT_READ_FROM, aux_count
+from .upgrade import Upgrade
 
 
 def check_drafter(
@@ -25,13 +26,16 @@ def check_drafter(
     target: TargetModel,
     vllm_version: str,
     served_len: int | None = None,
+    upgrade: Upgrade | None = None,
 ) -> list[Finding]:
-    """Architecture, hidden size, vocabulary and weight names: everything but the aux layers."""
+    """Architecture, hidden size, vocabulary and weight names: everything but the aux layers.
+    ``upgrade``: the run's (the release a fix names is the run's, when higher)."""
     vocab = positive_int(drafter.config, "vocab_size")
+    aux = aux_count(drafter.config, vllm_version)
     return [
         _check_target(target),
         _check_architecture(drafter),
-        *_check_hidden_size(drafter, target, aux_count(drafter.config, vllm_version)),
+        *_check_hidden_size(drafter, target, aux, upgrade or Upgrade()),
         _check_vocab(vocab, target),
         _check_draft_vocab(drafter, vocab or target.vocab_size),
         *check_acceptance(drafter, target, served_len),
@@ -71,7 +75,9 @@ def _check_architecture(drafter: DrafterModel) -> Finding:
     )
 
 
-def _check_hidden_size(drafter: DrafterModel, target: TargetModel, aux: int) -> list[Finding]:
+def _check_hidden_size(
+    drafter: DrafterModel, target: TargetModel, aux: int, upgrade: Upgrade
+) -> list[Finding]:
     """The declared target hidden size, and the fc weight that takes ``aux`` (3, or what the
     release reads from the config: ``flags.aux_count``) x it."""
     config, tensors = drafter.config, drafter.tensors
@@ -114,7 +120,7 @@ def _check_hidden_size(drafter: DrafterModel, target: TargetModel, aux: int) -> 
                     PROBLEM,
                     f"{fc_name} has shape {shape}; vLLM needs {fc_in} ({aux} x "
                     f"{target.hidden_size}) inputs",
-                    _fc_fix(tensors[fc_name].shape, aux, target.hidden_size),
+                    _fc_fix(tensors[fc_name].shape, aux, target.hidden_size, upgrade),
                 )
             )
     elif drafter.weight_files:
@@ -128,16 +134,17 @@ def _check_hidden_size(drafter: DrafterModel, target: TargetModel, aux: int) -> 
     return findings
 
 
-def _fc_fix(shape: tuple[int, ...], aux: int, hidden: int) -> str:
+def _fc_fix(shape: tuple[int, ...], aux: int, hidden: int, upgrade: Upgrade) -> str:
     """A fc built for another number of aux layers of this target is a count to state, not a
     drafter to replace."""
     inputs = shape[1] if len(shape) > 1 else 0
     if inputs and inputs % hidden == 0 and inputs // hidden != aux:
         layers = inputs // hidden
+        to = upgrade.to(AUX_COUNT_READ_FROM)
         return (
             f"its fc takes {layers} aux layers of this target, vLLM builds it for {aux}: serve "
-            f'with vLLM {AUX_COUNT_READ_FROM} or newer and "num_aux_hidden_states": {layers} in its '
-            "config"
+            f"with vLLM {to} or newer{upgrade.note(AUX_COUNT_READ_FROM)} and "
+            f'"num_aux_hidden_states": {layers} in its config'
         )
     return f"use a drafter trained for a target with hidden size {hidden}"
 

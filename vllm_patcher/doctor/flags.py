@@ -23,6 +23,7 @@ from packaging.version import Version
 from ..findings import OK, PROBLEM, WARNING, Finding
 from ..models.configs import AUX_KEY
 from .rules import release_version
+from .upgrade import Upgrade
 
 TOP, NESTED = "top-level", "eagle_config"
 FIRST_READ = Version("0.11.0")  # the oldest release read (older ones: doctor's release check)
@@ -142,7 +143,9 @@ def _spot(flag: Flag, where: str, value: object) -> str:
     return f'"eagle_config": {{{pair}}}' if where == NESTED else f"the top level ({pair})"
 
 
-def _fix(flag: Flag, where: str, value: object, release: Version, shown: str) -> str:
+def _fix(
+    flag: Flag, where: str, value: object, release: Version, shown: str, upgrade: Upgrade
+) -> str:
     """Move it where this release reads it; else the earliest (place, release) that reads it."""
     other = NESTED if where == TOP else TOP
     if _reads(flag, other, release):
@@ -159,14 +162,20 @@ def _fix(flag: Flag, where: str, value: object, release: Version, shown: str) ->
         return "no vLLM release reads it: use a drafter trained without it"
     first, place = later[0]
     move = "" if place == where else f"move it to {_spot(flag, place, value)} and "
+    to = upgrade.to(first)
+    if to > first:
+        return f"{move}serve with vLLM {to} or newer{upgrade.note(first)}, which reads it there"
     return f"{move}serve with vLLM {first} or newer, the first release that reads it there"
 
 
-def check_flags(config: dict[str, Any], vllm_version: str) -> list[Finding]:
+def check_flags(
+    config: dict[str, Any], vllm_version: str, upgrade: Upgrade | None = None
+) -> list[Finding]:
     """A finding for each flag that asks for non-default behaviour the release does not read, is
     set twice to different values, or is a string where vLLM tests a truth value; an ok line
     naming the flags it does read, when any is set. A config in the speculators format
-    (``speculators_config``) is converted by vLLM with its own defaults: not judged here."""
+    (``speculators_config``) is converted by vLLM with its own defaults: not judged here.
+    ``upgrade``: the run's (the release a fix names is the run's, when higher)."""
     release = release_version(vllm_version)
     if "speculators_config" in config or release < FIRST_READ:
         return []
@@ -216,7 +225,7 @@ def check_flags(config: dict[str, Any], vllm_version: str) -> list[Finding]:
                     flag.level,
                     f"the drafter's config sets {flag.key} = {_show(value)} ({where}), which vLLM "
                     f"{shown} does not read there: {flag.ignored}",
-                    _fix(flag, where, value, release, shown),
+                    _fix(flag, where, value, release, shown, upgrade or Upgrade()),
                 )
             )
     if not out and honoured:

