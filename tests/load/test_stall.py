@@ -5,9 +5,14 @@ and its process group. The servers are local fakes serving real /metrics text.""
 
 from __future__ import annotations
 
+import functools
+import http.server
 import os
 import sys
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -68,3 +73,81 @@ def test_an_idle_server_is_not_stuck_and_a_silent_metrics_is_said_as_such() -> N
     gone = stall.Stall("http://127.0.0.1:9", stall_s=0.0)
     said = gone()
     assert said is not None and "stopped answering /metrics" in said
+
+
+# a load client that sends each run's requests (two at once, to its --base-url) and waits for
+# answers that never come; it answers argument checks
+HANGING_CLIENT = """
+import json, socket, sys, time, urllib.parse
+for line in sys.stdin:
+    request = json.loads(line)
+    sys.stderr.write("vllm-patcher: request taken\\n")
+    print(json.dumps({"id": request["id"], "taken": True}), flush=True)
+    argv = request["argv"]
+    url = urllib.parse.urlsplit(argv[argv.index("--base-url") + 1])
+    held = []
+    for _ in range(2):
+        s = socket.create_connection((url.hostname, url.port))
+        body = b'{"prompt": "hi", "max_tokens": 8}'
+        s.sendall(b"POST /v1/completions HTTP/1.1\\r\\nHost: x\\r\\nContent-Type: "
+                  b"application/json\\r\\nContent-Length: %d\\r\\n\\r\\n%s" % (len(body), body))
+        held.append(s)
+    for s in held:
+        s.recv(1)  # never answered
+"""
+
+
+@contextmanager
+def _front_end_hang() -> Iterator[str]:
+    """A server whose API front end takes requests and never answers them, nor hands them to its
+    engine: /metrics answers, with nothing running or waiting and no token moving."""
+    release = threading.Event()
+    body = metrics(generation=5, running=0, waiting=0, spec=False).encode()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 (the http.server name)
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_POST(self) -> None:  # noqa: N802
+            release.wait(120)  # taken, never answered (until the test ends)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        release.set()
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_front_end_that_takes_requests_and_hands_none_to_its_engine_is_stuck(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The server's gauges say nothing is running or waiting, but the load client's own requests
+    are out: they count, so the stall is named and the client stopped, not at its hour."""
+    from vllm_patcher.errors import ServerUnreachable
+    from vllm_patcher.load import vllm_bench
+    from vllm_patcher.serving import client as load_client
+
+    script = tmp_path / "client.py"
+    script.write_text(HANGING_CLIENT)
+    monkeypatch.setattr(load_client, "SCRIPT", script)
+    monkeypatch.setattr(vllm_bench, "WATCH_EVERY_S", 0.2)
+    # the bound of this test, far below the client's own hour: a stall not named fails it
+    monkeypatch.setattr(load_client, "run", functools.partial(load_client.run, timeout_s=60))
+    with _front_end_hang() as url:
+        watch = stall.Stall(url, stall_s=1.0)
+        with pytest.raises(ServerUnreachable) as caught:
+            vllm_bench.client(sys.executable, ["--base-url", url], watch=watch)
+    said = caught.value.message
+    assert "stuck" in said and "2 requests out" in said, said
+    assert "none running or waiting" in said, said

@@ -24,6 +24,7 @@ def metrics(
     itl_sum: float = 0.0,
     itl_count: float = 0,
     running: float = 0,
+    waiting: float = 0,
     model: str = "m",
     engine: str = "0",
     spec: bool = True,
@@ -50,6 +51,7 @@ def metrics(
         f"vllm:inter_token_latency_seconds_sum{{{labels}}} {itl_sum}",
         f"vllm:inter_token_latency_seconds_count{{{labels}}} {itl_count}",
         f"vllm:num_requests_running{{{labels}}} {running}",
+        f"vllm:num_requests_waiting{{{labels}}} {waiting}",
         "",
     ]
     return "\n".join(out)

@@ -97,7 +97,8 @@ def test_a_range_that_crosses_one_says_to_measure_each_k() -> None:
 def test_without_a_baseline_the_speedup_is_unknown_and_never_guessed() -> None:
     a = analyse(_window(100, (80, 40, 20), step_s=0.016, steps=100))
     assert a.verdict == "unknown" and a.speedup is None and a.shorter_k_range == {}
-    assert a.unknown is None and an.NEED_BASELINE in _kinds(a), a.notes
+    assert a.unknown == an.Note(an.NO_BASELINE) and an.NEED_BASELINE in _kinds(a), a.notes
+    assert note(a.unknown, a.window) == "no baseline: the speedup was not measured"
     (need,) = [n for n in a.notes if n.kind == an.NEED_BASELINE]
     assert need.facts == {"k": 3, "per_step": pytest.approx(2.4), "step_s": pytest.approx(0.016)}
     assert "--baseline" in note(need, a.window)

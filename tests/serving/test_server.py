@@ -6,12 +6,15 @@ own standing in for the command (the launcher's work is the same for any command
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
-from vllm_patcher.serving import server
+from vllm_patcher.serving import family, server, watchdog
 from vllm_patcher.serving.args import ServeArgs
 
 from .procs import alive
@@ -107,3 +110,61 @@ def test_a_start_failure_names_the_signal_that_ended_the_server() -> None:
     killed = server.StartFailure("the server was killed by SIGKILL", -9, None, ())
     assert killed.signal_name == "SIGKILL" and killed.to_dict()["signal"] == "SIGKILL"
     assert server.StartFailure("x", 1, None, ()).signal_name is None
+
+
+def test_a_server_s_watchdog_ends_with_its_stop_and_leaves_the_group_alone(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    _serve(monkeypatch, tmp_path, HEALTHY)
+    with server.running(sys.executable, ServeArgs("m", ()), tmp_path / "log", 60) as srv:
+        assert srv.watchdog is not None and srv.watchdog.proc is not None
+        dog = srv.watchdog.proc
+        assert dog.poll() is None and os.getsid(dog.pid) == dog.pid  # a session of its own
+    assert dog.returncode == 0 and not alive(dog.pid)  # released: "done", no signal sent
+
+
+IGNORES_TERM = """
+import os, signal, subprocess, sys, time
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"],
+                         start_new_session=True)  # left the group: followed by its start time
+open(sys.argv[1], "w").write(f"{os.getpid()} {child.pid}")
+time.sleep(600)
+"""
+
+
+def test_a_watchdog_whose_tool_is_gone_stops_the_group_and_what_left_it(tmp_path: Path) -> None:
+    """The tool's end of the pipe closes (the tool died, whatever killed it): SIGTERM, which the
+    server ignores, then SIGKILL after the grace, to its group and to the descendant it was told
+    of that left it."""
+
+    pids = tmp_path / "pids"
+    wedged = subprocess.Popen(
+        [sys.executable, "-c", IGNORES_TERM, str(pids)], start_new_session=True
+    )
+    dog = watchdog.start(grace_s=1.0)
+    assert dog.proc is not None
+    children: list[int] = []
+    try:
+        deadline = time.monotonic() + 60
+        while not (pids.exists() and len(pids.read_text().split()) == 2):
+            assert time.monotonic() < deadline, "the wedged server never started"
+            time.sleep(0.05)
+        children = [int(p) for p in pids.read_text().split()]
+        dog.guard(wedged.pid)
+        dog.follow(family.descendants(wedged.pid))
+        dog.proc.stdin.close()  # type: ignore[union-attr]
+        deadline = time.monotonic() + 30
+        while any(alive(p) for p in children) and time.monotonic() < deadline:
+            wedged.poll()
+            time.sleep(0.1)
+        assert not any(alive(p) for p in children), children
+        assert wedged.wait(timeout=30) == -signal.SIGKILL  # SIGTERM ignored: killed after the grace
+        assert dog.proc.wait(timeout=30) == 0
+    finally:
+        for pid in children:
+            if alive(pid):
+                os.kill(pid, signal.SIGKILL)
+        if wedged.poll() is None:
+            wedged.kill()
+        dog.release()

@@ -6,16 +6,22 @@ above which no k pays, and the verdict and text that follow from them."""
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
 
 from vllm_patcher.cli.render import sweep as render_sweep
+from vllm_patcher.load.repeats import merged
+from vllm_patcher.payoff import scrape
+from vllm_patcher.payoff.analysis import analyse
+from vllm_patcher.payoff.window import Window, between
 from vllm_patcher.sweep import result as sweep_result
 from vllm_patcher.sweep import run as sweep
 
 from ..conftest import assert_refused, run_cli
 from ..load.points import point, said
+from ..payoff.scrapes import metrics
 
 
 def _result(
@@ -191,3 +197,51 @@ def test_a_cell_under_500_drafts_is_labelled_and_never_best() -> None:
     assert "concurrency 1: no best k: k = 2: under 500 drafts" in text
     cells = {c["k"]: c for c in r.to_dict()["cells"]}  # type: ignore[union-attr]
     assert cells[2]["small_sample"] is True and cells[1]["small_sample"] is False
+
+
+def _reset_window(drafts_since: float) -> Window:
+    """A run's window on a server whose counters were reset during it (a restart): the reading
+    after the run is below the one before, so the window is since the reset."""
+    long_running = metrics(
+        drafts=50_000, per_pos=(25_000.0, 12_500.0), generation=90_000, first_tokens=500,
+        itl_sum=900.0, itl_count=90_000, running=2,
+    )  # fmt: skip
+    accepted = drafts_since * 0.75
+    since = metrics(
+        drafts=drafts_since, per_pos=(drafts_since / 2, drafts_since / 4),
+        generation=drafts_since + accepted + 16, first_tokens=16,
+        itl_sum=(drafts_since + accepted) * 0.007, itl_count=drafts_since, running=2,
+    )  # fmt: skip
+    t = time.time()
+    window = between(scrape.parse(long_running, "u", t - 10), scrape.parse(since, "u", t))
+    assert window.reset and window.drafts == drafts_since
+    return window
+
+
+@pytest.mark.parametrize(
+    ("speedups", "drafts_since"),
+    [
+        ([1.4], 200.0),  # one run, fewer than 500 drafts since the reset
+        ([1.4, 1.45], 5_000.0),  # more drafts since the reset than a run of 64 prompts makes
+    ],
+)
+def test_a_cell_whose_counters_were_reset_in_a_run_says_so_not_too_few_drafts(
+    speedups: list[float], drafts_since: float
+) -> None:
+    r = _result({(1, 1): [1.2, 1.25], (2, 1): speedups}, [0, 1, 2], [1])
+    cell = r.cells[(2, 1)]
+    cell.runs[-1].window = _reset_window(drafts_since)
+    cell.analysis = analyse(merged([run.window for run in cell.runs]))
+    assert cell.judgement().verdict == "unknown"
+    best, judged = r.best(1)
+    assert best is None and judged.verdict == "unknown"
+    assert "k = 2: its counters were reset during a run" in said(judged), said(judged)
+    assert "under 500" not in said(judged) and "too few" not in said(judged)
+    text = "\n".join(render_sweep.lines(r))
+    assert "concurrency 1: no best k: k = 2: its counters were reset during a run" in text, text
+    assert "under 500" not in text and "too few" not in text, text
+    cells = render_sweep.to_dict(r)["cells"]
+    assert isinstance(cells, list)
+    (reset_cell,) = [c for c in cells if c["k"] == 2]
+    assert "counters went down" in reset_cell["unknown_reason"], reset_cell
+    assert reset_cell["small_sample"] is False  # its count is since the reset: not a sample

@@ -106,6 +106,12 @@ class Point:
             return Note(FOREIGN, {"spec": sorted(spec), "base": sorted(base)})
         return None
 
+    def reset_runs(self) -> int:
+        """The runs during which either server's counters went down (a restart, a metrics
+        reset): their windows are since the reset, so neither their drafts nor their figures
+        are the load's."""
+        return sum(1 for run in self.runs if run.window.reset or run.base_window.reset)
+
     def judgement(self) -> Judgement:
         failed, sent = self.failed_requests()
         if failed:  # a server that answered some requests with errors is not measured
@@ -117,12 +123,10 @@ class Point:
             return Judgement(UNKNOWN, self.drift)
         if self.noise > NOISE_CAP:  # break-even that wide would hide a 3x loss
             return Judgement(UNKNOWN, Note(NOISY, {"noise": self.noise, "cap": NOISE_CAP}))
-        reset = [run for run in self.runs if run.window.reset or run.base_window.reset]
+        reset = self.reset_runs()
         if reset:  # a window since a restart is not the load's: its client figures may hold
             # requests the dead server never finished either
-            return Judgement(
-                UNKNOWN, Note(RESTARTED, {"reset": len(reset), "runs": len(self.runs)})
-            )
+            return Judgement(UNKNOWN, Note(RESTARTED, {"reset": reset, "runs": len(self.runs)}))
         series = self.series()
         if not series[MEASURES[0]] and not series[MEASURES[1]]:
             return Judgement(UNKNOWN, Note(NO_CLIENT_FIGURES))

@@ -6,6 +6,7 @@ its answers mean is said here."""
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 from typing import Any
@@ -82,15 +83,22 @@ def check_client_args(python: str, argv: list[str]) -> None:
         raise ServerUnreachable(f"vllm bench serve could not be asked: {said.splitlines()[-1]}")
 
 
+def _look(python: str, watch: Stall) -> str | None:
+    """One look of the stall watch: the server's gauges, and the client's own requests out."""
+    return watch(load_client.requests_out(python, watch.url))
+
+
 def client(
     python: str, argv: list[str], api_key: str | None = None, watch: Stall | None = None
 ) -> dict[str, Any]:
     """One run of vLLM's benchmark client; ``api_key``: the served ``--api-key``, which the client
     sends as its Bearer token (it reads ``OPENAI_API_KEY``, as ``vllm bench serve`` does);
-    ``watch``: the loaded server's stall watch (the client is stopped when it names a stall)."""
+    ``watch``: the loaded server's stall watch, told the client's own requests out to it at each
+    look (the client is stopped when it names a stall)."""
+    look = None if watch is None else functools.partial(_look, python, watch)
     try:
         run = load_client.run(
-            python, argv, api_key=api_key, watch=watch, watch_every_s=WATCH_EVERY_S
+            python, argv, api_key=api_key, watch=look, watch_every_s=WATCH_EVERY_S
         )
     except ScriptStopped as exc:
         raise ServerUnreachable(exc.reason) from None

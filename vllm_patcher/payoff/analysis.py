@@ -56,9 +56,10 @@ NEED_BASELINE = "needs-baseline"  # k, per_step, step_s (seconds, or None)
 MEASURE_EACH_K = "measure-each-k"  # ks, crossing: the cost models' range does not settle them
 NO_SHORTER_K = "no-shorter-k"  # no shorter draft reaches 1.0x under either cost model
 LOW_FIRST = "low-first-acceptance"  # first: the share of drafts with their first token accepted
+NO_BASELINE = "no-baseline"  # no plain server to set the window against: no speedup measured
 KINDS: tuple[str, ...] = (MINUS_ONE, SMALL, NOT_TIMED, NO_THROUGHPUT, SPLIT, SHORT_DRAFTS)
 KINDS += (OTHER_MODEL, UNEVEN_LOAD, MAYBE_UNEVEN, STEP_NOT_LONGER, NEED_BASELINE, MEASURE_EACH_K)
-KINDS += (NO_SHORTER_K, LOW_FIRST)
+KINDS += (NO_SHORTER_K, LOW_FIRST, NO_BASELINE)
 
 
 @dataclass
@@ -82,7 +83,7 @@ class Analysis:
     shorter_k_range: dict[int, tuple[float, float]] = field(default_factory=dict)
     break_even_length: float | None = None
     verdict: str = UNKNOWN
-    unknown: Note | None = None  # why the verdict is unknown, where a baseline was given
+    unknown: Note | None = None  # why the verdict is unknown (``analyse`` always says)
     notes: list[Note] = field(default_factory=list)  # in order; ``unknown`` is one of them
 
     @property
@@ -191,7 +192,9 @@ def analyse(w: Window, baseline: Window | None = None) -> Analysis:
     if w.drafts < SMALL_SAMPLE:
         notes.append(Note(SMALL, {"drafts": int(w.drafts), "wanted": SMALL_SAMPLE}))
     a.notes.extend(notes)
-    if baseline is not None:
+    if baseline is None:
+        _unknown(a, Note(NO_BASELINE))
+    else:
         _with_baseline(a, baseline)
     _advise(a)
     return a

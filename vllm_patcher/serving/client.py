@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from .. import runtime, scripts
+from . import connections, family
 
 SCRIPT = scripts.path("bench_client")
 TIMEOUT_S = 3600.0  # one benchmark run
@@ -186,6 +187,14 @@ class Session:
             return runtime.ScriptRun(2, "", str(reply["usage"]), None)
         return runtime.ScriptRun(3 if "error" in reply else 0, "", self._said(), reply)
 
+    def requests_out(self, url: str) -> int:
+        """The requests the client has out to ``url``: its processes' connections there (the
+        running process and the fork that holds a run)."""
+        proc = self.proc
+        if proc is None or proc.poll() is not None:  # reaped: its pid may be a stranger's now
+            return 0
+        return connections.to_server([proc.pid, *family.descendants(proc.pid)], url)
+
     def close(self) -> None:
         """Kill the client's group (itself and what it started) and reap it."""
         proc, self.proc = self.proc, None
@@ -248,6 +257,13 @@ def session(python: str | Path) -> Iterator[Session]:
             yield opened
         finally:
             del _OPEN[key]
+
+
+def requests_out(python: str | Path, url: str) -> int:
+    """The requests the open session's client for ``python`` has out to ``url`` (0 with no
+    session open): what a ``watch`` of its run counts beside the server's own gauges."""
+    opened = _OPEN.get(str(python))
+    return 0 if opened is None else opened.requests_out(url)
 
 
 def _ask(python: str | Path, request: dict[str, Any], **kw: Any) -> runtime.ScriptRun:

@@ -46,6 +46,24 @@ def descendants(root: int) -> Known:
     return found
 
 
+def group_alive(pgid: int) -> bool:
+    """Whether a process of the group ``pgid`` still runs. A zombie does not count: it is dead,
+    waiting for its parent to reap it (without /proc, any member counts)."""
+    try:
+        os.killpg(pgid, 0)
+    except (ProcessLookupError, PermissionError):  # none left, or the id is another user's
+        return False
+    try:
+        entries = [e for e in os.listdir("/proc") if e.isdigit()]
+    except OSError:  # no /proc to tell zombies apart: the group is still there
+        return True
+    for entry in entries:
+        fields = _stat(entry)
+        if fields is not None and len(fields) > 2 and int(fields[2]) == pgid and fields[0] != "Z":
+            return True
+    return False
+
+
 def outside(known: Known, pgid: int) -> Known:
     """The known processes still running as themselves, outside the group ``pgid``."""
     out: Known = {}

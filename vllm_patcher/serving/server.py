@@ -28,10 +28,12 @@ from types import FrameType
 from typing import Any
 
 from ..runtime import die_with_parent
-from . import family
+from . import family, watchdog
 from .args import ServeArgs
 
 STOP_GRACE_S = 30.0  # SIGTERM, then SIGKILL to the group
+# the watchdog's, once the tool is gone: the server got SIGTERM from its parent-death signal too
+WATCHDOG_GRACE_S = 10.0
 POLL_S = 0.5
 
 
@@ -81,12 +83,15 @@ class Server:
     ready_s: float  # from the start to the first healthy answer
     process: subprocess.Popen[bytes]
     known: family.Known = field(default_factory=dict)  # its descendants seen so far
+    watchdog: watchdog.Watchdog | None = None  # stops the group if the tool goes first
 
     def follow(self) -> None:
         """Note the server's descendants now (a load's start): one that leaves the group later
-        (``setsid``) is still stopped with it."""
+        (``setsid``) is still stopped with it, by the tool or by its watchdog."""
         if self.process.poll() is None:  # reaped: its pid may be a stranger's now
             self.known.update(family.descendants(self.pid))
+            if self.watchdog is not None:
+                self.watchdog.follow(self.known)
 
     def exit_note(self) -> tuple[str, int | None]:
         """How the server ended, if it did: for a failure during the load."""
@@ -142,24 +147,8 @@ def _healthy(url: str) -> bool:
 def _group_alive(pgid: int) -> bool:
     """Whether a process of the group still runs. Zombies do not count: a tool running as PID 1
     (a container's entrypoint) inherits the group's orphans and must reap them itself."""
-    try:
-        os.killpg(pgid, 0)
-    except (ProcessLookupError, PermissionError):  # none left, or the id is another user's
-        return False
     _reap_orphans()
-    try:
-        entries = [e for e in os.listdir("/proc") if e.isdigit()]
-    except OSError:  # no /proc to tell zombies apart: the group is still there
-        return True
-    for entry in entries:
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if int(fields[2]) == pgid and fields[0] != "Z":
-            return True
-    return False
+    return family.group_alive(pgid)
 
 
 def _reap_orphans() -> None:
@@ -274,49 +263,73 @@ def running(
     port = free_port()
     cmd = command(python, args, port) + list(extra)
     with signals_interrupt():
-        with open(log, "wb") as out:
-            proc = subprocess.Popen(
-                cmd,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-                env={**os.environ, **(env or {})},
-                preexec_fn=die_with_parent(),  # SIGKILL of the tool takes the server down too
-            )
+        dog = watchdog.start(WATCHDOG_GRACE_S)  # before the server: no moment without it
+        try:
+            with open(log, "wb") as out:
+                proc = subprocess.Popen(
+                    cmd,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    start_new_session=True,
+                    env={**os.environ, **(env or {})},
+                    preexec_fn=die_with_parent(),  # SIGKILL of the tool: SIGTERM to the server
+                )
+        except BaseException:
+            dog.release()
+            raise
+        dog.guard(proc.pid)
         known: family.Known = {}  # its descendants as seen at each look: stopped with it
         try:
             if on_start is not None:
                 on_start(proc.pid)
             url = f"http://127.0.0.1:{port}"
-            started = time.monotonic()
-            # healthy, and still ours: another process answering on the port is not our server
-            while not (_healthy(url) and proc.poll() is None):
-                if on_poll is not None:
-                    on_poll()
-                if proc.poll() is not None:
-                    how = _how(proc.returncode)
-                    raise ServerDidNotStart(
-                        StartFailure(
-                            f"the server {how} before it was ready",
-                            proc.returncode,
-                            log,
-                            log_tail(log),
-                        )
-                    )
-                if time.monotonic() - started > ready_timeout_s:
-                    raise ServerDidNotStart(
-                        StartFailure(
-                            f"the server was not ready within {ready_timeout_s:.0f} s",
-                            None,
-                            log,
-                            log_tail(log),
-                        )
-                    )
-                known.update(family.descendants(proc.pid))  # polled alive just now
-                time.sleep(POLL_S)
-            known.update(family.descendants(proc.pid))
-            yield Server(url, proc.pid, log, time.monotonic() - started, proc, known)
+            ready_s = _until_ready(proc, url, log, ready_timeout_s, on_poll, known, dog)
+            yield Server(url, proc.pid, log, ready_s, proc, known, dog)
         finally:
             with _signals_deferred():  # a Ctrl-C must not leave the group half-stopped
-                stop(proc, known=known)
+                try:
+                    stop(proc, known=known)
+                finally:
+                    dog.release()
+
+
+def _until_ready(
+    proc: subprocess.Popen[bytes],
+    url: str,
+    log: Path,
+    ready_timeout_s: float,
+    on_poll: Callable[[], None] | None,
+    known: family.Known,
+    dog: watchdog.Watchdog,
+) -> float:
+    """The seconds until the server answered healthy, its descendants noted in ``known`` (and
+    told to its watchdog) at each look; ``ServerDidNotStart`` when it exits or the bound
+    passes."""
+    started = time.monotonic()
+    # healthy, and still ours: another process answering on the port is not our server
+    while not (_healthy(url) and proc.poll() is None):
+        if on_poll is not None:
+            on_poll()
+        if proc.poll() is not None:
+            how = _how(proc.returncode)
+            raise ServerDidNotStart(
+                StartFailure(
+                    f"the server {how} before it was ready", proc.returncode, log, log_tail(log)
+                )
+            )
+        if time.monotonic() - started > ready_timeout_s:
+            raise ServerDidNotStart(
+                StartFailure(
+                    f"the server was not ready within {ready_timeout_s:.0f} s",
+                    None,
+                    log,
+                    log_tail(log),
+                )
+            )
+        known.update(family.descendants(proc.pid))  # polled alive just now
+        dog.follow(known)
+        time.sleep(POLL_S)
+    known.update(family.descendants(proc.pid))
+    dog.follow(known)
+    return time.monotonic() - started

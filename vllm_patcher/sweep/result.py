@@ -17,6 +17,7 @@ from ..serving import server
 
 # Why a concurrency has no best k, or the sweep no verdict (Note.kind), with their figures:
 SMALL_CELLS = "small-cells"  # ks, wanted: cells under SMALL_SAMPLE drafts
+RESET_CELLS = "reset-cells"  # ks: cells whose counters were reset during a run (no count to go by)
 NOT_JUDGED = "not-judged"  # ks (unknown or not measured), paying
 TIE = "tie"  # ks, figures ({k: {measure: values}}): they all pay, none beats the others
 NO_BEST_K = "no-best-k"
@@ -69,10 +70,14 @@ class SweepResult:
     def best(self, c: int) -> tuple[int | None, Judgement]:
         """The best k measured at concurrency ``c``, once every k was judged there: the paying
         cell with the highest speedup, or 0 when none pays. None while a cell is unknown or was
-        not run: the one not judged might be the best."""
+        not run (the one not judged might be the best), its counters were reset during a run, or
+        it holds too few drafts; the reason names the first of these that holds."""
         points = {k: p for (k, cc), p in self.cells.items() if cc == c}
         judged = {k: p.judgement() for k, p in points.items()}
-        small = [k for k, p in points.items() if p.analysis.drafts < SMALL_SAMPLE]
+        reset = [k for k, p in points.items() if p.reset_runs()]
+        if reset:  # its drafts are those since the reset: neither too few nor enough
+            return None, Judgement(UNKNOWN, Note(RESET_CELLS, {"ks": sorted(reset)}))
+        small = [k for k, p in points.items() if small_sample(p)]
         if small:  # no advice from a handful of drafts, whatever their figures say
             return None, Judgement(
                 UNKNOWN, Note(SMALL_CELLS, {"ks": sorted(small), "wanted": SMALL_SAMPLE})
@@ -131,7 +136,7 @@ class SweepResult:
             d = p.to_dict()
             d["k"] = k
             d["tokens_per_step"] = p.analysis.to_dict().get("tokens_per_step")
-            d["small_sample"] = p.analysis.drafts < SMALL_SAMPLE
+            d["small_sample"] = small_sample(p)
             d["failed_requests"] = p.failed_requests()[0]
             cells.append(d)
         judged = self.verdict()
@@ -153,6 +158,12 @@ class SweepResult:
             "no_drafts": [{"k": k, "concurrency": c} for k, c in self.no_drafts],
             "log_dir": str(self.log_dir) if self.log_dir != Path() else None,
         }
+
+
+def small_sample(p: Point) -> bool:
+    """Under ``SMALL_SAMPLE`` drafts: never the best k. A cell whose counters were reset during a
+    run is not: its count is since the reset, and the reset is what it is said for."""
+    return p.analysis.drafts < SMALL_SAMPLE and not p.reset_runs()
 
 
 def tied_or_best(points: dict[int, Point], sure: list[int]) -> list[int]:

@@ -111,6 +111,11 @@ WORDS: Mapping[str, Callable[[dict[str, Any]], str]] = MappingProxyType(
             f"{_ks(f['ks'])}: under {f['wanted']} drafts, too few to choose k by (raise "
             "--num-prompts or --repeat)"
         ),
+        result.RESET_CELLS: lambda f: (
+            f"{_ks(f['ks'])}: {'its' if len(f['ks']) == 1 else 'their'} counters were reset "
+            "during a run (a restart or a metrics reset under the load), so the drafts and figures "
+            "since are not the load's; run the sweep again"
+        ),
         result.NOT_JUDGED: lambda f: (
             f"{_ks(f['ks'])} unknown or not measured"
             + (f"; judged to pay: k = {', '.join(map(str, f['paying']))}" if f["paying"] else "")

@@ -78,10 +78,8 @@ def lines(a: Analysis) -> list[str]:
             "(these step times)"
         )
     out.extend(f"  -> {note(n, w)}" for n in a.notes if n is not a.unknown)
-    if a.verdict == UNKNOWN and a.unknown is not None:
-        out.append(f"verdict: unknown: {note(a.unknown, w)}")
-    elif a.verdict == UNKNOWN:
-        out.append("verdict: unknown (no baseline: the speedup was not measured)")
+    if a.verdict == UNKNOWN:
+        out.append(f"verdict: unknown: {note(a.unknown or Note(an.NO_BASELINE), w)}")
     else:
         both = f", {a.throughput_ratio:.2f}x throughput" if a.throughput_ratio is not None else ""
         out.append(f"verdict: {a.verdict} ({a.speedup:.2f}x per-token time{both}, measured)")
@@ -227,6 +225,7 @@ _WORDS: Mapping[str, Callable[[dict[str, Any], Window], str]] = MappingProxyType
             "without speculation, or keep it for low-concurrency traffic (payoff bench "
             f"--concurrency 1,4,16 measures that; {SWEEP} measures each k)"
         ),
+        an.NO_BASELINE: lambda f, w: "no baseline: the speedup was not measured",
         an.LOW_FIRST: lambda f, w: (
             f"only {f['first']:.0%} of drafts get their first token accepted: check the drafter "
             f"fits the target (vllm-patcher doctor --model {w.model or 'TARGET'} --drafter "

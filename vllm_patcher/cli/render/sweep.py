@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ...payoff.analysis import SMALL_SAMPLE
-from ...sweep.result import baseline_runs
+from ...sweep.result import baseline_runs, small_sample
 from .notes import reason, reason_or_none, span
 from .payoff_report import add_reason
 
@@ -29,7 +29,7 @@ def _cell_lines(k: int, c: int, point: Point) -> list[str]:
     why = point.judgement().reason
     if why is not None:
         out.append(f"{'':>19}unknown: {reason(why)}")
-    if point.analysis.drafts < SMALL_SAMPLE:
+    if small_sample(point):
         out.append(
             f"{'':>19}only {int(point.analysis.drafts)} drafts: under {SMALL_SAMPLE}, "
             "never the best k"
