@@ -6,7 +6,7 @@ launcher the rehearsal uses), median of 3 each, and the rehearsal's overhead bey
 start (three completions, the /metrics read, the stop of the process group).
 
 The tiny model's weights are 1 MB: the ratio here is the engine's start with and without reading
-them, about 1. What the rehearsal saves grows with the checkpoint (issue 30: 547 GB took 25
+them, about 1. What the rehearsal saves grows with the checkpoint (a 547 GB checkpoint took 25
 minutes to read; a DeepSeek-V3-shaped target with dummy weights was ready in 179 s on an H200)."""
 
 from __future__ import annotations

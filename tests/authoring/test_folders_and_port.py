@@ -1,6 +1,6 @@
-"""What a patches folder, its conflicts and port may be trusted with (issue 17: links, stray
+"""What a patches folder, its conflicts and port may be trusted with (links, stray
 conflict files, bad versions, multi-release --continue, non-canonical paths, ranges that match
-nothing; issue 18: port leaves the patch applicable where it ported it). Real pristine trees of
+nothing; port leaves the patch applicable where it ported it). Real pristine trees of
 real releases, the real command line."""
 
 from __future__ import annotations
@@ -333,7 +333,7 @@ def test_a_specifier_admits_a_release_exactly_when_one_satisfies_it() -> None:
     assert [s for s in empty if admits_a_release(SpecifierSet(s))] == []
 
 
-# --- issue 18, 3: port finishes the job ---------------------------------------------------------
+# --- port finishes the job ---------------------------------------------------------------------
 
 
 def test_a_patch_ported_to_other_releases_is_applied_there(tmp_path: Path) -> None:

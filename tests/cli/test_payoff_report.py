@@ -51,7 +51,7 @@ def test_a_plot_that_cannot_be_written_is_refused_before_anything_is_measured(
     assert proc.returncode == 2 and proc.stdout.count('"schema"') == 1, proc.stdout
 
 
-# issue 27, item 14: a plot that fails after the report
+# a plot that fails after the report
 def test_a_plot_that_fails_while_drawing_prints_one_envelope(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
     files = _pair(tmp_path, "s", metrics(per_pos=(0, 0)), decode(1000, 0.02, (500, 200), 1000))
@@ -62,7 +62,7 @@ def test_a_plot_that_fails_while_drawing_prints_one_envelope(tmp_path: Path) -> 
     assert "Traceback" not in proc.stderr
 
 
-# issue 27, items 8 and 13: --watch with stdout closed, and piped into head
+# --watch with stdout closed, and piped into head
 @pytest.mark.parametrize("shell", ["{cmd} >&-", "{cmd} | head -2"])
 def test_watch_stops_cleanly_when_nobody_reads_its_output(shell: str) -> None:
     with http_server(growing) as url:

@@ -1,4 +1,4 @@
-"""doctor finds why acceptance will be low, before the load (issue 38, items 1 and 3): a d2t
+"""doctor finds why acceptance will be low, before the load: a d2t
 written as absolute target ids (vLLM reads offsets), one mapping outside the target's vocabulary
 or two draft ids onto one target id; a drafter trained on fewer positions than the target serves,
 or with other rope scaling. Each on a drafter written here with the fault, and a correct one."""

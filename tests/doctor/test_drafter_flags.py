@@ -1,4 +1,4 @@
-"""doctor's ``flags`` check (issue 38, item 2): the drafter flags each vLLM release reads, derived
+"""doctor's ``flags`` check: the drafter flags each vLLM release reads, derived
 again here from the pristine ``llama_eagle3.py`` of every release 0.11.0-0.34.0 (the wheel is the
 truth), and the findings on drafters written with each flag where it is and is not read."""
 

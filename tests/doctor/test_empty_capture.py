@@ -1,4 +1,4 @@
-"""doctor's ``capture`` check (issue 38, item 5): a target whose vLLM class claims EAGLE-3 but
+"""doctor's ``capture`` check: a target whose vLLM class claims EAGLE-3 but
 captures nothing. The claim and the empty forward are read again here from the pristine
 ``mimo.py`` and ``qwen2.py`` of every release 0.11.0-0.34.0; doctor names a MiMo target on each
 and says a release past the last one read was not read."""

@@ -13,7 +13,7 @@ GRANITE = faults.GRANITE_DRAFTER_GRAPHS
 
 @pytest.mark.parametrize("version", ["0.21.0", "0.22.0", "0.25.0", "0.31.0", "0.32.0"])
 def test_the_granite_graph_failure_is_fixed_so_no_release_is_warned(version: str) -> None:
-    """Issue 58: the crash followed the backport's capture (the tensor the next layer is given),
+    """The Granite graph crash followed the backport's capture (the tensor the next layer is given),
     fixed in the patch; a venv patched the old way is outdated (doctor's venv check), not a
     release-wide warning."""
     assert faults.FAULTS == ()

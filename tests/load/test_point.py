@@ -1,4 +1,4 @@
-"""One concurrency's verdict you can trust (issue 35, items 6 and 17, and its closing review): a
+"""One concurrency's verdict you can trust: a
 run cut by a counter reset is not judged, break-even is as wide as the baseline's own spread (never
 narrower than 5%), a baseline too noisy settles no class, and the more-prompts hint reads the
 widened band. The runs are built by hand (``points``)."""

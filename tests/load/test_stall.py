@@ -1,4 +1,4 @@
-"""A stuck server stops its load within the stall bound (issue 35, item 11): the stall is named
+"""A stuck server stops its load within the stall bound: the stall is named
 once requests are out and no token moves, never while tokens move or no request is out, a
 /metrics that stops answering is said as such, and a watch that names a stall stops the script
 and its process group. The servers are local fakes serving real /metrics text."""

@@ -1,5 +1,5 @@
 """vllm_patcher/patching/journal.py owns the state folder: its entries are named there and
-nowhere else (issue 36: the names lived in journal.py, txn.py and recovery.py), each inside the
+nowhere else (they once lived in journal.py, txn.py and recovery.py too), each inside the
 one folder. A state record that is corrupt, foreign or names a file outside vllm/, a state folder
 that is a link and an unusable lock timeout are refused, with the exit code the command line
 gives them, by status, apply and revert alike, and nothing is written; what revert leaves in the

@@ -82,7 +82,7 @@ def test_a_shorter_draft_gets_a_range_between_the_two_cost_models_never_a_figure
 
 
 def test_a_range_that_crosses_one_says_to_measure_each_k() -> None:
-    # the H200 of issue 27: steps 5.85 ms plain, 10.22 ms at k = 3, 47/23/13% per position
+    # an H200's figures: steps 5.85 ms plain, 10.22 ms at k = 3, 47/23/13% per position
     spec = _window(1000, (470, 230, 130), step_s=0.01022, steps=1000)
     a = analyse(spec, _plain(0.00585, 1747))
     assert a.speedup == pytest.approx(1.047, abs=1e-3) and a.verdict == "break-even"
@@ -142,7 +142,7 @@ def test_the_advice_for_a_longer_window_fits_the_source(
     assert wanted in advice and ("--window" in advice) == source.startswith("http"), advice
 
 
-# issue 27, item 1: different loads
+# different loads
 def test_servers_under_different_loads_get_unknown_showing_both_loads(tmp_path: Path) -> None:
     # 16 requests decoding, 30 ms steps, 2.4 tokens a step; against 1 request, 10 ms steps
     spec = decode(16 * 333, 0.03, (4000, 2500, 1000), drafts=5328, running=16)
@@ -172,7 +172,7 @@ def test_single_scrapes_under_different_loads_with_no_window_length_get_unknown(
     assert "16.0 on the baseline" in data["unknown_reason"], data
 
 
-# issue 27, item 2: a baseline of another model
+# a baseline of another model
 def test_a_baseline_of_another_model_gives_no_verdict(tmp_path: Path) -> None:
     spec = decode(1000, 0.02, (500, 200, 50), drafts=1000)
     base = decode(1000, 0.01, model="Qwen-0.5B")
@@ -187,7 +187,7 @@ def test_a_baseline_of_another_model_gives_no_verdict(tmp_path: Path) -> None:
     assert keys[keys.index("advice") + 1] == "notes", keys
 
 
-# issue 27, item 7: a latency _sum that does not grow while its _count does
+# a latency _sum that does not grow while its _count does
 def test_a_latency_sum_that_does_not_grow_is_unknown_not_a_crash(tmp_path: Path) -> None:
     spec = metrics(drafts=1000, per_pos=(500, 200), generation=2000, itl_sum=0.0, itl_count=1000)
     base = decode(1000, 0.01)
@@ -199,7 +199,7 @@ def test_a_latency_sum_that_does_not_grow_is_unknown_not_a_crash(tmp_path: Path)
     assert data["verdict"] == "unknown" and "latency" in data["unknown_reason"], data
 
 
-# issue 27, item 15: messages
+# messages
 def test_a_baseline_with_no_latency_samples_is_not_called_no_baseline(tmp_path: Path) -> None:
     spec = metrics(drafts=1000, per_pos=(500, 200), generation=2000)  # no decode samples
     s = _pair(tmp_path, "s", metrics(per_pos=(0, 0)), spec)

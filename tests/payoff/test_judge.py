@@ -26,7 +26,7 @@ def test_the_verdict_has_a_five_percent_band_around_parity() -> None:
     ]
 
 
-# issue 27, item 3: steps without a draft
+# steps without a draft
 def test_steps_without_a_draft_count_as_one_token_in_the_shorter_k_range(tmp_path: Path) -> None:
     # 1,000 request-steps, only 500 with a draft; 700 tokens accepted: 1.7 tokens per step
     spec = decode(1000, 0.013, (400, 200, 100), drafts=500)

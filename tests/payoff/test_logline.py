@@ -12,7 +12,7 @@ import pytest
 from .scrapes import _payoff_json
 
 
-# issue 27, item 10: --log with drafts shorter than k
+# --log with drafts shorter than k
 def test_a_log_of_short_drafts_reads_the_printed_mean_length(tmp_path: Path) -> None:
     line = (
         "INFO 12-01 09:00:00 [metrics.py:120] SpecDecoding metrics: Mean acceptance length: "

@@ -12,7 +12,7 @@ import pytest
 from vllm_patcher.errors import ServerUnreachable
 
 
-# issue 27, items 5 and 13: --watch, a pause between failed reads, and it carries on
+# --watch, a pause between failed reads, and it carries on
 def test_watch_pauses_between_failed_reads_and_carries_on_through_every_window_error() -> None:
     from vllm_patcher.errors import BadSetting, NoDrafts
     from vllm_patcher.payoff import run

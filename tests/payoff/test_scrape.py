@@ -172,14 +172,14 @@ def test_counters_no_vllm_server_can_have_are_refused_never_judged(
     assert_refused(run_cli("--json", "payoff", "--metrics", str(path)), 18)
 
 
-# issue 27, item 12: two models on one /metrics
+# two models on one /metrics
 def test_two_model_names_in_one_scrape_are_refused(tmp_path: Path) -> None:
     text = metrics(drafts=10, per_pos=(5,)) + metrics(drafts=10, per_pos=(5,), model="other")
     path = save(tmp_path / "two.txt", text, 1000)
     assert_refused(run_cli("payoff", "--metrics", str(path)), 18, "other")
 
 
-# issue 27, item 11: k is checked against the draft tokens
+# k is checked against the draft tokens
 def test_missing_or_absent_position_series_are_refused(tmp_path: Path) -> None:
     missing = save(
         tmp_path / "m.txt", metrics(drafts=1000, draft_tokens=3000, per_pos=(500, 200)), 1000
@@ -198,7 +198,7 @@ def test_per_position_counts_that_grow_with_position_are_refused(tmp_path: Path)
     assert "500" not in proc.stdout
 
 
-# issue 27, item 6: a server that drips its headers
+# a server that drips its headers
 def test_a_server_that_drips_its_headers_is_refused_within_the_deadline() -> None:
     server = socket.socket()
     server.bind(("127.0.0.1", 0))

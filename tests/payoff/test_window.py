@@ -13,7 +13,7 @@ from ..conftest import assert_refused, run_cli
 from .scrapes import _pair, _scrape_text, decode, metrics, save
 
 
-# issue 27, item 4: two engines behind a load balancer
+# two engines behind a load balancer
 def test_scrapes_of_two_engines_are_not_one_window_and_no_rate_above_100_is_printed(
     tmp_path: Path,
 ) -> None:

@@ -1,4 +1,4 @@
-"""rehearse's completions against servers that misbehave (issue 35, 12 and 13): a body that
+"""rehearse's completions against servers that misbehave: a body that
 trickles ends at the bound, a body cut short is 'failed a completion' (exit 22, log kept), not a
 traceback."""
 

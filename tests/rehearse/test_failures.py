@@ -151,7 +151,7 @@ def test_a_build_tools_error_line_is_not_vllms_usage_error() -> None:
     assert usage is not None and usage.key == "usage"
 
 
-# vLLM 0.25.0 on an H200 (2026-12-02, issue 34): the granite-3.3-8b shape with an EAGLE-3 drafter,
+# vLLM 0.25.0 on an H200 (2026-12-02): the granite-3.3-8b shape with an EAGLE-3 drafter,
 # CUDA graphs on, in the engine's own process (tests/e2e/engine_run.py, so no API server lines):
 # one run under CUDA_LAUNCH_BLOCKING=1 (the kernel's own line), one without (torch's exception)
 GPU_LOGS = ("illegal-address-blocking-0.25.0.log", "illegal-address-0.25.0.log")

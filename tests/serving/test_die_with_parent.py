@@ -1,4 +1,4 @@
-"""A SIGKILL of the tool takes its children down (issue 35, 7): servers (serving.server.running)
+"""A SIGKILL of the tool takes its children down: servers (serving.server.running)
 and load clients (serving.client, through runtime.run_script with own_group) are started with
 runtime.die_with_parent, so Linux sends them SIGTERM when the tool dies by a signal it cannot
 catch. The tool arms it on Linux only, where this suite runs."""

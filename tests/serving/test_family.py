@@ -1,5 +1,5 @@
-"""A server's child that leaves its process group (``setsid``) is stopped with the server
-(issue 35, 10): serving.server.running follows the server's descendants in /proc. The server here
+"""A server's child that leaves its process group (``setsid``) is stopped with the server:
+serving.server.running follows the server's descendants in /proc. The server here
 is a small HTTP process of our own that answers /health and starts such a child: what is tested
 is the launcher's stopping, which is the same for any command."""
 

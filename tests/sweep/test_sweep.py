@@ -168,7 +168,7 @@ def test_the_global_options_may_follow_the_sweep_and_its_refusal_names_the_sweep
 
 
 def test_a_cell_with_failed_requests_is_never_judged_nor_best() -> None:
-    """issue 35, 1: a server that answered every second request with HTTP 500 gave 'pays' and
+    """a server that answered every second request with HTTP 500 gave 'pays' and
     'best k = 2'; the client's completed/failed say so, and the cell is unknown."""
     r = _result({(1, 1): [1.2, 1.25], (2, 1): [1.4, 1.45]}, [0, 1, 2], [1])
     bad = r.cells[(2, 1)]
@@ -186,7 +186,7 @@ def test_a_cell_with_failed_requests_is_never_judged_nor_best() -> None:
 
 
 def test_a_cell_under_500_drafts_is_labelled_and_never_best() -> None:
-    """issue 35, 4: 'best k = 2' came from 1 prompt and 2-4 drafts."""
+    """'best k = 2' came from 1 prompt and 2-4 drafts."""
     r = _result({(1, 1): [1.2, 1.25], (2, 1): [1.4, 1.45]}, [0, 1, 2], [1])
     r.cells[(2, 1)].analysis.drafts = 4
     best, judged = r.best(1)

@@ -1,4 +1,4 @@
-"""payoff sweep you can trust (issue 35, items 2, 3, 5, 9, 16): no verdict between two models or
+"""payoff sweep you can trust: no verdict between two models or
 from a host whose speed moved (the baseline measured again at the end); no best k where the runs
 overlap; one k whose counters are not one window is that k's failure. Servers and clients here are
 fakes of our own making (real /metrics text, vllm bench serve's result fields): tests/e2e runs the
@@ -143,7 +143,7 @@ def test_a_k_whose_counters_are_not_one_window_is_that_ks_failure_not_the_sweeps
     assert r.servers[0].failure is None and r.cells == {} and r.verdict().verdict == "unknown"
 
 
-# the second attack (issue 35's closing review)
+# a second attack
 def test_the_best_k_must_beat_every_other_paying_k_not_only_the_runner_up() -> None:
     r = _result(
         {(1, 1): [1.06, 1.52], (2, 1): [1.30, 1.30], (3, 1): [1.50, 1.50]}, [0, 1, 2, 3], [1]

@@ -1,4 +1,4 @@
-"""doctor's checks for a drafter that loads and runs but will rarely be accepted (issue 38), each
+"""doctor's checks for a drafter that loads and runs but will rarely be accepted, each
 read from the two checkpoints before any weight is loaded:
 
 - ``d2t``: a drafter with a draft vocabulary smaller than the target's maps each draft id to a

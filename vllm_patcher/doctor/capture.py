@@ -1,4 +1,4 @@
-"""Targets whose vLLM class claims EAGLE-3 but captures nothing (issue 38, item 5).
+"""Targets whose vLLM class claims EAGLE-3 but captures nothing.
 
 vLLM's MiMo (``model_type`` ``mimo``, ``MiMoForCausalLM``) inherits ``Qwen2ForCausalLM``, which
 lists ``SupportsEagle3``, so vLLM takes the claim; but ``MiMoModel.forward`` replaces Qwen2's

@@ -1,4 +1,4 @@
-"""The drafter flags each vLLM release reads (issue 38, item 2), and the drafter config that asks
+"""The drafter flags each vLLM release reads , and the drafter config that asks
 for behaviour its release does not implement.
 
 An EAGLE-3 drafter's ``config.json`` may carry flags that change what its layers compute. vLLM's

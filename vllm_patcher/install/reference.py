@@ -35,7 +35,9 @@ def by_record(
     from ..catalogue.folders import load_catalogue
     from ..catalogue.layout import builtin_paths  # the built-ins name the files we rely on
 
-    builtins = load_catalogue()  # locate is not handed the command's catalogue (yet)
+    builtins = (
+        load_catalogue()
+    )  # locate loads the built-ins itself: it is not handed the command's catalogue
     unhashed = [
         rel
         for rel in builtin_paths(builtins, version)
@@ -89,7 +91,9 @@ def by_pin(
     from ..catalogue.folders import load_catalogue
     from ..catalogue.layout import builtin_paths, pinned_reference, pinned_versions
 
-    builtins = load_catalogue()  # locate is not handed the command's catalogue (yet)
+    builtins = (
+        load_catalogue()
+    )  # locate loads the built-ins itself: it is not handed the command's catalogue
     root = package.parent
     pinned_record, pinned_as = pinned_reference(builtins, version)
     if pinned_record:

