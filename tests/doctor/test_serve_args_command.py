@@ -223,3 +223,23 @@ def test_serve_args_repeats_the_low_acceptance_warnings_on_stderr_and_still_prin
     # the served context inside the drafter's, on a release that reads the flag: quiet
     quiet = run_cli(*args, "--vllm-version", "0.18.0", "--max-model-len", "4096")
     assert quiet.returncode == 0 and quiet.stderr == NOTE, quiet.stderr
+
+
+def test_a_refusal_on_a_named_venv_names_the_doctor_run_for_that_venv(
+    tmp_path: Path,
+    tree_copy,  # type: ignore[no-untyped-def]
+) -> None:
+    """The refusal's doctor command judges the same install (its --target here): run as printed,
+    it gives the whole report, not "no vLLM installed"."""
+    import shlex
+
+    site = tree_copy("0.15.1")
+    drafter = specforge_drafter(tmp_path, nested=[2, 30, 58], weights=drafter_weights())
+    proc = run_cli("--target", str(site), "serve-args", "--model", str(kimi_target(tmp_path)),
+                   "--drafter", str(drafter))  # fmt: skip
+    assert proc.returncode == 1 and proc.stdout == "", proc.stderr
+    hint = proc.stderr.rsplit("(", 1)[1].split(" shows the whole report")[0]
+    assert hint.startswith(f"vllm-patcher --target {shlex.quote(str(site))} doctor "), hint
+    doctor = run_cli(*shlex.split(hint)[1:])
+    assert doctor.returncode == 1 and "aux-layers" in doctor.stdout, doctor.stderr
+    assert "doctor: 2 problems" in doctor.stdout, doctor.stdout

@@ -93,3 +93,30 @@ def test_a_codemod_change_that_keeps_the_bytes_leaves_the_file_applied(tmp_path:
     upgraded = _tool(tmp_path, 'MIXIN = "EagleModelMixin"', 'MIXIN = "EagleModelMixin"  # same')
     assert _granite(site, upgraded)[:2] == (0, "applied")
     assert (site / GRANITE).read_bytes() == applied
+
+
+def test_a_pristine_copy_that_record_contradicts_is_never_taken_for_pristine(
+    tmp_path: Path,
+) -> None:
+    """The kept copy and the state record's before-hash both changed to the patched bytes (by
+    hand): status cannot compare the codemods' output from it (outdated, not applied), and revert
+    refuses (exit 7) where it said "already pristine" and forgot the record."""
+    from vllm_patcher.install.record import file_hash
+
+    from ..conftest import snapshot
+
+    site = _post_release(tmp_path)
+    upgraded = _tool(tmp_path, 'OWN_TENSOR = "0"', 'OWN_TENSOR = "0.0"')
+    assert _cli(upgraded, "--target", str(site), "apply", "eagle3-granite").returncode == 0
+    patched = (site / GRANITE).read_bytes()
+    (site / ".vllm-patcher" / "pristine" / GRANITE).write_bytes(patched)
+    state = site / ".vllm-patcher" / "state.json"
+    record = json.loads(state.read_text())
+    record["files"][GRANITE]["before"] = file_hash(patched)
+    state.write_text(json.dumps(record, indent=2) + "\n")
+    code, got, detail = _granite(site)
+    assert (code, got) == (1, "outdated") and "RECORD" in detail, detail
+    before = snapshot(site)
+    refused = run_cli("--target", str(site), "revert")
+    assert refused.returncode == 7 and "RECORD" in refused.stderr, refused.stderr
+    assert snapshot(site) == before

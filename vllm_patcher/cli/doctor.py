@@ -63,7 +63,7 @@ def venv_finding(opts: Options, model_dir: str, report: Any) -> Finding | None:
     from ..catalogue.folders import load_catalogue, user_folders
     from ..catalogue.targets import family_of
     from ..patching import status as status_mod
-    from ..patching.states import READY
+    from ..patching.states import READY, PatchState
 
     t = report.target
     if t is None:
@@ -86,7 +86,11 @@ def venv_finding(opts: Options, model_dir: str, report: Any) -> Finding | None:
         "venv",
         PROBLEM,
         f"{where} lacks what a {family.name} target needs on vLLM {target.version} ({said}): "
-        "its vLLM would refuse the EAGLE-3 drafter after the load",
+        + (
+            "it holds an earlier version of the patches (the apply below brings this one's)"
+            if all(p.state is PatchState.OUTDATED for p in failing)
+            else "its vLLM would refuse the EAGLE-3 drafter after the load"
+        ),
         target.command(f"apply --model {shlex.quote(model_dir)}"),
     )
 
@@ -201,13 +205,17 @@ def serve_args(
         app.echo(f"vllm-patcher: note: {NOT_CHECKED}", err=True)
     if not report.ok:
         app.display(render.serve_args_problems(report))
+        args = (
+            f"doctor --model {shlex.quote(model_dir)} --drafter {shlex.quote(drafter_dir)}"
+            f"{f' --vllm-version {vllm_version}' if vllm_version else ''}"
+            f"{f' --max-model-len {served_len}' if served_len else ''}"
+            f"{f' --tensor-parallel-size {tensor}' if tensor else ''}"
+        )  # on the venv serve-args judged (its --python or --target), or on none
+        doctor = f"vllm-patcher {args}" if vllm_version else opts.target().command(args)
         raise ServeRefused(
             f"serve-args: doctor found {len(report.problems)} problem"
             f"{'s' * (len(report.problems) != 1)} (above); nothing printed for "
-            f"--speculative-config (vllm-patcher doctor --model {model_dir} --drafter "
-            f"{drafter_dir}{f' --vllm-version {vllm_version}' if vllm_version else ''}"
-            f"{f' --max-model-len {served_len}' if served_len else ''}"
-            f"{f' --tensor-parallel-size {tensor}' if tensor else ''} shows the whole report)"
+            f"--speculative-config ({doctor} shows the whole report)"
         )
     assert report.drafter_source is not None
     app.display(render.serve_args_faults(report))

@@ -97,7 +97,7 @@ def locate_model(given: str | Path, role: str, python: Callable[[], str] | None)
     if "path" not in answer:
         raise ModelFilesError(
             f"{role} {name} is not a directory, and the Hugging Face repo {name} is not in the "
-            f"local cache {answer.get('cache')} (doctor reads it offline); download it with: "
+            f"local cache {answer.get('cache')} (read offline); download it with: "
             f"{download_command(name, role, answer.get('version'))}"
         )
     return ModelSource(given=name, path=str(answer["path"]), repo_id=name)

@@ -75,6 +75,19 @@ def write_file(target: Target, rel: str, data: bytes) -> None:
     _drop_bytecode(path)
 
 
+def check_record(target: Target, rel: str, before: str, after: str | None) -> None:
+    """Refuse a recorded pristine hash of ``rel`` that the installer's RECORD contradicts (it
+    lists neither it nor the patched bytes): the state record or its copy was changed by hand."""
+    hint = target.reinstall_hint
+    installed = target.record.get(rel) if target.reference == RECORD_REFERENCE else None
+    if installed is not None and installed not in (before, after):
+        raise StateError(
+            f"the pristine copy of {rel} in {journal_mod.state_dir(target.site_packages)} does "
+            f"not match vLLM {target.version}'s RECORD; nothing was changed; {hint}, then "
+            f"remove {journal_mod.state_dir(target.site_packages)}"
+        )
+
+
 def read_pristine_copy(target: Target, rel: str, expected: str, after: str | None = None) -> bytes:
     """The kept pristine bytes of ``rel``, checked against the journal's before-hash and, where
     the installer's RECORD knows the file, against RECORD too: a copy and a before-hash changed
@@ -91,13 +104,7 @@ def read_pristine_copy(target: Target, rel: str, expected: str, after: str | Non
         ) from None
     if file_hash(data) != expected:
         raise StateError(f"the pristine copy of {rel} is corrupt; nothing was changed; {hint}")
-    installed = target.record.get(rel) if target.reference == RECORD_REFERENCE else None
-    if installed is not None and installed not in (expected, after):
-        raise StateError(
-            f"the pristine copy of {rel} in {journal_mod.state_dir(target.site_packages)} does "
-            f"not match vLLM {target.version}'s RECORD; nothing was changed; {hint}, then "
-            f"remove {journal_mod.state_dir(target.site_packages)}"
-        )
+    check_record(target, rel, expected, after)
     return data
 
 

@@ -18,7 +18,7 @@ from ..catalogue.layout import Layout, Step, Verdict
 from ..catalogue.model import Catalogue, FileChange
 from ..errors import PatchShapeError
 from ..install.record import file_hash
-from ..install.target import Target
+from ..install.target import RECORD_REFERENCE, Target
 from . import journal as journal_mod
 from .states import PINNED_DIFF, TRANSFORM, FileState, FileStatus
 
@@ -143,11 +143,17 @@ def _outdated_output(
     done = ", ".join(s.patch for s in steps)
     fix = f"`{apply_command(target, catalogue, [s.patch for s in steps])}` rewrites it"
     pristine = fileops.read_or_none(journal_mod.pristine_path(target.site_packages, rel))
-    if pristine is None or file_hash(pristine) != ours.before:
+    installed = target.record.get(rel) if target.reference == RECORD_REFERENCE else None
+    if (
+        pristine is None
+        or file_hash(pristine) != ours.before
+        or installed not in (None, ours.before, ours.after)  # RECORD says it is not pristine
+    ):
         return (
             f"{rel} was patched by {done} through codemods other than this tool's, and its "
-            f"pristine copy is missing or changed, so their output cannot be compared; run "
-            f"`{target.command('revert')}`, then `{apply_command(target, catalogue, [s.patch for s in steps])}`"
+            "pristine copy is missing, changed or not what RECORD lists, so their output cannot "
+            f"be compared; {target.reinstall_hint}, then "
+            f"`{apply_command(target, catalogue, [s.patch for s in steps])}`"
         )
     try:
         text = pristine.decode("utf-8")

@@ -25,7 +25,7 @@ from . import chosen
 from . import journal as journal_mod
 from . import status as status_mod
 from .commit import commit_apply, commit_revert
-from .files import check_inside_package, read_pristine_copy, require_writable
+from .files import check_inside_package, check_record, read_pristine_copy, require_writable
 from .journal import Journal
 from .plan import FileEdit, plan_apply, plan_revert
 from .recovery import drop_copies_if_in_place, recover, save_edits, tidy
@@ -250,6 +250,8 @@ def _revert(target: Target, force: bool, on_wait: Callable[[str], None] | None) 
             contents,
             lambda rel, before: read_pristine_copy(target, rel, before, journal.files[rel].after),
         )
+        for rel in plan.already_pristine:  # pristine by the record: RECORD must agree
+            check_record(target, rel, journal.files[rel].before, journal.files[rel].after)
         if plan.edited and not force:
             names = ", ".join(str(target.path(r)) for r in plan.edited)
             raise LocallyModified(

@@ -11,29 +11,43 @@ approximate (the report says so).
 
 from __future__ import annotations
 
+import math
 import re
+import stat
+from collections.abc import Iterator
 from pathlib import Path
 
 from ..errors import NoSpeculation, ServerUnreachable
 from .window import Window
 
+# the numbers as vLLM prints them, and what it never prints (a sign, inf), so that such a line
+# is refused as one vLLM would not print rather than passed over
+NUMBER = r"-?(?:[\d.]+|nan|inf)"
 LINE = re.compile(
-    r"SpecDecoding metrics: Mean acceptance length: (?P<mal>[\d.]+|nan), "
-    r"Accepted throughput: [\d.]+ tokens/s, Drafted throughput: [\d.]+ tokens/s, "
-    r"Accepted: (?P<acc>\d+) tokens, Drafted: (?P<drafted>\d+) tokens, "
-    r"Per-position acceptance rate: (?P<pos>[\d., ]*?), Avg Draft acceptance rate"
+    rf"SpecDecoding metrics: Mean acceptance length: (?P<mal>{NUMBER}), "
+    rf"Accepted throughput: {NUMBER} tokens/s, Drafted throughput: {NUMBER} tokens/s, "
+    rf"Accepted: (?P<acc>{NUMBER}) tokens, Drafted: (?P<drafted>{NUMBER}) tokens, "
+    r"Per-position acceptance rate: (?P<pos>[-\w., ]*?), Avg Draft acceptance rate"
 )
+LINE_CHARS = 1 << 16  # a log is read a line at a time, at most this many characters at once
+
+
+def _lines(path: Path) -> Iterator[str]:
+    """The log's lines (a longer one in pieces): only a regular file, never all of it at once."""
+    try:
+        if not stat.S_ISREG(path.stat().st_mode):
+            raise ServerUnreachable(f"{path} is not a log file (not a regular file)")
+        with path.open(encoding="utf-8", errors="replace") as f:
+            yield from iter(lambda: f.readline(LINE_CHARS), "")
+    except OSError as exc:
+        raise ServerUnreachable(f"cannot read the log file {path}: {exc}") from None
 
 
 def read_log(path: Path) -> Window:
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        raise ServerUnreachable(f"cannot read the log file {path}: {exc}") from None
     drafts = draft_tokens = accepted = 0.0
     per_pos: list[float] = []
     lines = 0
-    for match in LINE.finditer(text):
+    for match in (m for line in _lines(path) if (m := LINE.search(line)) is not None):
         try:
             rates = [float(r) for r in match["pos"].split(",") if r.strip()]
             acc, drafted = float(match["acc"]), float(match["drafted"])
@@ -41,7 +55,14 @@ def read_log(path: Path) -> Window:
         except ValueError:
             rates, acc, drafted, mal = [-1.0], 0.0, 0.0, 0.0
         k = len(rates)
-        if not k or any(not 0 <= r <= 1 for r in rates) or acc > drafted or mal < 1:
+        numbers = (acc, drafted, mal)
+        if (
+            not k
+            or any(not 0 <= r <= 1 for r in rates)
+            or not all(math.isfinite(x) and x >= 0 for x in numbers)
+            or acc > drafted
+            or mal < 1
+        ):
             raise ServerUnreachable(
                 f"{path}: a SpecDecoding line vLLM would not print ({match.group(0)[:120]}...)"
             )
