@@ -6,7 +6,6 @@ and its process group. The servers are local fakes serving real /metrics text.""
 from __future__ import annotations
 
 import functools
-import http.server
 import os
 import sys
 import threading
@@ -103,30 +102,11 @@ def _front_end_hang() -> Iterator[str]:
     engine: /metrics answers, with nothing running or waiting and no token moving."""
     release = threading.Event()
     body = metrics(generation=5, running=0, waiting=0, spec=False).encode()
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 (the http.server name)
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def do_POST(self) -> None:  # noqa: N802
-            release.wait(120)  # taken, never answered (until the test ends)
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
     try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
+        with http_server(lambda n: (200, "text/plain", body), lambda: release.wait(120)) as url:
+            yield url
     finally:
-        release.set()
-        server.shutdown()
-        server.server_close()
+        release.set()  # the POSTs taken, never answered, end with the test
 
 
 def test_a_front_end_that_takes_requests_and_hands_none_to_its_engine_is_stuck(

@@ -86,9 +86,12 @@ def save(path: Path, text: str, mtime: float) -> Path:
 
 
 @contextmanager
-def http_server(answer: Callable[[int], tuple[int, str, bytes]]) -> Iterator[str]:
+def http_server(
+    answer: Callable[[int], tuple[int, str, bytes]], on_post: Callable[[], None] | None = None
+) -> Iterator[str]:
     """A local server whose n-th GET (from 0) is answered with ``answer(n)``: (status,
-    content type, body). Yields its base URL."""
+    content type, body); a POST runs ``on_post`` and gets no answer (a front end that takes
+    requests and never answers). Yields its base URL."""
     count = [0]
 
     class Handler(http.server.BaseHTTPRequestHandler):
@@ -101,10 +104,15 @@ def http_server(answer: Callable[[int], tuple[int, str, bytes]]) -> Iterator[str
             self.end_headers()
             self.wfile.write(body)
 
+        def do_POST(self) -> None:  # noqa: N802
+            if on_post is not None:
+                on_post()
+
         def log_message(self, *args: object) -> None:
             pass
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True  # a POST held by on_post does not hold the close
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
