@@ -53,8 +53,10 @@ def family_patches(opts: Options, model: str, catalogue: Catalogue) -> tuple[str
     found = family_of([t for t in types if isinstance(t, str)], catalogue)
     if found is None:
         raise BadSetting(
-            f"--model {model}: no patch here is for its model type ({described(config)}); "
-            "vllm-patcher list shows the families it patches"
+            f"--model {model}: no patch here is for its model type ({described(config)}): "
+            "vLLM serves EAGLE-3 for it on its own (Llama, Qwen2, Qwen3, ...) or not at all, "
+            "and nothing here changes that; `vllm-patcher list` shows the families it patches, "
+            "`doctor --model ... --drafter ...` checks your pair"
         )
     return found.name, found.patches
 
