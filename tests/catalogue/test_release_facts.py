@@ -28,10 +28,14 @@ SPEC = "vllm/config/speculative.py"
 
 
 def _last_patched_release_bound() -> Version:
-    """Every built-in is upstream at or past its fixed_in: the first release needing none."""
+    """The first release no built-in is pinned for: every built-in is upstream there (each
+    fixed_in), or, where a family has no upstream EAGLE-3 in any release, the minor release
+    after the newest pin (later ones go through the codemods, unproven until pinned)."""
     bounds = [p.fixed_in for p in CATALOGUE.patches]
-    assert all(b is not None for b in bounds)
-    return max(b for b in bounds if b is not None)
+    if all(b is not None for b in bounds):
+        return max(b for b in bounds if b is not None)
+    newest = max(Version(v) for p in CATALOGUE.patches for v in p.pinned_versions)
+    return Version(f"{newest.major}.{newest.minor + 1}.0")
 
 
 def test_the_target_extra_admits_exactly_the_releases_the_built_ins_patch() -> None:
@@ -106,8 +110,7 @@ def test_the_supported_range_follows_the_built_ins_fixed_in(tmp_path: Path) -> N
     """The range `list` and every refusal print is read from the patch folders: moving the
     last two built-ins' fixed_in (eagle3-granite's, eagle3-granitemoe's) moves it, with no second
     place to edit."""
-    copy = tmp_path / "patches"
-    shutil.copytree(REPO / "patches", copy)
+    copy = _without_forward_ports(tmp_path)
     for patch in ("eagle3-granite", "eagle3-granitemoe"):
         toml = copy / patch / "patch.toml"
         toml.write_text(re.sub(r'(?m)^fixed_in = ".*"$', 'fixed_in = "0.26.0"', toml.read_text()))
@@ -119,11 +122,31 @@ def test_the_supported_range_follows_the_built_ins_fixed_in(tmp_path: Path) -> N
 
     shipped = json.loads(run_cli("list", "--json", check=True).stdout)["supported"]
     moved = json.loads(run_cli("list", "--json", env=env, check=True).stdout)["supported"]
-    assert shipped.startswith("0.11.0 to 0.32.x,"), shipped
+    newest = max(Version(v) for p in CATALOGUE.patches for v in p.pinned_versions)
+    assert shipped.startswith(
+        f"0.11.0 to {newest.major}.{newest.minor}.x pinned, later releases through the codemods,"
+    ), shipped
     assert "eagle3-granite upstream from 0.32.0" in shipped
     assert "eagle3-granitemoe upstream from 0.33.0" in shipped
+    never = [p.name for p in CATALOGUE.patches if p.fixed_in is None]
+    assert shipped.endswith(f"no upstream EAGLE-3 in any release: {', '.join(never)})"), shipped
     assert moved.startswith("0.11.0 to 0.25.x,"), moved
     assert "eagle3-granitemoe upstream from 0.26.0" in moved
+
+
+def _without_forward_ports(tmp_path: Path) -> Path:
+    """A copy of the built-ins without the families that have no upstream EAGLE-3 anywhere: the
+    range then ends where every built-in is upstream."""
+    copy = tmp_path / "patches"
+    shutil.copytree(REPO / "patches", copy)
+    never = {p.name for p in CATALOGUE.patches if p.fixed_in is None}
+    series = copy / "series"
+    series.write_text(
+        "".join(line for line in series.read_text().splitlines(True) if line.strip() not in never)
+    )
+    for name in never:
+        shutil.rmtree(copy / name)
+    return copy
 
 
 def _relabel(site: Path, version: str) -> None:
@@ -166,8 +189,7 @@ def test_a_wildcard_releases_specifier_in_a_built_in_is_read_not_a_traceback(
 ) -> None:
     import json
 
-    copy = tmp_path / "patches"
-    shutil.copytree(REPO / "patches", copy)
+    copy = _without_forward_ports(tmp_path)
     toml = copy / "eagle3-granite" / "patch.toml"
     toml.write_text(toml.read_text().replace('releases = ">=0.11.0"', 'releases = "==0.*"'))
     proc = run_cli("list", "--json", env={"VLLM_PATCHER_PATCHES_DIR": str(copy)})
@@ -194,8 +216,7 @@ def test_a_bad_family_table_is_one_line_and_exit_13(tmp_path: Path, edit: str, s
     """A [family] table the codemod would write into vLLM's source as it stands (a quote in a
     model type, a newline in the name), a file outside vllm/, a misspelt key, a class name that
     is not one: refused when the catalogue loads, before any file is read or written."""
-    copy = tmp_path / "patches"
-    shutil.copytree(REPO / "patches", copy)
+    copy = _without_forward_ports(tmp_path)
     toml = copy / "eagle3-granite" / "patch.toml"
     text = toml.read_text()
     assert edit in text

@@ -141,7 +141,12 @@ def test_pinned_and_transform_paths_end_in_the_same_bytes(tree_copy, tmp_path: P
 
 
 @pytest.mark.parametrize("version", ["0.33.0", "latest"])  # up to 0.32.x get eagle3-granitemoe
-def test_upstream_releases_are_left_alone(tmp_path: Path, version: str) -> None:
+def test_upstream_releases_get_only_the_families_upstream_never_did(
+    tmp_path: Path, version: str
+) -> None:
+    """Where every backport is upstream, apply leaves their files alone and changes only the
+    model files of the families with no upstream EAGLE-3 in any release; revert gives the
+    release's bytes back."""
     if version == "latest":
         version = sources.latest_version()
     site = tmp_path / "site"
@@ -152,10 +157,20 @@ def test_upstream_releases_are_left_alone(tmp_path: Path, version: str) -> None:
     for patch in CATALOGUE.patches:
         if patch.is_upstream(version):
             assert states[patch.name] == "upstream", patch.name
+        else:
+            assert patch.fixed_in is None and states[patch.name] == "pending", patch.name
     proc = run_cli("--target", str(site), "--json", "apply", check=True)
-    assert json.loads(proc.stdout)["changed"] == []
+    forward = {
+        m.file
+        for p in CATALOGUE.patches
+        if p.fixed_in is None and p.family is not None
+        for m in p.family.models
+        if m.on(version)
+    }
+    assert set(json.loads(proc.stdout)["changed"]) == forward
     verify = run_cli("--target", str(site), "--json", "verify")
     assert verify.returncode == 0, verify.stdout
+    run_cli("--target", str(site), "revert", check=True)
     assert snapshot(site) == before
 
 

@@ -30,6 +30,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import engine_models as em  # noqa: E402
+import family_models_moe as fmm  # noqa: E402
 
 H, L, HD = em.H, em.L, em.HD
 EXPERTS, TOP_K = 4, 2  # every MoE: top-2 of 4 identical experts, renormalised
@@ -221,11 +222,95 @@ def nemotron_h(d: Path, seed: int = 0) -> None:
     })  # fmt: skip
 
 
+def _gemma_layer(w: dict[str, torch.Tensor], layer: int, inter: int, qk_norm: bool) -> None:
+    """A Gemma 2/3 decoder layer: ``1 + w`` norms (zero: 1) around the attention and the MLP
+    (``pre_``/``post_feedforward_layernorm``), the MLP em.mlp's for gelu_pytorch_tanh. The post-
+    feedforward norm turns layer 2's MLP output (OFFSET alone) into ``sqrt(H) (1 + w)``: +10."""
+    p = f"model.layers.{layer}."
+    for name in ("input", "post_attention", "pre_feedforward", "post_feedforward"):
+        w[p + f"{name}_layernorm.weight"] = _zeros(H)
+    for name in ("q_proj", "k_proj", "v_proj"):
+        w[p + f"self_attn.{name}.weight"] = _zeros(em.HEADS * HD, H)
+    w[p + "self_attn.o_proj.weight"] = _zeros(H, em.HEADS * HD)
+    if qk_norm:
+        w[p + "self_attn.q_norm.weight"] = _zeros(HD)
+        w[p + "self_attn.k_norm.weight"] = _zeros(HD)
+    gate, up, down = em.mlp(layer, inter)
+    if layer == 2:  # gelu_tanh(c) c, c the normalised CONST; any positive size is normed to +10
+        c = 4.0 / math.sqrt((8.0**2 + 5.66**2 + 4.0**2) / H)
+        down[em.OFFSET, 0] = 10.0 / (
+            c * torch.nn.functional.gelu(torch.tensor(c), approximate="tanh").item()
+        )
+        w[p + "post_feedforward_layernorm.weight"][em.OFFSET] = 10.0 / math.sqrt(H) - 1.0
+    w.update({p + "mlp.gate_proj.weight": gate, p + "mlp.up_proj.weight": up,
+              p + "mlp.down_proj.weight": down})  # fmt: skip
+
+
+def _gemma_config(arch: str, model_type: str, types: list[str]) -> dict[str, object]:
+    config = {k: v for k, v in em._COMMON.items() if k != "hidden_act"}
+    return {
+        **config, "architectures": [arch], "model_type": model_type, "num_hidden_layers": L,
+        "hidden_activation": "gelu_pytorch_tanh", "query_pre_attn_scalar": HD,
+        "sliding_window": 64, "layer_types": types, "attention_bias": False,
+        "attention_dropout": 0.0, "pad_token_id": 0,
+    }  # fmt: skip
+
+
+def gemma3(d: Path, seed: int = 0) -> None:
+    """Gemma 3 (text): sliding-window attention (64) but every 6th layer, QK norms, sandwich norms
+    (``1 + w``) around attention and MLP, gelu_pytorch_tanh; the embedding stored divided by
+    ``sqrt(H)`` (the model multiplies it back), its own LM head (``tie_word_embeddings`` false)."""
+    w = em.stream(seed, norm=0.0)
+    w["model.embed_tokens.weight"] = w["model.embed_tokens.weight"] / math.sqrt(H)
+    for layer in range(L):
+        _gemma_layer(w, layer, em.INTER, qk_norm=True)
+    types = ["full_attention" if (i + 1) % 6 == 0 else "sliding_attention" for i in range(L)]
+    em._save(d, w, {
+        **_gemma_config("Gemma3ForCausalLM", "gemma3_text", types), "sliding_window_pattern": 6,
+        "rope_theta": 1000000.0, "rope_local_base_freq": 10000.0, "rope_scaling": None,
+        "final_logit_softcapping": None, "attn_logit_softcapping": None,
+    })  # fmt: skip
+
+
+def gemma2(d: Path, seed: int = 0) -> None:
+    """Gemma 2: sliding-window attention (64) on even layers, soft-capped attention (50) and logits
+    (30), sandwich norms, gelu_pytorch_tanh, the LM head tied to the embedding (vLLM allows no
+    other). So the head scores a token by its own embedding's output code, and the last layer's
+    MLP (a lookup: one unit a token, on above a threshold of its output and key codes) adds the
+    output code of ``next_token`` 40 times over; the final norm keeps the output code dims alone.
+    The streams entering layers 0-7 are the construction's."""
+    out, key = em._codes(seed)
+    w = em.stream(seed, norm=0.0)
+    del w["lm_head.weight"]
+    w["model.embed_tokens.weight"] = w["model.embed_tokens.weight"] / math.sqrt(H)
+    w["model.norm.weight"] = torch.full((H,), -1.0)
+    w["model.norm.weight"][em.OUT] = 3.0
+    for layer in range(L):
+        _gemma_layer(w, layer, em.V, qk_norm=False)
+    p = f"model.layers.{L - 1}."
+    gate, up, down = _zeros(em.V, H), _zeros(em.V, H), _zeros(H, em.V)
+    gate[:, em.OUT], gate[:, em.KEY], gate[:, em.CONST] = out, key, -16.0  # on above 64 of 96
+    up[:, em.CONST] = 1.0
+    down[em.OUT] = out[torch.tensor([em.next_token(t) for t in range(em.V)])].T
+    w.update({p + "mlp.gate_proj.weight": gate, p + "mlp.up_proj.weight": up,
+              p + "mlp.down_proj.weight": down})  # fmt: skip
+    w[p + "post_feedforward_layernorm.weight"][em.OUT] = 40.0 * 8.0 / math.sqrt(H) - 1.0
+    types = ["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(L)]
+    em._save(d, w, {
+        **_gemma_config("Gemma2ForCausalLM", "gemma2", types), "intermediate_size": em.V,
+        "rope_theta": 10000.0, "final_logit_softcapping": 30.0, "attn_logit_softcapping": 50.0,
+        "tie_word_embeddings": True,
+    })  # fmt: skip
+
+
 BUILDERS: dict[str, Callable[[Path, int], None]] = {
     "mimo_v2_flash": mimo_v2_flash,
     "qwen3_next": qwen3_next,
     "hunyuan_moe": hunyuan_moe,
     "nemotron_h": nemotron_h,
+    "gemma3": gemma3,
+    "gemma2": gemma2,
+    **fmm.BUILDERS,
 }
 
 

@@ -22,6 +22,8 @@ library (``verify``)::
                                         # "absolute": enumerate(..., start=self.start_layer)
     inner = "model"                     # the causal LM's attribute holding the inner model
                                         # (a path through a VL wrapper: "language_model.model")
+    model_file = "vllm/.../gemma3.py"   # the inner model lives in (and is rewritten by) another
+                                        # entry's file: here only the causal LM is rewritten
     interface = false                   # the causal LM inherits SupportsEagle3 and its methods
                                         # from another entry's class: only the model is rewritten
     config = { embedding_multiplier = 3.0 }   # what the forward reads from config (checks)
@@ -50,7 +52,7 @@ CAPTURES = ("stream", "hidden")
 FAMILY_KEYS = {"name", "model_types", "model", "needs", "allow_list", "target"}
 MODEL_KEYS = {
     "file", "causal_lm", "model", "capture", "index", "inner", "config", "rewrite", "releases",
-    "interface",
+    "interface", "model_file",
 }  # fmt: skip
 MODEL_TYPE = re.compile(r"[a-z0-9_]+")  # written into vLLM's source as a string literal
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # a class or attribute name
@@ -74,6 +76,12 @@ class FamilyModel:
     rewrite: bool = True
     releases: str = ""  # a version specifier; empty: every release of the patch
     interface: bool = True  # False: the causal LM inherits SupportsEagle3 (not rewritten)
+    model_file: str = ""  # the inner model's file when another entry's (a multimodal wrapper)
+
+    @property
+    def owns_model(self) -> bool:
+        """The inner model class is in this entry's file (rewritten here)."""
+        return self.model_file in ("", self.file)
 
     def on(self, version: str | None) -> bool:
         """Whether this entry describes ``version`` (a pre-release or local build counts as its
@@ -101,7 +109,8 @@ class Family:
             "target": dict(self.target),
             "models": [
                 {
-                    "module": m.file.removesuffix(".py").replace("/", "."),
+                    "module": _module(m.file),
+                    "model_module": _module(m.model_file or m.file),
                     "causal_lm": m.causal_lm,
                     "model": m.model,
                     "capture": m.capture,
@@ -113,6 +122,10 @@ class Family:
                 if m.on(version)
             ],
         }
+
+
+def _module(path: str) -> str:
+    return path.removesuffix(".py").replace("/", ".")
 
 
 def _text(raw: dict[str, Any], key: str, where: str, default: str | None = None) -> str:
@@ -145,11 +158,8 @@ def _model(m: dict[str, Any], where: str) -> FamilyModel:
     for key, value in flags.items():
         if not isinstance(value, bool):
             raise PatchFolderError(f"{where}: a [[family.model]] {key} must be true or false")
-    file = _text(m, "file", where)
-    if not (file.startswith("vllm/") and file.endswith(".py") and ".." not in file.split("/")):
-        raise PatchFolderError(
-            f"{where}: [[family.model]] file = {file!r}; name a vllm/....py file of the release"
-        )
+    file = _file(m, "file", where)
+    model_file = _file(m, "model_file", where) if "model_file" in m else ""
     names = {k: _text(m, k, where, "model" if k == "inner" else None) for k in
              ("causal_lm", "model", "inner")}  # fmt: skip
     for key, value in names.items():
@@ -166,7 +176,17 @@ def _model(m: dict[str, Any], where: str) -> FamilyModel:
         rewrite=flags["rewrite"],
         releases=_releases(m, where),
         interface=flags["interface"],
+        model_file=model_file,
     )
+
+
+def _file(m: dict[str, Any], key: str, where: str) -> str:
+    file = _text(m, key, where)
+    if not (file.startswith("vllm/") and file.endswith(".py") and ".." not in file.split("/")):
+        raise PatchFolderError(
+            f"{where}: [[family.model]] {key} = {file!r}; name a vllm/....py file of the release"
+        )
+    return file
 
 
 def _releases(m: dict[str, Any], where: str) -> str:

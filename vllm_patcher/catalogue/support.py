@@ -76,9 +76,18 @@ def upstream_from(catalogue: Catalogue) -> Version | None:
 
 def supported_range(catalogue: Catalogue) -> str:
     """The releases the built-ins patch, in words: ``0.11.0 to 0.32.x, each patch below its
-    fixed_in (...)``."""
+    fixed_in (...)``; where a built-in has no ``fixed_in`` (a family with no upstream EAGLE-3 in
+    any release), up to the newest release pinned and later ones through the codemods."""
     first, last, named = _bounds(catalogue)
-    if last is None:
+    never = [p.name for p in catalogue.patches if p.builtin and p.fixed_in is None]
+    pinned = [Version(v) for p in catalogue.patches if p.builtin for v in p.pinned_versions]
+    if last is None and pinned:
+        newest = max(pinned)
+        span = (
+            f"{first} to {newest.major}.{newest.minor}.x pinned, later releases through the "
+            f"codemods"
+        )
+    elif last is None:
         span = f"{first} and later"
     elif last.micro == 0 and last.minor > 0:
         span = f"{first} to {last.major}.{last.minor - 1}.x"
@@ -90,6 +99,12 @@ def supported_range(catalogue: Catalogue) -> str:
     upstream = "; ".join(
         f"{', '.join(names)} upstream from {fixed}" for fixed, names in by_release.items()
     )
+    if never:
+        upstream = "; ".join(
+            part
+            for part in (upstream, f"no upstream EAGLE-3 in any release: {', '.join(never)}")
+            if part
+        )
     return f"{span}, each patch below its fixed_in ({upstream})" if upstream else span
 
 

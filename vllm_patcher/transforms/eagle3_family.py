@@ -17,7 +17,9 @@ says so. The family's parameters: ``capture`` (``stream``: ``hidden_states + res
 residual still None before the first layer; ``hidden``: the layer adds its own residual, so the
 hidden state is the stream), ``index`` (``relative``, upstream's, or ``absolute`` from
 ``self.start_layer``), ``inner`` (the causal LM's attribute, or path, holding the inner model)
-and ``interface`` (false: the causal LM inherits the interface, only the model is rewritten).
+``interface`` (false: the causal LM inherits the interface, only the model is rewritten) and
+``model_file`` (the inner model is another entry's, in that file: only the causal LM is
+rewritten here, as for a multimodal wrapper around a text model's class).
 A loop that keeps its own index keeps it, and a first statement that makes it absolute
 (``layer_idx = layer_idx + self.start_layer``) comes before the capture.
 Captures made on one pipeline stage do not reach the drafter on another before 0.30.0, so a
@@ -429,20 +431,23 @@ def rewrite(source: str, path: str, *, family: Family, version: str | None = Non
         for i, stmt in enumerate(body):
             if not isinstance(stmt, cst.ClassDef):
                 continue
-            if stmt.name.value == spec.model:
+            if stmt.name.value == spec.model and spec.owns_model:
                 body[i] = _patch_model(stmt, spec, family, mixin, pep604)
                 seen.add(spec.model)
             elif stmt.name.value == spec.causal_lm:
                 if spec.interface:
                     body[i] = _patch_causal_lm(stmt, spec, mixin)
                 seen.add(spec.causal_lm)
-        missing = [c for c in (spec.model, spec.causal_lm) if c not in seen]
+        wanted_classes = (spec.model, spec.causal_lm) if spec.owns_model else (spec.causal_lm,)
+        missing = [c for c in wanted_classes if c not in seen]
         if missing:
             raise PatchShapeError(f"class {', '.join(missing)} not found")
         if all(new.deep_equals(old) for new, old in zip(body, module.body, strict=True)):
             return Rewrite(source, changed=False)  # every class has it already: upstream
         module = module.with_changes(body=body)
-        wanted = ([MIXIN] if mixin else []) + ([INTERFACE] if spec.interface else [])
+        wanted = ([MIXIN] if mixin and spec.owns_model else []) + (
+            [INTERFACE] if spec.interface else []
+        )
         if wanted:
             module, _ = interfaces_import(module, wanted)
         if not pep604 and f", {TUPLE}]" in module.code:

@@ -7,13 +7,15 @@ residual stream entering layers 0, 3 and 5 (a Granite decoder layer adds its own
 that stream is the hidden state passed into the layer). The third: where the release still has
 the EAGLE-3 allow-list (through 0.21.x), the real ``SpeculativeConfig`` accepts a tiny
 ``granite`` target and still rejects ``granitemoehybrid``, which the list's substring match would
-admit if ``"granite"`` were an entry but whose model has no EAGLE-3 support (not even upstream;
-``granitemoe`` has its own backport, eagle3-granitemoe).
+admit if ``"granite"`` were an entry but whose model has no EAGLE-3 support upstream
+(``granitemoe`` has its own backport, eagle3-granitemoe). Where eagle3-granitemoehybrid is applied
+its own exact entry admits that type, so the control is the family check's ``granite_unlisted``.
 """
 
 from __future__ import annotations
 
 import importlib
+import inspect
 from typing import Any
 
 from vllm_patcher_checklib import checkpoints, eagle3
@@ -101,6 +103,9 @@ def check_speculative_config_accepts_granite(ctx: Any) -> None:
         "granite",
         "the allow-list check in vllm/config/speculative.py does not admit 'granite'",
     )
+    source = inspect.getsource(importlib.import_module("vllm.config.speculative"))
+    if '"granitemoehybrid"' in source:
+        return  # its own backport's exact entry; the family check judges exactness
     eagle3.refuses(
         target("granitemoehybrid", "GraniteMoeHybridForCausalLM"),
         drafter,

@@ -299,7 +299,12 @@ def list_(
 
     lines = []
     for p in catalogue.patches:
-        fixed = f", upstream from {p.fixed_in}" if p.fixed_in else ""
+        if p.fixed_in:
+            fixed = f", upstream from {p.fixed_in}"
+        elif p.builtin and p.family is not None:
+            fixed = ", no upstream EAGLE-3 in any release"
+        else:
+            fixed = ""
         lines += fold(p.name, p.summary)
         lines += fold("", f"releases {p.releases or 'any'}{fixed}; from {p.origin}")
     lines.append("")

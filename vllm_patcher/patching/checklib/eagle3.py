@@ -296,6 +296,7 @@ def forward_captures_aux(
         instance.start_layer, instance.end_layer = 0, n
         torch.manual_seed(0)
         instance.embed_tokens = torch.nn.Embedding(16, hidden_size)
+        instance.tok_embeddings = instance.embed_tokens  # InternLM2's name
         instance.norm = norm
         instance.norm_f = norm  # Nemotron-H's final norm
         instance.aux_hidden_state_layers = aux
@@ -376,6 +377,21 @@ def _judge_capture(
             )
     if not torch.equal(hidden, plain):
         raise AssertionError(f"capturing aux states changed {model}'s final hidden states")
+
+
+def missing_dependency(name: str) -> str | None:
+    """The package module ``name`` cannot be imported without, when that package is not
+    installed here at all and is not vLLM (the CPU build has no torchvision, which gemma3_mm
+    imports); None when it imports, or fails for any other reason (that failure is a finding)."""
+    try:
+        importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        top = (exc.name or "").split(".")[0]
+        if top and top != "vllm" and importlib.util.find_spec(top) is None:
+            return top
+    except Exception:  # noqa: BLE001 - model_module names this failure
+        return None
+    return None
 
 
 def model_module(ctx: Any, name: str) -> Any:

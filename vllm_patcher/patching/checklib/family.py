@@ -33,19 +33,28 @@ STYLES = {"stream": "residual", "hidden": "plain"}
 
 def _models(ctx: Any) -> list[tuple[Any, dict[str, Any]]]:
     """(module, description) of each family model whose file this release ships."""
-    out = []
+    out, unloadable = [], []
     for model in ctx.family["models"]:
         if importlib.util.find_spec(model["module"]) is None:
+            continue
+        missing = eagle3.missing_dependency(model["module"])
+        if missing is not None:  # the import tier said so: not judged, not a patch's fault
+            unloadable.append(f"{model['causal_lm']} ({missing} is not installed)")
             continue
         out.append((eagle3.model_module(ctx, model["module"]), model))
     if not out:
         names = ", ".join(m["module"] for m in ctx.family["models"]) or "none"
-        ctx.skip(f"vLLM {ctx.version} ships none of the family's model files ({names})")
+        why = f"cannot load {', '.join(unloadable)}" if unloadable else f"ships none of ({names})"
+        ctx.skip(f"vLLM {ctx.version} {why}: none of the family's model classes to drive")
     return out
 
 
-def _inner(module: Any, name: str) -> Any:
-    """The inner model class: in the family's module, else in llama.py (phi3, glm, ernie4_5)."""
+def _inner(module: Any, name: str, model: dict[str, Any] | None = None) -> Any:
+    """The inner model class: in the entry's ``model_module`` (another entry's file, for a
+    multimodal wrapper), else in the family's module, else in llama.py (phi3, glm, ernie4_5)."""
+    home = (model or {}).get("model_module")
+    if home and home != module.__name__:
+        module = importlib.import_module(home)
     found = getattr(module, name, None)
     if found is None:
         found = getattr(importlib.import_module(LLAMA), name, None)
@@ -71,7 +80,7 @@ def check_supports_eagle3(ctx: Any) -> str:
     """The family's causal LM implements SupportsEagle3 with working default and setter."""
     done = []
     for module, model in _models(ctx):
-        shim = _Shim(module, model["model"], _inner(module, model["model"]))
+        shim = _Shim(module, model["model"], _inner(module, model["model"], model))
         eagle3.implements_supports_eagle3(shim, _family(ctx, model))
         done.append(model["causal_lm"])
     return ", ".join(done)
@@ -79,9 +88,11 @@ def check_supports_eagle3(ctx: Any) -> str:
 
 def check_capture_is_the_residual_stream(ctx: Any) -> str:
     """The inner model's forward returns (hidden, aux), each aux state the residual stream."""
-    done = []
+    done: list[str] = []
     for module, model in _models(ctx):
-        cls = _inner(module, model["model"])
+        cls = _inner(module, model["model"], model)
+        if cls.__name__ in done:
+            continue  # a wrapper's inner model: its own entry drove it
         # a backport's own capture of a layer that adds its own residual must be a tensor of
         # its own; upstream's classes are judged for the stream alone
         own = model["capture"] == "hidden" and not ctx.upstream
