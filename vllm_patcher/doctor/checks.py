@@ -88,21 +88,23 @@ def check_release(
         if spec.operator in (">=", "==", "~=")
     ]
     first = max(firsts) if firsts else None
-    upstream = max((p.fixed_in for p in needed if p.fixed_in is not None), default=None)
-    span = (
-        f"{first} up to (not including) {upstream}"
-        if first is not None and upstream is not None
-        else "the releases in their patch.toml"
-    )
+    never = any(p.fixed_in is None for p in needed)  # no upstream EAGLE-3 in any release
+    upstream = None if never else max(p.fixed_in for p in needed if p.fixed_in is not None)
+    if first is not None and upstream is not None:
+        span = f"{first} up to (not including) {upstream}"
+    elif first is not None and never:
+        span = f"{first} and later (no upstream EAGLE-3 for it in any release)"
+    else:
+        span = "the releases in their patch.toml"
     names = ", ".join(f"{p.name} {p.releases}" for p in missing)
     where = f"older than {first}" if first is not None and release < first else "outside that range"
     fix = "use a release the patches cover (vllm-patcher list shows them)"
     if first is not None:
         to = upgrade.to(first)
-        said = "; ".join(
-            part for part in (upgrade.why(first), f"{upstream} and newer need no patch") if part
-        )
-        fix = f"upgrade vLLM to {to} or newer ({said}){_example(needed, to)}, then run doctor again"
+        no_patch = f"{upstream} and newer need no patch" if upstream is not None else ""
+        said = "; ".join(part for part in (upgrade.why(first), no_patch) if part)
+        said = f" ({said})" if said else ""
+        fix = f"upgrade vLLM to {to} or newer{said}{_example(needed, to)}, then run doctor again"
     return [
         Finding(
             "vllm-release",
@@ -214,11 +216,13 @@ def check_roles(
     model_config: dict[str, Any],
     drafter: ModelSource,
     drafter_config: dict[str, Any],
+    catalogue: Catalogue | None = None,
 ) -> list[Finding]:
     """A problem when --model is a drafter or --drafter a target: every other check would then
-    judge the wrong file (a swapped pair used to show aux layers [2, 0, -2])."""
+    judge the wrong file (a swapped pair used to show aux layers [2, 0, -2]). A target is a model
+    of a family ``catalogue.targets`` knows (the catalogue's ``[family]`` tables included)."""
     model_is_drafter = looks_like_drafter(model_config)
-    drafter_is_target = looks_like_target(drafter_config)
+    drafter_is_target = looks_like_target(drafter_config, catalogue)
     m = f"--model {model.given} ({described(model_config)})"
     d = f"--drafter {drafter.given} ({described(drafter_config)})"
     if model_is_drafter and (drafter_is_target or not looks_like_drafter(drafter_config)):
@@ -277,7 +281,7 @@ def check(
     drafter_source = locate_model(drafter_dir, "drafter", python)
     model_config = read_config(Path(model_source.path), "model")
     drafter_config = read_config(Path(drafter_source.path), "drafter")
-    roles = check_roles(model_source, model_config, drafter_source, drafter_config)
+    roles = check_roles(model_source, model_config, drafter_source, drafter_config, catalogue)
     if roles:
         return DoctorReport(
             vllm_version, None, None, None, roles, None, model_source, drafter_source

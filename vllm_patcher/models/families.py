@@ -1,12 +1,14 @@
-"""Model families and roles: which model_type is DeepSeek-V3, MiniMax-M2 or Granite, and whether a
-config is a target or an EAGLE-3 drafter."""
+"""Model families and roles: which model_type is DeepSeek-V3, MiniMax-M2 or Granite (the rules
+doctor keeps for those three), and whether a config is a target (of any family
+``catalogue.targets`` knows) or an EAGLE-3 drafter."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
-from ..catalogue.targets import DEEPSEEK_V3_TYPES
+from ..catalogue.model import Catalogue
+from ..catalogue.targets import DEEPSEEK_V3_TYPES, family_of
 from ..catalogue.targets import GRANITE as GRANITE
 from ..catalogue.targets import MINIMAX_M2 as MINIMAX_M2
 from .configs import AUX_KEY, TargetModel
@@ -50,10 +52,13 @@ def _model_types(config: dict[str, Any]) -> set[str]:
     return {t for t in types if isinstance(t, str)}  # a list or an object names no type
 
 
-def looks_like_target(config: dict[str, Any]) -> bool:
-    """A model of a family doctor serves (never an EAGLE head)."""
-    known = {*DEEPSEEK_V3_FAMILY, MINIMAX_M2, GRANITE}
-    return not looks_like_drafter(config) and bool(_model_types(config) & known)
+def looks_like_target(config: dict[str, Any], catalogue: Catalogue | None = None) -> bool:
+    """A model of a family doctor serves (never an EAGLE head): one ``catalogue.targets`` names
+    a family for (the catalogue's ``[family]`` tables, then the built-in DeepSeek-V3, MiniMax-M2
+    and Granite sets)."""
+    if looks_like_drafter(config):
+        return False
+    return family_of(_model_types(config), catalogue or Catalogue(())) is not None
 
 
 def described(config: dict[str, Any]) -> str:

@@ -379,21 +379,6 @@ def _judge_capture(
         raise AssertionError(f"capturing aux states changed {model}'s final hidden states")
 
 
-def missing_dependency(name: str) -> str | None:
-    """The package module ``name`` cannot be imported without, when that package is not
-    installed here at all and is not vLLM (the CPU build has no torchvision, which gemma3_mm
-    imports); None when it imports, or fails for any other reason (that failure is a finding)."""
-    try:
-        importlib.import_module(name)
-    except ModuleNotFoundError as exc:
-        top = (exc.name or "").split(".")[0]
-        if top and top != "vllm" and importlib.util.find_spec(top) is None:
-            return top
-    except Exception:  # noqa: BLE001 - model_module names this failure
-        return None
-    return None
-
-
 def model_module(ctx: Any, name: str) -> Any:
     """The model module ``name``, imported. One that fails to import is the finding, except where
     the check's patch is upstream (``ctx.upstream``): then the module is the release's own, and
