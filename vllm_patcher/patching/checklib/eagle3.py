@@ -201,7 +201,10 @@ def implements_supports_eagle3(module: Any, family: Family) -> None:
     for attr in path:  # a VL wrapper's language model: a bare module holding the inner model
         setattr(holder, attr, torch.nn.Module())
         holder = getattr(holder, attr)
+        holder.embed_input_ids = lambda ids: ids  # as get_language_model recognises one
     setattr(holder, last, inner)
+    if path:  # what ``_mark_language_model`` records in __init__ (get_language_model, 0.2x on)
+        outer._language_model_names = [".".join(path)]
 
     method = default_layers_method()
     try:
