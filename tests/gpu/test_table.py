@@ -66,9 +66,11 @@ def test_the_table_is_dated_and_marks_each_failed_row() -> None:
         {"release": "0.25.0", "patch": "eagle3-granite", "step": "rehearse 8B shape",
          "mode": "graphs", "result": "exit 22 | x", "ok": False, "seconds": None},
     ]  # fmt: skip
-    text = table.render(rows, "2026-12-02")
+    text = table.render(rows, "2026-12-02", "1 x NVIDIA H100 80GB HBM3")
     lines = text.splitlines()
-    assert lines[0].startswith("GPU proof of 2026-12-02")
+    assert lines[0] == (
+        "GPU proof of 2026-12-02 (`python3 -m tests.gpu.proof`, 1 x NVIDIA H100 80GB HBM3):"
+    )
     assert lines[4] == (
         "| 0.25.0 | eagle3-granite | accept (right aux layers) | graphs | 100.0% of 144 | 103 |"
     )

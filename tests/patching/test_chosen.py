@@ -107,3 +107,36 @@ def test_status_check_names_what_fails_in_its_last_line(tree_copy) -> None:  # t
     )
     every = run_cli(*target, "status", "--check").stdout.splitlines()[-1]
     assert every.startswith("check: FAILED: ") and " patches not ready (" in every
+
+
+def test_apply_model_picks_a_family_upstream_never_did_and_only_its_files(
+    tree_copy, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    """On 0.34.0 (every backport upstream) a Gemma 3 multimodal target's config gets
+    eagle3-gemma3 alone, both its model files; a GLM-4.5 one eagle3-glm4-moe alone."""
+    site = tree_copy("0.34.0")
+    target = ("--target", str(site))
+    gemma = tmp_path / "gemma-3-27b-it"
+    gemma.mkdir()
+    (gemma / "config.json").write_text(json.dumps({
+        "architectures": ["Gemma3ForConditionalGeneration"], "model_type": "gemma3",
+        "text_config": {"model_type": "gemma3_text"},
+    }))  # fmt: skip
+    glm = tmp_path / "GLM-4.6"
+    glm.mkdir()
+    (glm / "config.json").write_text(json.dumps({"model_type": "glm4_moe"}))
+    before = snapshot(site)
+    proc = run_cli(*target, "--json", "apply", "--model", str(gemma))
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(json.loads(proc.stdout)["changed"]) == [
+        "vllm/model_executor/models/gemma3.py",
+        "vllm/model_executor/models/gemma3_mm.py",
+    ]
+    assert json.loads(_record(site).read_text())["patches"] == ["eagle3-gemma3"]
+    run_cli(*target, "revert", check=True)
+    proc = run_cli(*target, "--json", "apply", "--model", str(glm))
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["changed"] == ["vllm/model_executor/models/glm4_moe.py"]
+    run_cli(*target, "revert", check=True)
+    after = snapshot(site)
+    assert {k: v for k, v in after.items() if ".vllm-patcher" not in k} == before
