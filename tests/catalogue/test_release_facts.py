@@ -227,6 +227,42 @@ def test_a_bad_family_table_is_one_line_and_exit_13(tmp_path: Path, edit: str, s
     assert "eagle3-granite/patch.toml" in proc.stderr, proc.stderr
 
 
+@pytest.mark.parametrize(
+    ("edit", "said"),
+    [
+        (
+            'model_file = "vllm/model_executor/models/gemma3.py"',
+            'model_file = "vllm/model_executor/models/nope.py"',
+        ),
+        (
+            'model_file = "vllm/model_executor/models/gemma3.py"',
+            'model_file = "vllm/model_executor/models/gemma3_mm.py"',
+        ),
+        ('inner = "language_model.model"', 'inner = "language_model.None"'),
+        (
+            'model_types = ["gemma3_text"]',
+            'model_types = ["gemma3_text"]\ntarget = { d = 1979-05-27 }',
+        ),
+        ("config = { normalizer = 2.0 }", "config = { normalizer = { a = 1 } }"),
+    ],
+)
+def test_a_wrapper_entry_must_name_another_entry_s_file_and_plain_values(
+    tmp_path: Path, edit: str, said: str
+) -> None:
+    """``model_file`` names the file of another entry (the one that rewrites the inner model);
+    ``inner`` is no Python keyword; ``target`` and ``config`` hold what a config.json holds."""
+    copy = tmp_path / "patches"
+    shutil.copytree(REPO / "patches", copy)
+    toml = copy / "eagle3-gemma3" / "patch.toml"
+    text = toml.read_text()
+    assert edit in text
+    toml.write_text(text.replace(edit, said, 1))
+    proc = run_cli("list", env={"VLLM_PATCHER_PATCHES_DIR": str(copy)})
+    assert proc.returncode == 13, (proc.returncode, proc.stderr)
+    assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    assert "eagle3-gemma3/patch.toml" in proc.stderr, proc.stderr
+
+
 def test_hunyuan_and_nemotron_h_0_11_0_loops_keep_their_own_index(tmp_path: Path) -> None:
     """HunYuan 0.11.0 loops ``for i in range(self.start_layer, self.end_layer)`` with
     ``layer = self.layers[i]`` and names its causal LM base ``HunYuanV1Base`` (an entry of its

@@ -238,7 +238,7 @@ def test_list_checks_a_named_environment_and_marks_its_release(tree_copy, tmp_pa
     proc = run_cli("list", "--target", str(site))
     assert proc.returncode == 0, proc.stderr
     assert "what apply does on vLLM 0.15.1*:" in proc.stdout.splitlines(), proc.stdout
-    assert "  eagle3-granite        pinned-diff" in proc.stdout.splitlines(), proc.stdout
+    assert "  eagle3-granite          pinned-diff" in proc.stdout.splitlines(), proc.stdout
     data = json.loads(run_cli("--json", "list", "--target", str(site)).stdout)
     assert data["installed"] == {"vllm_version": "0.15.1", "site_packages": str(site)}
     assert "installed" not in json.loads(run_cli("--json", "list").stdout)
@@ -409,5 +409,5 @@ def test_list_fits_the_terminal_and_shows_one_release_when_asked(columns: str) -
     assert "  eagle3-whitelist      0.11.0-0.17.1 pinned-diff;" in proc.stdout
     one = run_cli("list", "--vllm-version", "0.17.1", env={"COLUMNS": columns})
     assert "what apply does on vLLM 0.17.1:" in one.stdout.splitlines()
-    assert "  eagle3-whitelist      pinned-diff" in one.stdout.splitlines()
+    assert "  eagle3-whitelist        pinned-diff" in one.stdout.splitlines()
     assert_refused(run_cli("list", "--vllm-version", "0.17.1", "--all"), 2, "not both")

@@ -86,7 +86,11 @@ def _engine_process(
 
 
 def run_targets(
-    python: Path, runs: dict[str, tuple[Path, Path | None]], k: int = 3, max_tokens: int = 48
+    python: Path,
+    runs: dict[str, tuple[Path, Path | None]],
+    k: int = 3,
+    max_tokens: int = 48,
+    engine: dict[str, object] | None = None,
 ) -> dict[str, dict[str, object]]:
     """Engines on (target, drafter) pairs, one after another in one process (engine_run.py's
     ``runs``: one import of vLLM and torch for all of them); each one's answer by name. A refusal
@@ -97,9 +101,10 @@ def run_targets(
         for target, drafter in runs.values()
     ]
     first = next(iter(runs.values()))[0]
-    answers, output = _engine_process(
-        python, first, {"runs": pairs, "k": k, "max_tokens": max_tokens}, len(pairs)
-    )
+    args: dict[str, object] = {"runs": pairs, "k": k, "max_tokens": max_tokens}
+    if engine:  # more keyword arguments of LLM (engine_run.py)
+        args["engine"] = engine
+    answers, output = _engine_process(python, first, args, len(pairs))
     # each run's part of the log: from its marker line to the next one
     parts = output.split(RUN_MARK)[1:]
     if len(answers) != len(pairs) or len(parts) != len(pairs):

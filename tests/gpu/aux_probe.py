@@ -62,7 +62,18 @@ WIDE_FAMILIES = (
     "nemotron_h",
     "mimo_v2_flash",
     "hunyuan_moe",
+    # no upstream EAGLE-3 in any release (tests/e2e/family_models.py, family_models_moe.py)
+    "glm4_moe",
+    "glm4_moe_lite",
+    "gemma3",
+    "mixtral",
+    "qwen2_moe",
+    "gemma2",
+    "granitemoehybrid",
 )
+# each family's drafter suffix: tests/gpu/proof.py's, and Granite 4 (a Mamba-2 hybrid, one KV
+# head of 64 in its attention) the drafter of one KV head like the other hybrids'
+SUFFIX = DRAFTER_SUFFIX
 # name: (target, drafter, mode, capture); "patch": the capture the applied patch makes. The
 # dummy-weight shapes (8 layers of granite-3.3-8b's, or all 40) say whether the engine starts
 # and what reaches the drafter; the "wide" pair (tests/gpu/wide.py: engine_models.py's controlled
@@ -84,9 +95,9 @@ CASES = {
         for m in MODES
     },
     # every other family proven at hidden 128, widened the same way (a hybrid: its drafter of one
-    # KV head, tests/gpu/proof.py's DRAFTER_SUFFIX)
+    # KV head, SUFFIX)
     **{
-        f"wide-{f}-{d}-{m}": (f"wide-{f}", f"wide-{d}{DRAFTER_SUFFIX.get(f, '')}", m, "patch")
+        f"wide-{f}-{d}-{m}": (f"wide-{f}", f"wide-{d}{SUFFIX.get(f, '')}", m, "patch")
         for f in WIDE_FAMILIES
         for d in ("right", "shifted")
         for m in MODES

@@ -81,11 +81,12 @@ FAMILIES = {
     "mixtral": ("eagle3-mixtral", "mixtral-target"),
     "qwen2_moe": ("eagle3-qwen2-moe", "qwen2_moe-target"),
     "gemma2": ("eagle3-gemma2", "gemma2-target"),
+    "granitemoehybrid": ("eagle3-granitemoehybrid", "granitemoehybrid-target"),
 }
 # a hybrid target's drafter: a KV page per token that divides the target's attention page (one
 # KV head): with the usual drafter's two, both engines failed at the KV cache's setup on 0.21.0
 # (an AssertionError in unify_kv_cache_spec_page_size, 2026-12-03), which doctor now names
-DRAFTER_SUFFIX = {"nemotron_h": "-kv1", "qwen3_next": "-kv1"}
+DRAFTER_SUFFIX = {"nemotron_h": "-kv1", "qwen3_next": "-kv1", "granitemoehybrid": "-kv1"}
 
 
 # Kernels that need no FlashInfer JIT build: on the lent H200 (no nvcc cache, no network) the

@@ -7,10 +7,14 @@ acceptance stays set by construction (100% with the right aux layers, about 0% s
 
 A family target of ``tests/e2e/family_models.py`` (its own mixers, MoE and norms) is widened by
 ``widen_built``: the builder runs once at 128 for the weights and once with the hidden size set
-to ``--hidden`` for the shapes only, and every dimension that differs between the two is the
-hidden one, padded with zeros (no rule per tensor name: the intermediate and head sizes that
-happen to be 128 stay as they are). A 1-dim tensor that widens is an RMSNorm weight, scaled as
-above (``1 + w`` for the Gemma-style norms of Qwen3-Next).
+to ``--hidden`` for the shapes (and the config values it derives from the hidden size: head
+counts where the head size is hidden / heads), and every dimension that differs between the two
+is the hidden one (or one that grows with it, such as Granite 4's Mamba inner size), padded with
+zeros (no rule per tensor name: the intermediate and head sizes that happen to be 128 stay as
+they are). A 1-dim tensor that widens is an RMSNorm weight, scaled as below (``1 + w`` for the
+Gemma-style norms of Qwen3-Next, Gemma 2 and Gemma 3), or one whose values add nothing (a zero
+bias, a Mamba head's ``A_log``, ``D`` or ``dt_bias`` where its input is zero). Gemma multiplies
+its embedding by ``sqrt(hidden)``: its widened embedding is scaled by ``sqrt(128 / hidden)``.
 
 Why the numbers survive: a zero-padded vector has the same dot products, and its RMS over
 ``hidden`` dims is its RMS over 128 times ``sqrt(128 / hidden)``; every RMSNorm weight is scaled by
@@ -101,30 +105,57 @@ def widen(src: Path, dst: Path, width: int) -> Path:
     return dst
 
 
-def _shapes(build: Callable[[Path, int], None], hidden: int) -> dict[str, list[int]]:
-    """What ``build`` would save, at ``hidden``: its tensors' shapes (nothing is written)."""
+def _shapes(
+    build: Callable[[Path, int], None], hidden: int
+) -> tuple[dict[str, list[int]], dict[str, object]]:
+    """What ``build`` would save, at ``hidden``: its tensors' shapes and its config (nothing is
+    written)."""
     from tests.e2e import family_models as fm
 
-    em, got = fm.em, {}
+    em, got, config = fm.em, {}, {}
     save, narrow = em._save, (em.H, fm.H)
-    em._save = lambda d, w, config: got.update({k: list(v.shape) for k, v in w.items()})
+
+    def record(d: Path, w: dict[str, torch.Tensor], c: dict[str, object]) -> None:
+        got.update({k: list(v.shape) for k, v in w.items()})
+        config.update(c)
+
+    em._save = record
     em.H = fm.H = hidden
     try:
         build(Path("/nonexistent"), 0)
     finally:
         em._save = save
         em.H, fm.H = narrow
-    return got
+    return got, config
+
+
+GEMMA_NORM = ("qwen3_next", "gemma3_text", "gemma2")  # RMSNorm weight w scales by 1 + w
+GEMMA_EMBED = ("gemma3_text", "gemma2")  # the model multiplies the embedding by sqrt(hidden)
+
+
+def _widen_1d(name: str, t: torch.Tensor, config: dict[str, object], width: int) -> torch.Tensor:
+    """A 1-dim tensor of the hidden size: an RMSNorm weight, its normalised vector kept (``1 +
+    w`` norms as such). The final norm of a Gemma whose LM head is its embedding (Gemma 2) is
+    kept as it is: its output grows by ``sqrt(width / 128)``, which undoes the embedding's
+    scaling in the logits (``widen_built``), so they stay the 128-dim model's."""
+    f, scale = t.float(), math.sqrt(NARROW / width)
+    if config["model_type"] not in GEMMA_NORM:
+        return (f * scale).to(t.dtype)
+    if name == "model.norm.weight" and config.get("tie_word_embeddings"):
+        return t
+    return ((f + 1) * scale - 1).to(t.dtype)
 
 
 def widen_built(build: Callable[[Path, int], None], dst: Path, width: int) -> Path:
-    """The target ``build`` writes (a ``family_models`` builder), widened to ``width``."""
+    """The target ``build`` writes (a ``family_models`` builder), widened to ``width``. Config
+    values the builder derives from the hidden size (the head counts of a family whose head size
+    is hidden / heads: Qwen2-MoE, Granite 4's attention and Mamba) come from its build at
+    ``width``. A Gemma multiplies its embedding by ``sqrt(hidden)``: the widened embedding is
+    scaled by ``sqrt(128 / width)`` so the stream keeps its values."""
     src = dst.with_name(dst.name + "-narrow")
     build(src, 0)
-    wide_shapes = _shapes(build, width)
+    wide_shapes, wide_config = _shapes(build, width)
     config = json.loads((src / "config.json").read_text())
-    gemma_norm = config["model_type"] == "qwen3_next"  # weight w scales by 1 + w
-    scale = math.sqrt(NARROW / width)
     weights = load_file(str(src / "model.safetensors"))
     if set(weights) != set(wide_shapes):
         raise ValueError(f"{dst.name}: the builder names other tensors at hidden {width}")
@@ -132,8 +163,9 @@ def widen_built(build: Callable[[Path, int], None], dst: Path, width: int) -> Pa
     for name, t in weights.items():
         shape = wide_shapes[name]
         if list(t.shape) != shape and t.dim() == 1:  # an RMSNorm of the hidden size
-            f = t.float()
-            t = ((f + 1) * scale - 1 if gemma_norm else f * scale).to(t.dtype)
+            t = _widen_1d(name, t, config, width)
+        if name == "model.embed_tokens.weight" and config["model_type"] in GEMMA_EMBED:
+            t = (t.float() * math.sqrt(NARROW / width)).to(t.dtype)
         out = torch.zeros(shape, dtype=t.dtype)
         out[tuple(slice(0, n) for n in t.shape)] = t
         wide[name] = out.contiguous()
@@ -142,6 +174,7 @@ def widen_built(build: Callable[[Path, int], None], dst: Path, width: int) -> Pa
         if f.name not in ("model.safetensors", "config.json"):
             shutil.copy2(f, dst / f.name)
     save_file(wide, str(dst / "model.safetensors"))
+    config.update({k: v for k, v in wide_config.items() if config.get(k) != v})
     (dst / "config.json").write_text(json.dumps({**config, "hidden_size": width}, indent=1))
     shutil.rmtree(src)
     return dst

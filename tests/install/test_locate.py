@@ -55,7 +55,9 @@ def test_release_before_the_supported_range(tmp_path: Path) -> None:
     scratch_tree("0.10.2", site)
     before = snapshot(site)
     for command in ("status", "apply", "verify"):
-        assert_refused(run_cli("--target", str(site), command), 4, "0.10.2", "0.11.0 to 0.32.x")
+        assert_refused(
+            run_cli("--target", str(site), command), 4, "0.10.2", "0.11.0 to 0.34.x pinned"
+        )
     assert snapshot(site) == before
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from vllm_patcher.doctor import read_safetensors_header, read_target
+from vllm_patcher.models.configs import read_safetensors_header, read_target
 
 from .model_files import (
     DRAFT_VOCAB,

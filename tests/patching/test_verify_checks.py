@@ -425,6 +425,44 @@ def test_no_check_runs_when_an_import_failed(tmp_path: Path) -> None:
     assert not marker.exists()
 
 
+@pytest.fixture
+def probe_imports(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    """scripts/probe.py's import tier, called in this process on modules written to tmp_path:
+    ``probe_imports(modules)`` -> (ok, not judged, the recorded checks)."""
+    from vllm_patcher.scripts import probe
+
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for name, text in {
+        "vpt_changed": "import vpt_missing_package_xyz\n",  # a patch's own broken import
+        "vpt_wrapper": "import vpt_unchanged\n",  # the release's own import chain
+        "vpt_unchanged": "import vpt_missing_package_xyz\n",
+        "vpt_typo": "import vllm_patcher_no_such_submodule_xyz.child\n",
+    }.items():
+        (tmp_path / f"{name}.py").write_text(text)
+
+    def run(modules: list[str]) -> tuple[bool, dict[str, str], list[dict[str, object]]]:
+        monkeypatch.setattr(probe, "CHECKS", [])
+        ok, unloadable = probe.check_imports(modules)
+        return ok, unloadable, probe.CHECKS
+
+    return run
+
+
+def test_a_package_an_unchanged_file_needs_is_not_judged_but_a_patch_s_own_import_fails(
+    probe_imports,  # type: ignore[no-untyped-def]
+) -> None:
+    """The CPU build lacks torchvision, which gemma3_mm needs through transformers: that module
+    is not judged. The same missing package imported by a file a patch changed, a module that is
+    not there at all, or a missing name under an installed top-level package is a failure."""
+    ok, unloadable, checks = probe_imports(["vpt_wrapper"])
+    assert ok and unloadable == {"vpt_wrapper": "vpt_missing_package_xyz"}
+    assert checks[0]["skipped"] and "not judged" in str(checks[0]["detail"])
+    for modules in (["vpt_changed"], ["vpt_wrapper", "vpt_unchanged"], ["vpt_no_such_module"]):
+        ok, unloadable, checks = probe_imports(modules)
+        assert not ok and unloadable == {}, (modules, checks)
+        assert not checks[-1]["ok"] and not checks[-1].get("skipped"), checks
+
+
 def test_check_files_are_each_patchs_checks_folder_sorted(tmp_path: Path) -> None:
     for rel in ("b/checks/z.py", "b/checks/a.py", "b/checks/notes.txt", "a/checks/m.py"):
         write(tmp_path / rel, "")

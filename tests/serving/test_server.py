@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from vllm_patcher.serving import family, server, watchdog
+from vllm_patcher.serving import process_tree, server, watchdog
 from vllm_patcher.serving.args import ServeArgs
 
 from .procs import alive
@@ -152,7 +152,7 @@ def test_a_watchdog_whose_tool_is_gone_stops_the_group_and_what_left_it(tmp_path
             time.sleep(0.05)
         children = [int(p) for p in pids.read_text().split()]
         dog.guard(wedged.pid)
-        dog.follow(family.descendants(wedged.pid))
+        dog.follow(process_tree.descendants(wedged.pid))
         dog.proc.stdin.close()  # type: ignore[union-attr]
         deadline = time.monotonic() + 30
         while any(alive(p) for p in children) and time.monotonic() < deadline:

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from keyword import iskeyword
 from typing import Any
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
@@ -124,6 +125,13 @@ class Family:
         }
 
 
+def _plain(value: Any) -> bool:
+    """A value a config.json can hold as TOML gives it (no dates, no tables)."""
+    if isinstance(value, list):
+        return all(_plain(v) for v in value)
+    return isinstance(value, (str, int, float, bool))
+
+
 def _module(path: str) -> str:
     return path.removesuffix(".py").replace("/", ".")
 
@@ -152,8 +160,11 @@ def _model(m: dict[str, Any], where: str) -> FamilyModel:
     """One ``[[family.model]]`` entry, checked."""
     _unknown(m, MODEL_KEYS, "[[family.model]]", where)
     config = m.get("config", {})
-    if not isinstance(config, dict):
-        raise PatchFolderError(f"{where}: a [[family.model]] config must be a table")
+    if not isinstance(config, dict) or not all(_plain(v) for v in config.values()):
+        raise PatchFolderError(
+            f"{where}: a [[family.model]] config must be a table of strings, numbers, booleans "
+            "or lists"
+        )
     flags = {key: m.get(key, True) for key in ("rewrite", "interface")}
     for key, value in flags.items():
         if not isinstance(value, bool):
@@ -163,7 +174,8 @@ def _model(m: dict[str, Any], where: str) -> FamilyModel:
     names = {k: _text(m, k, where, "model" if k == "inner" else None) for k in
              ("causal_lm", "model", "inner")}  # fmt: skip
     for key, value in names.items():
-        if not (ATTRIBUTES if key == "inner" else IDENTIFIER).fullmatch(value):
+        keyword = any(iskeyword(part) for part in value.split("."))
+        if keyword or not (ATTRIBUTES if key == "inner" else IDENTIFIER).fullmatch(value):
             raise PatchFolderError(f"{where}: [[family.model]] {key} = {value!r} is not a name")
     return FamilyModel(
         file=file,
@@ -226,6 +238,13 @@ def read_family(raw: object, where: str) -> Family:
     if not isinstance(models, list) or not all(isinstance(m, dict) for m in models):
         raise PatchFolderError(f"{where}: [[family.model]] must be an array of tables")
     out = [_model(m, where) for m in models]
+    files = {m.file for m in out}
+    for m in out:
+        if m.model_file and (m.model_file == m.file or m.model_file not in files):
+            raise PatchFolderError(
+                f"{where}: [[family.model]] model_file = {m.model_file!r}; name another entry's "
+                "file, the one whose codemod rewrites the inner model"
+            )
     needs = raw.get("needs", [])
     if not (isinstance(needs, list) and all(isinstance(n, str) and n for n in needs)):
         raise PatchFolderError(f"{where}: [family] needs must be a list of patch names")
@@ -233,8 +252,10 @@ def read_family(raw: object, where: str) -> Family:
     if not isinstance(allow, bool):
         raise PatchFolderError(f"{where}: [family] allow_list must be true or false")
     target = raw.get("target", {})
-    if not isinstance(target, dict):
-        raise PatchFolderError(f"{where}: [family] target must be a table")
+    if not isinstance(target, dict) or not all(_plain(v) for v in target.values()):
+        raise PatchFolderError(
+            f"{where}: [family] target must be a table of strings, numbers, booleans or lists"
+        )
     return Family(
         name,
         tuple(types),

@@ -74,25 +74,28 @@ def upstream_from(catalogue: Catalogue) -> Version | None:
     return _bounds(catalogue)[1]
 
 
-def supported_range(catalogue: Catalogue) -> str:
-    """The releases the built-ins patch, in words: ``0.11.0 to 0.32.x, each patch below its
-    fixed_in (...)``; where a built-in has no ``fixed_in`` (a family with no upstream EAGLE-3 in
-    any release), up to the newest release pinned and later ones through the codemods."""
-    first, last, named = _bounds(catalogue)
-    never = [p.name for p in catalogue.patches if p.builtin and p.fixed_in is None]
+def supported_span(catalogue: Catalogue) -> str:
+    """The releases the built-ins patch, in a few words: ``0.11.0 to 0.32.x``; where a built-in
+    has no ``fixed_in`` (a family with no upstream EAGLE-3 in any release), up to the newest
+    release pinned and later ones through the codemods."""
+    first, last, _ = _bounds(catalogue)
     pinned = [Version(v) for p in catalogue.patches if p.builtin for v in p.pinned_versions]
     if last is None and pinned:
         newest = max(pinned)
-        span = (
-            f"{first} to {newest.major}.{newest.minor}.x pinned, later releases through the "
-            f"codemods"
-        )
-    elif last is None:
-        span = f"{first} and later"
-    elif last.micro == 0 and last.minor > 0:
-        span = f"{first} to {last.major}.{last.minor - 1}.x"
-    else:
-        span = f"{first} up to (not including) {last}"
+        return f"{first} to {newest.major}.{newest.minor}.x pinned, later releases through the codemods"
+    if last is None:
+        return f"{first} and later"
+    if last.micro == 0 and last.minor > 0:
+        return f"{first} to {last.major}.{last.minor - 1}.x"
+    return f"{first} up to (not including) {last}"
+
+
+def supported_range(catalogue: Catalogue) -> str:
+    """``supported_span`` and each built-in's ``fixed_in``: ``0.11.0 to 0.32.x, each patch below
+    its fixed_in (...)``, naming the built-ins with no upstream EAGLE-3 in any release."""
+    _, _, named = _bounds(catalogue)
+    never = [p.name for p in catalogue.patches if p.builtin and p.fixed_in is None]
+    span = supported_span(catalogue)
     by_release: dict[str, list[str]] = {}
     for name, fixed in named:
         by_release.setdefault(fixed, []).append(name)
@@ -116,7 +119,8 @@ def classify(catalogue: Catalogue, version: str) -> Release:
     if release_of(version) < first_patchable(catalogue):
         raise UnsupportedRelease(
             f"vLLM {version} is not supported: vllm-patcher patches "
-            f"{supported_range(catalogue)}; upgrade vLLM to one of those releases"
+            f"{supported_span(catalogue)}; upgrade vLLM to one of those releases "
+            "(vllm-patcher list shows each patch's)"
         )
     builtins = [p for p in catalogue.patches if p.builtin and p.covers(version)]
     if builtins and all(upstream_in(p, version) for p in builtins):

@@ -75,7 +75,7 @@ def main(
     patch_dirs: tuple[Path, ...],
 ) -> None:
     """Apply, verify and revert source patches to an installed vLLM: the built-in EAGLE-3 changes
-    for DeepSeek-V3, Kimi and 15 more families (`vllm-patcher list`), and patches of your own.
+    for DeepSeek-V3, Kimi and every family `vllm-patcher list` names, and patches of your own.
 
     These options may also follow the command (`vllm-patcher status --json`)."""
     app.command = ctx.invoked_subcommand  # for an error before the command parses its options

@@ -1,6 +1,7 @@
 """doctor: check an EAGLE-3 drafter against its target before a long model load.
 
-Targets: the DeepSeek-V3 family (DeepSeek-V3/V3.1/V3.2, Kimi-K2/K2.5), MiniMax-M2 and Granite.
+Targets: every family a patch is for (``catalogue.targets``: the DeepSeek-V3 family, MiniMax-M2,
+Granite and each ``[family]`` table of the catalogue).
 
 Everything is read from the two ``config.json`` files and the drafter's safetensors headers
 (``vllm_patcher.models``). The aux-layer rules (``rules``) follow what each vLLM release really
@@ -18,18 +19,6 @@ names, ``fix`` writes the key ``--fix`` can, ``serve_args`` prints the speculati
 from __future__ import annotations
 
 from ..findings import OK, PROBLEM, WARNING, Finding
-from ..models.configs import (
-    AUX_KEY,
-    NESTED_KEY,
-    DrafterModel,
-    TargetModel,
-    Tensor,
-    read_drafter,
-    read_safetensors_header,
-    read_target,
-    target_from_config,
-)
-from ..models.hub import ModelSource, download_command, is_repo_id, locate_model
 from .aux_layers import check_aux_layers
 from .checks import check, check_release, check_roles
 from .drafter import check_drafter
@@ -48,21 +37,15 @@ from .rules import (
 from .serve_args import speculative_config
 
 __all__ = [
-    "AUX_KEY",
     "GUESSED",
     "KNOWN",
-    "NESTED_KEY",
     "OK",
     "PROBLEM",
     "WARNING",
     "AppliedFix",
     "AuxLayerPlan",
     "DoctorReport",
-    "DrafterModel",
     "Finding",
-    "ModelSource",
-    "TargetModel",
-    "Tensor",
     "WrittenValue",
     "aux_layer_plan",
     "check",
@@ -71,17 +54,10 @@ __all__ = [
     "check_release",
     "check_roles",
     "default_aux_layers",
-    "download_command",
-    "is_repo_id",
-    "locate_model",
-    "read_drafter",
-    "read_safetensors_header",
-    "read_target",
     "reads_nested_key",
     "reads_top_level_key",
     "release_version",
     "run",
     "speculative_config",
-    "target_from_config",
     "write_aux_layer_ids",
 ]

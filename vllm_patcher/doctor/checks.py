@@ -23,13 +23,13 @@ from ..models.configs import (
     read_drafter,
     target_from_config,
 )
-from ..models.families import (
+from ..models.hub import ModelSource, locate_model
+from ..models.roles import (
     described,
     is_minimax_m2,
     looks_like_drafter,
     looks_like_target,
 )
-from ..models.hub import ModelSource, locate_model
 from ..releases import PP_CARRY_FAMILIES, PP_CARRY_FROM
 from .aux_layers import check_aux_layers
 from .capture import check_capture
@@ -109,7 +109,7 @@ def check_release(
         Finding(
             "vllm-release",
             PROBLEM,
-            f"vLLM {vllm_version} is {where}: it refuses an EAGLE-3 drafter on a {family} "
+            f"vLLM {vllm_version} is {where}: it cannot serve EAGLE-3 for a {family} "
             f"target, and vllm-patcher cannot patch it: for that target it patches {span} "
             f"({names} in its patch folders)",
             fix,

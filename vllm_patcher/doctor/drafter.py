@@ -7,11 +7,8 @@ import json
 
 from ..findings import OK, PROBLEM, WARNING, Finding
 from ..models.configs import DrafterModel, TargetModel, positive_int
-from ..models.families import (
-    DEEPSEEK_V3_FAMILY,
+from ..models.roles import (
     EAGLE3_ARCHITECTURES,
-    GRANITE,
-    MINIMAX_M2,
     is_deepseek_v3,
     is_granite,
     is_minimax_m2,
@@ -54,9 +51,9 @@ def _check_target(target: TargetModel) -> Finding:
     return Finding(
         "target",
         WARNING,
-        f"target model_type {target.model_type!r} is neither a DeepSeek-V3-family type "
-        f"({', '.join(DEEPSEEK_V3_FAMILY)}) nor {MINIMAX_M2} nor {GRANITE} nor a family "
-        "backport's (vllm-patcher list); the aux-layer default assumed here is vLLM's usual one",
+        f"target model_type {target.model_type!r} is of no family vllm-patcher has a patch "
+        "for (vllm-patcher list): vLLM serves EAGLE-3 for it on its own or not at all; the "
+        "aux-layer default assumed here is vLLM's usual one",
     )
 
 

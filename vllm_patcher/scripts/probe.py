@@ -25,6 +25,8 @@ The check API (check files live in ``patches/<patch-name>/checks/*.py``):
   EAGLE-3 allow-list: the tool's verdict too), ``ctx.workdir`` (a temporary folder private to the
   check file, shared by its checks, removed after all checks) and ``ctx.skip(reason)``, which
   raises: the check is recorded as not applicable, with that reason (shown, never a failure).
+  ``ctx.unloadable``: the modules the import tier did not judge (``missing_dependency``), each
+  with the package this interpreter lacks for it.
   ``ctx.family``: a family backport's description (its ``[family]`` table, for the checks every
   family gets: ``checklib/family.py``), else None.
 - A check passes when it returns without raising; a returned string is shown as its detail. When it
@@ -129,38 +131,63 @@ def expose_library() -> None:
     spec.loader.exec_module(module)
 
 
-def missing_dependency(exc: BaseException) -> str | None:
-    """The package an import failed for when it is not installed in this interpreter at all and
-    is not vLLM (the CPU build has no torchvision, which ``gemma3_mm`` imports): the release's
-    own module cannot load here, patched or not. None for any other failure, a patch's own
-    broken import of a vLLM module included."""
+def _origin(module: str) -> str | None:
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        return None
+    return os.path.realpath(spec.origin) if spec is not None and spec.origin else None
+
+
+def missing_dependency(exc: BaseException, module: str, touched: set[str]) -> str | None:
+    """The package an import failed for when it is not installed in this interpreter at all, is
+    not vLLM, and was imported by a file no patch changed (the CPU build has no torchvision,
+    which ``gemma3_mm`` needs through transformers): the release's own module cannot load here,
+    patched or not. None for any other failure: a module that is not there itself (its own file
+    never ran), or a file a patch changed importing something missing (a patch's own import)."""
     if not isinstance(exc, ModuleNotFoundError) or not exc.name:
         return None
     top = exc.name.split(".")[0]
     try:
-        found = importlib.util.find_spec(top)
+        installed = importlib.util.find_spec(top) is not None
     except (ImportError, ValueError):
-        found = None
-    return top if top != "vllm" and found is None else None
+        installed = False
+    if top == "vllm" or installed:
+        return None
+    own, innermost = _origin(module), None
+    tb = exc.__traceback__
+    while tb is not None:  # from the module's own file on, the last file that ran an import
+        name = tb.tb_frame.f_code.co_filename
+        if os.path.isfile(name) and (innermost is not None or os.path.realpath(name) == own):
+            innermost = os.path.realpath(name)
+        tb = tb.tb_next
+    return top if innermost is not None and innermost not in touched else None
 
 
-def check_imports(modules: list[str]) -> bool:
-    ok = True
+def check_imports(modules: list[str]) -> tuple[bool, dict[str, str]]:
+    """Import each of ``modules`` (the files the patches changed): a failure is a finding, but
+    for a package this interpreter lacks that an unchanged file imports (``missing_dependency``):
+    that module is not judged. Returns whether every import passed or was not judged, and the
+    modules not judged, each with the package it lacks (``ctx.unloadable`` in the checks)."""
+    touched = {o for o in map(_origin, modules) if o is not None}
+    ok, unloadable = True, {}
     for name in modules:
         try:
             importlib.import_module(name)
             record("import", name, True)
         except BaseException as exc:  # noqa: BLE001 - any failure here is the finding
-            missing = missing_dependency(exc)
+            missing = missing_dependency(exc, name, touched)
             if missing is None:
                 ok = record("import", name, False, where(exc)) and ok
                 continue
             said = (
-                f"not judged: {missing} is not installed in this interpreter and vLLM's own "
-                f"{name} imports it, so this vLLM cannot load that model, patched or not"
+                f"not judged: {missing} is not installed in this interpreter and an unchanged "
+                f"file that {name} imports needs it, so this vLLM cannot load that model, patched "
+                "or not"
             )
             record("import", name, True, said, skipped=True)
-    return ok
+            unloadable[name] = missing
+    return ok, unloadable
 
 
 class Skipped(BaseException):
@@ -175,12 +202,14 @@ class Context:
         upstream: bool = False,
         family: dict[str, Any] | None = None,
         allow_list: bool = False,
+        unloadable: dict[str, str] | None = None,
     ) -> None:
         self.version = version
         self.workdir = workdir
         self.upstream = upstream
         self.family = family
         self.allow_list = allow_list
+        self.unloadable = unloadable or {}
 
     def skip(self, reason: str) -> None:
         raise Skipped(reason)
@@ -283,7 +312,11 @@ def run_check(
 
 
 def run_checks(
-    checks: list[dict[str, Any]], version: str, upstream: frozenset[str], allow_list: bool
+    checks: list[dict[str, Any]],
+    version: str,
+    upstream: frozenset[str],
+    allow_list: bool,
+    unloadable: dict[str, str] | None = None,
 ) -> None:
     expose_library()
     guard = PatchGuard()
@@ -310,7 +343,9 @@ def run_checks(
                 )
             workdir = os.path.join(root, str(index))
             os.mkdir(workdir)
-            ctx = Context(version, workdir, patch in upstream, entry.get("family"), allow_list)
+            ctx = Context(
+                version, workdir, patch in upstream, entry.get("family"), allow_list, unloadable
+            )
             for func in check_functions(module):
                 run_check(patch, path, func, ctx, guard)
     finally:
@@ -365,7 +400,7 @@ def main() -> None:
     # ignores every PYTHON* variable.
     sys.dont_write_bytecode = True
     request = json.loads(sys.argv[1])
-    imported = check_imports(request.get("modules", []))
+    imported, unloadable = check_imports(request.get("modules", []))
     checks = request.get("checks", [])
     if checks:
         if not imported:
@@ -374,7 +409,8 @@ def main() -> None:
             version = request.get("version") or installed_version()
             upstream = frozenset(request.get("upstream", []))
             with registry_in_process():
-                run_checks(checks, version, upstream, bool(request.get("allow_list", False)))
+                allow_list = bool(request.get("allow_list", False))
+                run_checks(checks, version, upstream, allow_list, unloadable)
     sys.stdout.write("\n" + json.dumps({"checks": CHECKS}) + "\n")
     sys.stdout.flush()
 

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from .. import runtime, scripts
-from . import connections, family
+from . import connections, process_tree
 
 SCRIPT = scripts.path("bench_client")
 TIMEOUT_S = 3600.0  # one benchmark run
@@ -193,7 +193,7 @@ class Session:
         proc = self.proc
         if proc is None or proc.poll() is not None:  # reaped: its pid may be a stranger's now
             return 0
-        return connections.to_server([proc.pid, *family.descendants(proc.pid)], url)
+        return connections.to_server([proc.pid, *process_tree.descendants(proc.pid)], url)
 
     def close(self) -> None:
         """Kill the client's group (itself and what it started) and reap it."""

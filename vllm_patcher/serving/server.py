@@ -28,7 +28,7 @@ from types import FrameType
 from typing import Any
 
 from ..runtime import die_with_parent
-from . import family, watchdog
+from . import process_tree, watchdog
 from .args import ServeArgs
 
 STOP_GRACE_S = 30.0  # SIGTERM, then SIGKILL to the group
@@ -82,14 +82,14 @@ class Server:
     log: Path
     ready_s: float  # from the start to the first healthy answer
     process: subprocess.Popen[bytes]
-    known: family.Known = field(default_factory=dict)  # its descendants seen so far
+    known: process_tree.Known = field(default_factory=dict)  # its descendants seen so far
     watchdog: watchdog.Watchdog | None = None  # stops the group if the tool goes first
 
     def follow(self) -> None:
         """Note the server's descendants now (a load's start): one that leaves the group later
         (``setsid``) is still stopped with it, by the tool or by its watchdog."""
         if self.process.poll() is None:  # reaped: its pid may be a stranger's now
-            self.known.update(family.descendants(self.pid))
+            self.known.update(process_tree.descendants(self.pid))
             if self.watchdog is not None:
                 self.watchdog.follow(self.known)
 
@@ -148,7 +148,7 @@ def _group_alive(pgid: int) -> bool:
     """Whether a process of the group still runs. Zombies do not count: a tool running as PID 1
     (a container's entrypoint) inherits the group's orphans and must reap them itself."""
     _reap_orphans()
-    return family.group_alive(pgid)
+    return process_tree.group_alive(pgid)
 
 
 def _reap_orphans() -> None:
@@ -160,7 +160,9 @@ def _reap_orphans() -> None:
 
 
 def stop(
-    proc: subprocess.Popen[bytes], grace_s: float = STOP_GRACE_S, known: family.Known | None = None
+    proc: subprocess.Popen[bytes],
+    grace_s: float = STOP_GRACE_S,
+    known: process_tree.Known | None = None,
 ) -> None:
     """SIGTERM to the whole group and to every descendant that left it (``known``, and those
     found now), SIGKILL to what is left after ``grace_s``; returns when none is left (the leader
@@ -168,24 +170,24 @@ def stop(
     pgid = proc.pid
     seen = dict(known or {})
     if proc.poll() is None:  # not reaped: its pid is still its own, so are the children found
-        seen.update(family.descendants(pgid))
+        seen.update(process_tree.descendants(pgid))
     with contextlib.suppress(ProcessLookupError):
         os.killpg(pgid, signal.SIGTERM)
-    family.signal_all(family.outside(seen, pgid), signal.SIGTERM)
+    process_tree.signal_all(process_tree.outside(seen, pgid), signal.SIGTERM)
     deadline = time.monotonic() + grace_s
     while time.monotonic() < deadline:
         proc.poll()
         if (
             proc.returncode is not None
             and not _group_alive(pgid)
-            and not family.outside(seen, pgid)
+            and not process_tree.outside(seen, pgid)
         ):
             _await_reaped(pgid)
             return
         time.sleep(0.2)
     with contextlib.suppress(ProcessLookupError):
         os.killpg(pgid, signal.SIGKILL)
-    family.signal_all(family.outside(seen, pgid), signal.SIGKILL)
+    process_tree.signal_all(process_tree.outside(seen, pgid), signal.SIGKILL)
     proc.wait()
     deadline = time.monotonic() + grace_s  # SIGKILL cannot be refused: the rest go in moments
     while _group_alive(pgid) and time.monotonic() < deadline:
@@ -279,7 +281,7 @@ def running(
             dog.release()
             raise
         dog.guard(proc.pid)
-        known: family.Known = {}  # its descendants as seen at each look: stopped with it
+        known: process_tree.Known = {}  # its descendants as seen at each look: stopped with it
         try:
             if on_start is not None:
                 on_start(proc.pid)
@@ -300,7 +302,7 @@ def _until_ready(
     log: Path,
     ready_timeout_s: float,
     on_poll: Callable[[], None] | None,
-    known: family.Known,
+    known: process_tree.Known,
     dog: watchdog.Watchdog,
 ) -> float:
     """The seconds until the server answered healthy, its descendants noted in ``known`` (and
@@ -327,9 +329,9 @@ def _until_ready(
                     log_tail(log),
                 )
             )
-        known.update(family.descendants(proc.pid))  # polled alive just now
+        known.update(process_tree.descendants(proc.pid))  # polled alive just now
         dog.follow(known)
         time.sleep(POLL_S)
-    known.update(family.descendants(proc.pid))
+    known.update(process_tree.descendants(proc.pid))
     dog.follow(known)
     return time.monotonic() - started

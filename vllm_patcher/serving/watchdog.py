@@ -1,5 +1,5 @@
 """A server's watchdog: a small process of the tool's own interpreter (standard library and
-``family`` only, nothing else imported) that stops the server's process group when the tool is
+``process_tree`` only, nothing else imported) that stops the server's process group when the tool is
 gone, however it went.
 
 The parent-death signal a server gets (``runtime.die_with_parent``) is SIGTERM, which a wedged
@@ -8,7 +8,7 @@ systemd's or a CI cancel's SIGKILL a few seconds later, inside the stop's own gr
 the SIGKILL that would have followed. The watchdog runs in a session of its own (a signal to the
 tool's process group or terminal does not reach it), reads its orders on a pipe whose writing end
 only the tool holds: ``group PGID`` (the server's group), ``follow PID START`` (a descendant that
-left the group, ``family.Known``), ``done`` (the tool stopped the group itself: nothing to do).
+left the group, ``process_tree.Known``), ``done`` (the tool stopped the group itself: nothing to do).
 When the pipe closes without ``done`` (the tool ended, whatever ended it) or its parent changes,
 it sends SIGTERM to the group and to the descendants that left it (those it was told of, and
 those it finds under the group's leader then), and SIGKILL to what is left after ``grace_s``;
@@ -26,7 +26,7 @@ import sys
 import time
 from pathlib import Path
 
-from . import family
+from . import process_tree
 
 LOOK_S = 1.0  # how often the watchdog checks its parent, between orders
 RELEASE_S = 5.0  # how long the tool waits for a released watchdog to end before killing it
@@ -56,7 +56,7 @@ class Watchdog:
         """Stop the group ``pgid`` when the tool is gone."""
         self._say(f"group {pgid}")
 
-    def follow(self, known: family.Known) -> None:
+    def follow(self, known: process_tree.Known) -> None:
         """Stop these descendants too (those not told of before)."""
         for pid, start in known.items():
             if pid not in self.told:
@@ -104,7 +104,7 @@ def main(argv: list[str]) -> int:
         signal.signal(sig, signal.SIG_IGN)
     parent = os.getppid()
     group: int | None = None
-    known: family.Known = {}
+    known: process_tree.Known = {}
     pending = b""
     while True:
         ready, _, _ = select.select([0], [], [], LOOK_S)
@@ -129,22 +129,22 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-def stop(pgid: int, known: family.Known, grace_s: float) -> None:
+def stop(pgid: int, known: process_tree.Known, grace_s: float) -> None:
     """SIGTERM to the group ``pgid`` and to the descendants that left it, SIGKILL to what is left
     after ``grace_s``."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, 0)  # the group is still there: its leader's id is no one else's
-        known = {**known, **family.descendants(pgid)}
-    _signal(pgid, family.outside(known, pgid), signal.SIGTERM)
+        known = {**known, **process_tree.descendants(pgid)}
+    _signal(pgid, process_tree.outside(known, pgid), signal.SIGTERM)
     deadline = time.monotonic() + grace_s
     while time.monotonic() < deadline:
-        if not family.group_alive(pgid) and not family.outside(known, pgid):
+        if not process_tree.group_alive(pgid) and not process_tree.outside(known, pgid):
             return
         time.sleep(0.2)
-    _signal(pgid, family.outside(known, pgid), signal.SIGKILL)
+    _signal(pgid, process_tree.outside(known, pgid), signal.SIGKILL)
 
 
-def _signal(pgid: int, outside: family.Known, sig: signal.Signals) -> None:
+def _signal(pgid: int, outside: process_tree.Known, sig: signal.Signals) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)
-    family.signal_all(outside, sig)
+    process_tree.signal_all(outside, sig)

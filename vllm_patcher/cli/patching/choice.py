@@ -11,7 +11,7 @@ import click
 
 from ...catalogue.model import Catalogue
 from ...catalogue.targets import family_of, pulled_in, with_needs
-from ...errors import BadSetting, StateError
+from ...errors import BadSetting, StateError, UnsupportedRelease
 from ...install.target import Target
 from ...patching import chosen as chosen_mod
 from ..base import Options, check_names
@@ -38,8 +38,8 @@ def family_patches(opts: Options, model: str, catalogue: Catalogue) -> tuple[str
     """The family of the ``--model`` target and its patches (needs included): a usage error for
     a drafter or a model no patch here is for."""
     from ...models.configs import read_config
-    from ...models.families import described, looks_like_drafter
     from ...models.hub import locate_model
+    from ...models.roles import described, looks_like_drafter
 
     source = locate_model(model, "model", opts.hub_python)
     config = read_config(Path(source.path), "model")
@@ -76,6 +76,7 @@ def select(
     if model is not None:
         family, found = family_patches(opts, model, whole)
         patches = with_needs(whole, found)
+        _refuse_uncovered(whole, patches, family, target.version)
         choice = chosen_mod.Choice(patches, (model,))
         return Selection(whole.select(patches), choice, "model", {}, family)
     if names:
@@ -98,6 +99,23 @@ def select(
             )
         return Selection(whole.select(recorded.patches), None, "recorded", {})
     return Selection(whole, None, "every", {})
+
+
+def _refuse_uncovered(
+    catalogue: Catalogue, patches: tuple[str, ...], family: str, version: str
+) -> None:
+    """A release a patch of the family does not reach (before its first release: GLM-4.7-Flash
+    before 0.15.0, Granite 4 before 0.17.0) cannot serve EAGLE-3 for that target, patched or not:
+    never a green "not needed here"."""
+    for name in patches:
+        patch = catalogue.get(name)
+        if patch is None or patch.covers(version) or patch.is_upstream(version):
+            continue
+        raise UnsupportedRelease(
+            f"vLLM {version} cannot serve EAGLE-3 for a {family} target, and {name} does not "
+            f"patch it (releases {patch.releases}); upgrade vLLM to a release it covers "
+            "(vllm-patcher list shows them)"
+        )
 
 
 def _needed(catalogue: Catalogue, name: str, version: str) -> bool:

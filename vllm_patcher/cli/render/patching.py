@@ -78,7 +78,7 @@ def status_lines(st: status_mod.Status, target: target_mod.Target | None = None)
         method = p.method or "-"
         files = ", ".join(p.files) if p.files else "-"
         origin = "" if p.origin == "built-in" else f"   [{p.origin}]"
-        lines.append(f"  {p.name:<22} {p.state.value:<15} {method:<12} {files}{origin}")
+        lines.append(f"  {p.name:<23} {p.state.value:<15} {method:<12} {files}{origin}")
         if p.detail and p.state not in (
             status_mod.PatchState.APPLIED,
             status_mod.PatchState.UPSTREAM,
@@ -125,7 +125,7 @@ def apply(result: ApplyResult, dry_run: bool, catalogue: Catalogue | None = None
             verb, how = p.state.value, p.method or ""
             if catalogue is not None and catalogue.selected and p.state in _UNNEEDED:
                 unneeded.append(f"{p.name}: not needed on vLLM {st.vllm_version}: {p.detail}")
-        lines.append(f"  {p.name:<22} {verb}" + (f" ({how})" if how else ""))
+        lines.append(f"  {p.name:<23} {verb}" + (f" ({how})" if how else ""))
     if not result.edits:
         lines.append("nothing to do")
     return Shown(EXIT_OK, result.to_dict(), lines + unneeded)
@@ -313,7 +313,7 @@ def list_(
         mark = "*" if installed is not None and row["version"] == installed.version else ""
         pinned = "" if row["pinned"] else " (no pin for it: the codemods, where a patch has one)"
         lines.append(f"what apply does on vLLM {row['version']}{mark}{pinned}:")
-        lines += [f"  {name:<22}{row['patches'][name]}" for name in catalogue.names]
+        lines += [f"  {name:<23} {row['patches'][name]}" for name in catalogue.names]
     else:
         lines.append("what apply does, release by release (the pinned releases):")
         for name in catalogue.names:

@@ -37,8 +37,8 @@ def _models(ctx: Any) -> list[tuple[Any, dict[str, Any]]]:
     for model in ctx.family["models"]:
         if importlib.util.find_spec(model["module"]) is None:
             continue
-        missing = _missing_dependency(model["module"])
-        if missing is not None:  # the import tier said so: not judged, not a patch's fault
+        missing = getattr(ctx, "unloadable", {}).get(model["module"])
+        if missing is not None:  # the import tier did not judge it: a package this lacks
             unloadable.append(f"{model['causal_lm']} ({missing} is not installed)")
             continue
         out.append((eagle3.model_module(ctx, model["module"]), model))
@@ -47,21 +47,6 @@ def _models(ctx: Any) -> list[tuple[Any, dict[str, Any]]]:
         why = f"cannot load {', '.join(unloadable)}" if unloadable else f"ships none of ({names})"
         ctx.skip(f"vLLM {ctx.version} {why}: none of the family's model classes to drive")
     return out
-
-
-def _missing_dependency(name: str) -> str | None:
-    """The package module ``name`` cannot be imported without, when that package is not
-    installed here at all and is not vLLM (the CPU build has no torchvision, which gemma3_mm
-    imports); None when it imports, or fails for any other reason (that failure is a finding)."""
-    try:
-        importlib.import_module(name)
-    except ModuleNotFoundError as exc:
-        top = (exc.name or "").split(".")[0]
-        if top and top != "vllm" and importlib.util.find_spec(top) is None:
-            return top
-    except Exception:  # noqa: BLE001 - model_module names this failure
-        return None
-    return None
 
 
 def _inner(module: Any, name: str, model: dict[str, Any] | None = None) -> Any:
