@@ -411,3 +411,19 @@ def test_list_fits_the_terminal_and_shows_one_release_when_asked(columns: str) -
     assert "what apply does on vLLM 0.17.1:" in one.stdout.splitlines()
     assert "  eagle3-whitelist        pinned-diff" in one.stdout.splitlines()
     assert_refused(run_cli("list", "--vllm-version", "0.17.1", "--all"), 2, "not both")
+
+
+def test_global_options_are_declared_once_and_cluster_refuses_a_target_as_a_usage_error(
+    tmp_path: Path,
+) -> None:
+    """--python, --target, --json and --patches read the same before and after a command (one
+    declaration), and cluster's refusal of a bare site-packages is the usage exit every other
+    refusal of an option gives, before Ray is looked for."""
+    before = run_cli("--help").stdout
+    after = run_cli("status", "--help").stdout
+    for flag in ("--python PATH", "--target DIR", "--json", "--patches DIR"):
+        assert flag in before and flag in after, flag
+    assert_refused(
+        run_cli("--target", str(tmp_path), "cluster", "status"), 2, "cluster works through"
+    )
+    assert_refused(run_cli("cluster", "status", "--target", str(tmp_path)), 2, "--python")

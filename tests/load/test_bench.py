@@ -300,9 +300,10 @@ sys.path.insert(0, sys.argv[2])
 from tests.payoff.scrapes import http_server, metrics
 from vllm_patcher.serving import client
 from vllm_patcher.cli import main
-from vllm_patcher.cli.payoff import bench as payoff_bench
+from types import SimpleNamespace
+from vllm_patcher.cli.base import Options
 client.SCRIPT = Path(sys.argv[1])  # a load client that loads nothing and never ends
-payoff_bench.vllm_python = lambda opts, what: sys.executable
+Options.vllm_target = lambda self, what: SimpleNamespace(python=sys.executable)
 body = metrics(per_pos=(0.0, 0.0)).encode()
 with http_server(lambda n: (200, "text/plain", body)) as url:
     main(["payoff", "bench", url, "--baseline-url", url, "--concurrency", "1"],

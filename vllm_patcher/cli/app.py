@@ -48,47 +48,48 @@ def named(parent: click.Context | None, info_name: str | None) -> None:
         app.command = " ".join(filter(None, [command_name(parent), info_name])) or None
 
 
-_GLOBAL_KEYS = ("g_python", "g_directory", "g_json", "g_patches")
+# The options every command takes, before it or after it (``status --json``), declared once:
+# the root group's parameter name, its flag and click's settings.
+GLOBAL_OPTIONS: tuple[tuple[str, str, dict[str, Any]], ...] = (
+    ("python", "--python", {
+        "metavar": "PATH", "multiple": True,
+        "help": "Interpreter or venv directory of the vLLM environment to work on (default: "
+                "this interpreter if it has vLLM, else the active VIRTUAL_ENV).",
+    }),
+    ("directory", "--target", {
+        "metavar": "DIR", "multiple": True,
+        "help": "site-packages directory of the vLLM to work on (no interpreter).",
+    }),
+    ("as_json", "--json", {"is_flag": True, "help": "Print machine-readable JSON."}),
+    ("patch_dirs", "--patches", {
+        "metavar": "DIR", "multiple": True, "type": click.Path(path_type=Path),
+        "help": "A folder of your own patches (repeatable; else VLLM_PATCHER_PATCHES or "
+                "pyproject.toml).",
+    }),
+)  # fmt: skip
+AFTER = "after_"  # the prefix of a global option's name when given after the command
 
 
-def global_params() -> list[click.Parameter]:
-    """The top-level options, accepted again after any subcommand (``status --json``)."""
+def global_params(prefix: str = "") -> list[click.Parameter]:
+    """The global options as click parameters: the root group's (no prefix), and each
+    command's copy (``AFTER``), accepted after the command's name."""
     return [
-        click.Option(
-            ["--python", "g_python"],
-            metavar="PATH",
-            multiple=True,
-            help="Interpreter or venv directory of the vLLM environment to work on.",
-        ),
-        click.Option(
-            ["--target", "g_directory"],
-            metavar="DIR",
-            multiple=True,
-            help="site-packages directory of the vLLM to work on (no interpreter).",
-        ),
-        click.Option(["--json", "g_json"], is_flag=True, help="Print machine-readable JSON."),
-        click.Option(
-            ["--patches", "g_patches"],
-            metavar="DIR",
-            multiple=True,
-            type=click.Path(path_type=Path),
-            help="A folder of your own patches (repeatable).",
-        ),
+        click.Option([flag, prefix + name], **settings) for name, flag, settings in GLOBAL_OPTIONS
     ]
 
 
 def merge_globals(ctx: click.Context) -> None:
     """Fold the global options given after a (sub)command into the run's ``Options``."""
-    given = {key: ctx.params.pop(key, None) for key in _GLOBAL_KEYS}
+    given = {name: ctx.params.pop(AFTER + name, None) for name, _, _ in GLOBAL_OPTIONS}
     app = ctx.find_object(Application)
     if app is None or app.given is None:  # pragma: no cover - the root group always sets it
         return
     merge_after(
         app.given,
-        tuple(given["g_python"] or ()),
-        tuple(given["g_directory"] or ()),
-        bool(given["g_json"]),
-        tuple(given["g_patches"] or ()),
+        tuple(given["python"] or ()),
+        tuple(given["directory"] or ()),
+        bool(given["as_json"]),
+        tuple(given["patch_dirs"] or ()),
     )
 
 
@@ -97,7 +98,7 @@ class Command(click.Command):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.params.extend(global_params())
+        self.params.extend(global_params(AFTER))
 
     def make_context(
         self,

@@ -49,7 +49,35 @@ class Options:
         self.located = locate_mod.Located()  # this run's: each install is located once
 
     def target(self) -> target_mod.Target:
+        """The vLLM install to work on (--python, --target or the default), located once."""
         return self.located.locate(self.python, self.directory)
+
+    def vllm_target(self, what: str) -> target_mod.Target:
+        """The install of a command that runs vLLM, located once (its interpreter is the one to
+        run; ``what``: "payoff sweep starts vLLM"): a --target tree or no vLLM here is refused,
+        naming --python."""
+        if self.directory is not None:
+            raise BadSetting(f"{what}: give --python, not --target")
+        try:
+            target = self.target()
+        except TargetNotFound:
+            if self.python is not None:
+                raise
+            raise TargetNotFound(
+                f"{what} and this interpreter has no vLLM; give the vLLM venv with "
+                "--python /path/to/venv"
+            ) from None
+        if target.python is None:  # pragma: no cover - a located install has its interpreter
+            raise BadSetting(f"{what}: give --python, not --target")
+        return target
+
+    def interpreter(self, what: str) -> str:
+        """The interpreter of a command that runs code elsewhere and needs no vLLM here (the
+        cluster's Ray driver): --python's, else this one with vLLM, else the active venv's; a
+        --target tree is refused (``what`` says why)."""
+        if self.directory is not None:
+            raise BadSetting(what)
+        return locate_mod.interpreter(self.python) if self.python else locate_mod.default_python()
 
     def hub_python(self) -> str:
         """The interpreter that looks repo ids up in the local Hugging Face cache (doctor,
@@ -217,8 +245,7 @@ def root_options(
     opts = Options(
         one_value("--python", python), one_value("--target", directory), as_json, patches
     )
-    if opts.python and opts.directory:
-        raise BadSetting("--python and --target are exclusive; pass one")
+    _one_install(opts)
     from ..patching.journal import lock_timeout  # --help and --version never need the journal
 
     lock_timeout()  # a bad VLLM_PATCHER_LOCK_TIMEOUT is a usage error for every command
@@ -250,6 +277,10 @@ def merge_after(
                 "give them in one place"
             )
         opts.patch_dirs = patches
+    _one_install(opts)
+
+
+def _one_install(opts: Options) -> None:
     if opts.python and opts.directory:
         raise BadSetting("--python and --target are exclusive; pass one")
 
@@ -266,28 +297,3 @@ def chosen_line(target: target_mod.Target) -> str:
     where = target.python if target.python is not None else target.site_packages
     why = _CHOSEN_TEXT.get(target.chosen_by, target.chosen_by)
     return f"target: {where}" + (f" ({why})" if why else "")
-
-
-def vllm_python(opts: Options, what: str) -> str:
-    """The target's interpreter for a command that runs vLLM (``what``: "payoff bench runs
-    vLLM's benchmark client"): a --target tree or no vLLM here is refused, naming --python."""
-    return str(vllm_target(opts, what).python)
-
-
-def vllm_target(opts: Options, what: str) -> target_mod.Target:
-    """The install of a command that runs vLLM, located once (its interpreter is the one to run):
-    a --target tree or no vLLM here is refused, naming --python."""
-    if opts.directory is not None:
-        raise BadSetting(f"{what}: give --python, not --target")
-    try:
-        target = opts.target()
-    except TargetNotFound:
-        if opts.python is not None:
-            raise
-        raise TargetNotFound(
-            f"{what} and this interpreter has no vLLM; give the vLLM venv with "
-            "--python /path/to/venv"
-        ) from None
-    if target.python is None:  # pragma: no cover - a located install always has its interpreter
-        raise BadSetting(f"{what}: give --python, not --target")
-    return target

@@ -7,7 +7,6 @@ from typing import Any
 import click
 
 from ..cluster import nodes as cluster_mod
-from ..install import locate as locate_mod
 from .app import SubGroup, pass_app
 from .base import Application
 from .render import cluster as render
@@ -39,13 +38,11 @@ def _run_cluster(
     app: Application, command: str, address: str, timeout: float, strict: bool = False
 ) -> None:
     opts = app.options
-    if opts.directory:
-        raise click.UsageError(
-            "cluster works through an interpreter (--python); for a bare site-packages on a node "
-            f"set {cluster_mod.SITE_ENV} in that node's environment"
-        )
+    python = opts.interpreter(
+        "cluster works through an interpreter (--python); for a bare site-packages on a node "
+        f"set {cluster_mod.SITE_ENV} in that node's environment"
+    )
     catalogue = opts.catalogue()
-    python = locate_mod.interpreter(opts.python) if opts.python else locate_mod.default_python()
     report = cluster_mod.run(
         command,
         python,

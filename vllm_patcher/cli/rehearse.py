@@ -10,7 +10,7 @@ import click
 from ..errors import BadSetting, RehearsalInterrupted
 from . import options
 from .app import ServeCommand, pass_app
-from .base import Application, vllm_target
+from .base import Application
 from .render import rehearse as render
 
 
@@ -52,7 +52,7 @@ def rehearse(
 
     opts = app.options
     args = parse(serve_args)
-    target = vllm_target(opts, "rehearse starts vLLM")  # one locate for the whole run
+    target = opts.vllm_target("rehearse starts vLLM")  # one locate for the whole run
     refused = serve_pipeline_refusal(args, target.version)
     if refused is not None:
         raise BadSetting(refused)

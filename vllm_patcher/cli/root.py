@@ -10,7 +10,7 @@ from types import MappingProxyType
 
 import click
 
-from .app import Group, pass_app
+from .app import Group, global_params, pass_app
 from .base import Application, root_options
 
 # Each command's module is imported when that command runs (or --help lists them all).
@@ -36,32 +36,9 @@ COMMANDS = MappingProxyType(
 
 @click.group(
     cls=Group,
+    params=global_params(),
     lazy_commands=COMMANDS,
     context_settings={"help_option_names": ["-h", "--help"]},
-)
-@click.option(
-    "--python",
-    "python",
-    metavar="PATH",
-    multiple=True,
-    help="Interpreter or venv directory of the vLLM environment to work on "
-    "(default: this interpreter if it has vLLM, else the active VIRTUAL_ENV).",
-)
-@click.option(
-    "--target",
-    "directory",
-    metavar="DIR",
-    multiple=True,
-    help="site-packages directory of the vLLM to work on (no interpreter).",
-)
-@click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
-@click.option(
-    "--patches",
-    "patch_dirs",
-    metavar="DIR",
-    multiple=True,
-    type=click.Path(path_type=Path),
-    help="A folder of your own patches (repeatable; else VLLM_PATCHER_PATCHES or pyproject.toml).",
 )
 @click.version_option(package_name="vllm-patcher")
 @click.pass_context

@@ -8,7 +8,7 @@ import click
 
 from .. import options
 from ..app import Command, pass_app
-from ..base import Application, vllm_python
+from ..base import Application
 from ..render import payoff as render
 from ..render.reached import bench_line
 
@@ -49,7 +49,7 @@ def payoff_bench(
     from ...errors import BenchInterrupted
     from ...serving.server import signals_interrupt
 
-    python = vllm_python(opts, "payoff bench runs vLLM's benchmark client")
+    python = str(opts.vllm_target("payoff bench runs vLLM's benchmark client").python)
     try:
         with signals_interrupt():  # SIGTERM, SIGHUP: as Ctrl-C, the client's group stopped
             result = bench.run(

@@ -15,7 +15,7 @@ from ...errors import (
 from ...payoff.scrape import is_url
 from .. import options, outcomes
 from ..app import ServeCommand, pass_app
-from ..base import Application, vllm_target
+from ..base import Application
 from ..render import payoff as render
 
 
@@ -121,7 +121,7 @@ def payoff_sweep(
         from ..render.plot import check_available
 
         check_available(plot)
-    target = vllm_target(opts, "payoff sweep starts vLLM")  # one locate for the whole run
+    target = opts.vllm_target("payoff sweep starts vLLM")  # one locate for the whole run
     python = str(target.python)
     from ...progress import Reached
     from ...serving import client as load_client
