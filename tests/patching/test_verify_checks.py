@@ -25,9 +25,10 @@ from pathlib import Path
 
 import pytest
 
-from vllm_patcher import releases, scripts
+from vllm_patcher import releases
 from vllm_patcher.catalogue.folders import load_catalogue
 from vllm_patcher.catalogue.layout import layout
+from vllm_patcher.intarget import scripts
 from vllm_patcher.patching import verify
 from vllm_patcher.wheels import sources
 
@@ -429,7 +430,7 @@ def test_no_check_runs_when_an_import_failed(tmp_path: Path) -> None:
 def probe_imports(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
     """scripts/probe.py's import tier, called in this process on modules written to tmp_path:
     ``probe_imports(modules)`` -> (ok, not judged, the recorded checks)."""
-    from vllm_patcher.scripts import probe
+    from vllm_patcher.intarget.scripts import probe
 
     monkeypatch.syspath_prepend(str(tmp_path))
     for name, text in {
@@ -501,15 +502,26 @@ def test_the_import_tier_imports_each_touched_file_as_its_module() -> None:
     assert [verify.module_name(rel) for rel in CATALOGUE.all_paths()] == [
         "vllm.config.speculative",
         "vllm.model_executor.models.deepseek_v2",
+        "vllm.model_executor.models.ernie45_moe",
+        "vllm.model_executor.models.exaone4",
+        "vllm.model_executor.models.gemma2",
+        "vllm.model_executor.models.gemma3",
+        "vllm.model_executor.models.gemma3_mm",
+        "vllm.model_executor.models.glm4_moe",
+        "vllm.model_executor.models.glm4_moe_lite",
         "vllm.model_executor.models.granite",
         "vllm.model_executor.models.granitemoe",
+        "vllm.model_executor.models.granitemoehybrid",
         "vllm.model_executor.models.granitemoeshared",
         "vllm.model_executor.models.hunyuan_v1",
+        "vllm.model_executor.models.internlm2",
         "vllm.model_executor.models.kimi_k25",
         "vllm.model_executor.models.mimo_v2",
         "vllm.model_executor.models.mimo_v2_flash",
         "vllm.model_executor.models.minimax_m2",
+        "vllm.model_executor.models.mixtral",
         "vllm.model_executor.models.nemotron_h",
+        "vllm.model_executor.models.qwen2_moe",
         "vllm.model_executor.models.qwen3_moe",
         "vllm.model_executor.models.qwen3_next",
         "vllm.model_executor.models.qwen3_vl",

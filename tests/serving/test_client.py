@@ -215,7 +215,7 @@ def test_what_the_client_leaves_behind_at_its_own_end_goes_with_it(
 def test_a_requests_environment_is_the_clients_own_with_the_requests_over_it(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from vllm_patcher.scripts.bench_client import use_environment
+    from vllm_patcher.intarget.scripts.bench_client import use_environment
 
     for name in list(os.environ):  # monkeypatch puts the test process's environment back
         monkeypatch.delenv(name)
@@ -278,7 +278,7 @@ def test_a_vllm_without_the_benchmark_client_answers_each_request_with_why() -> 
 
 
 def test_the_client_script_marks_a_taken_request_as_the_launcher_reads_it() -> None:
-    from vllm_patcher.scripts import bench_client
+    from vllm_patcher.intarget.scripts import bench_client
 
     assert bench_client.TAKEN_LINE == client.TAKEN_LINE
 

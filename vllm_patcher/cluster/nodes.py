@@ -29,8 +29,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import scripts
 from ..errors import ClusterError, PatcherError, TargetNotFound
+from ..intarget import scripts
 from ..runtime import ScriptNotRun, run_script
 
 # the vllm_patcher package (shipped whole to the nodes)

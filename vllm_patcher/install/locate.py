@@ -31,8 +31,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
-from .. import scripts
 from ..errors import TargetNotFound
+from ..intarget import scripts
 from .dist import DistFolder, dist_key, find_distribution
 from .record import RecordRow
 from .reference import by_pin, by_record
@@ -219,7 +219,7 @@ def _locate(info: dict[str, Any], python: Path | None, who: str) -> Target:
 
 
 def _gather_here() -> dict[str, Any]:
-    from ..scripts.where_vllm import gather
+    from ..intarget.scripts.where_vllm import gather
 
     result: dict[str, Any] = gather(list(DIST_NAMES))
     return result

@@ -11,8 +11,8 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
-from .. import scripts
 from ..errors import ModelFilesError
+from ..intarget import scripts
 from ..runtime import ScriptNotRun, environ, run_script
 
 # huggingface_hub's own rule for a repo id (``validate_repo_id``): ``name`` or ``org/name``.

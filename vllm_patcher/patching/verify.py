@@ -26,11 +26,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import scripts
 from ..catalogue import support
 from ..catalogue.layout import Layout, Verdict, layout
 from ..catalogue.model import Catalogue
 from ..install.target import Target
+from ..intarget import scripts
 from ..releases import has_allow_list
 from ..runtime import ScriptNotRun, run_script
 from . import status as status_mod
@@ -114,7 +114,7 @@ def module_name(rel: str) -> str:
 
 
 # The checks every family backport gets from its [family] table, run with it as ctx.family.
-FAMILY_CHECKS = Path(__file__).with_name("checklib") / "family.py"
+FAMILY_CHECKS = Path(__file__).resolve().parent.parent / "intarget" / "checklib" / "family.py"
 
 
 def check_files(lay: Layout) -> list[tuple[str, Path] | tuple[str, Path, dict[str, Any]]]:

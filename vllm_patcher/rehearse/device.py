@@ -5,8 +5,8 @@ host without a GPU has none, and says so in one line here instead of after the s
 
 from __future__ import annotations
 
-from .. import scripts
 from ..errors import NoDevice, TargetNotFound
+from ..intarget import scripts
 from ..runtime import ScriptNotRun, run_script
 
 NO_DEVICE = (

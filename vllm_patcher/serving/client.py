@@ -35,7 +35,8 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from .. import runtime, scripts
+from .. import runtime
+from ..intarget import scripts
 from . import connections, process_tree
 
 SCRIPT = scripts.path("bench_client")

@@ -9,7 +9,7 @@ snapshot in the local cache, offline, through that venv's huggingface_hub; ``ben
 vLLM's own ``vllm bench serve`` with its results file, the one script that answers many requests,
 one per stdin line, each with one JSON line (started and asked by ``serving.client``, not
 ``runtime.run_script``); ``probe`` verify's import and behaviour tiers (it makes the check library,
-``patching/checklib/``, importable to the patches' check files); ``ray_driver`` the Ray driver of
+``intarget/checklib/``, importable to the patches' check files); ``ray_driver`` the Ray driver of
 ``vllm-patcher cluster`` (the tool itself is shipped to the nodes); ``device`` the device vLLM
 detects (rehearse asks before it starts a server)."""
 

@@ -37,7 +37,7 @@ The check API (check files live in ``patches/<patch-name>/checks/*.py``):
 - Recorded name: ``<patch-name>: <first line of the docstring, else the function's name>``, tier
   ``behaviour``. A check file that does not import is one failed check naming the file.
 - Besides those, a check file can import the check library, ``vllm_patcher_checklib`` (the
-  ``patching/checklib/`` folder of this script's package, made importable here before any check
+  ``intarget/checklib/`` folder of this script's package, made importable here before any check
   file loads):
   what several patches' checks share, e.g. ``eagle3.implements_supports_eagle3``, the check that
   a model family implements EAGLE-3. An AssertionError it raises is the calling check's verdict,
@@ -68,7 +68,7 @@ from typing import Any
 
 CHECKS: list[dict[str, Any]] = []
 # The check library: what several patches' checks share (checklib/__init__.py says what is there).
-LIBRARY = Path(__file__).resolve().parent.parent / "patching" / "checklib"
+LIBRARY = Path(__file__).resolve().parent.parent / "checklib"
 LIBRARY_NAME = "vllm_patcher_checklib"
 
 
@@ -120,7 +120,7 @@ def verdict_line(site: list[traceback.FrameSummary], own: str) -> int | None:
 
 
 def expose_library() -> None:
-    """Make the check library (``patching/checklib/`` of this script's package) importable by check files as
+    """Make the check library (``intarget/checklib/`` of this script's package) importable by check files as
     ``vllm_patcher_checklib``, whether or not this interpreter has vllm_patcher."""
     spec = importlib.util.spec_from_file_location(
         LIBRARY_NAME, LIBRARY / "__init__.py", submodule_search_locations=[str(LIBRARY)]
