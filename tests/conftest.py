@@ -583,3 +583,18 @@ def copy_builtins(
                 shutil.rmtree(pins / p.name)
         (pins / "series").write_text("".join(f"{n}\n" for n in keep))
     return pins, {"VLLM_PATCHER_PATCHES_DIR": str(pins)}
+
+
+def builtins_without_forward_ports(tmp_path: Path) -> Path:
+    """A copy of the built-ins without the families that have no upstream EAGLE-3 anywhere: the
+    range then ends where every built-in is upstream."""
+    copy = tmp_path / "patches"
+    shutil.copytree(REPO / "patches", copy)
+    never = {p.name for p in CATALOGUE.patches if p.fixed_in is None}
+    series = copy / "series"
+    series.write_text(
+        "".join(line for line in series.read_text().splitlines(True) if line.strip() not in never)
+    )
+    for name in never:
+        shutil.rmtree(copy / name)
+    return copy

@@ -17,7 +17,16 @@ from packaging.version import Version
 from vllm_patcher import errors
 from vllm_patcher.catalogue.support import first_patchable
 
-from ..conftest import CATALOGUE, REPO, UNPINNED, assert_refused, run_cli, scratch_tree, snapshot
+from ..conftest import (
+    CATALOGUE,
+    REPO,
+    UNPINNED,
+    assert_refused,
+    builtins_without_forward_ports,
+    run_cli,
+    scratch_tree,
+    snapshot,
+)
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -110,7 +119,7 @@ def test_the_supported_range_follows_the_built_ins_fixed_in(tmp_path: Path) -> N
     """The range `list` and every refusal print is read from the patch folders: moving the
     last two built-ins' fixed_in (eagle3-granite's, eagle3-granitemoe's) moves it, with no second
     place to edit."""
-    copy = _without_forward_ports(tmp_path)
+    copy = builtins_without_forward_ports(tmp_path)
     for patch in ("eagle3-granite", "eagle3-granitemoe"):
         toml = copy / patch / "patch.toml"
         toml.write_text(re.sub(r'(?m)^fixed_in = ".*"$', 'fixed_in = "0.26.0"', toml.read_text()))
@@ -132,21 +141,6 @@ def test_the_supported_range_follows_the_built_ins_fixed_in(tmp_path: Path) -> N
     assert shipped.endswith(f"no upstream EAGLE-3 in any release: {', '.join(never)})"), shipped
     assert moved.startswith("0.11.0 to 0.25.x,"), moved
     assert "eagle3-granitemoe upstream from 0.26.0" in moved
-
-
-def _without_forward_ports(tmp_path: Path) -> Path:
-    """A copy of the built-ins without the families that have no upstream EAGLE-3 anywhere: the
-    range then ends where every built-in is upstream."""
-    copy = tmp_path / "patches"
-    shutil.copytree(REPO / "patches", copy)
-    never = {p.name for p in CATALOGUE.patches if p.fixed_in is None}
-    series = copy / "series"
-    series.write_text(
-        "".join(line for line in series.read_text().splitlines(True) if line.strip() not in never)
-    )
-    for name in never:
-        shutil.rmtree(copy / name)
-    return copy
 
 
 def _relabel(site: Path, version: str) -> None:
@@ -189,7 +183,7 @@ def test_a_wildcard_releases_specifier_in_a_built_in_is_read_not_a_traceback(
 ) -> None:
     import json
 
-    copy = _without_forward_ports(tmp_path)
+    copy = builtins_without_forward_ports(tmp_path)
     toml = copy / "eagle3-granite" / "patch.toml"
     toml.write_text(toml.read_text().replace('releases = ">=0.11.0"', 'releases = "==0.*"'))
     proc = run_cli("list", "--json", env={"VLLM_PATCHER_PATCHES_DIR": str(copy)})
@@ -216,7 +210,7 @@ def test_a_bad_family_table_is_one_line_and_exit_13(tmp_path: Path, edit: str, s
     """A [family] table the codemod would write into vLLM's source as it stands (a quote in a
     model type, a newline in the name), a file outside vllm/, a misspelt key, a class name that
     is not one: refused when the catalogue loads, before any file is read or written."""
-    copy = _without_forward_ports(tmp_path)
+    copy = builtins_without_forward_ports(tmp_path)
     toml = copy / "eagle3-granite" / "patch.toml"
     text = toml.read_text()
     assert edit in text

@@ -119,7 +119,10 @@ def test_granite_on_a_release_before_0_11_0_names_eagle3_granite_and_its_range(
     )  # fmt: skip
     assert code == 1
     (release,) = [f for f in data["findings"] if f["check"] == "vllm-release"]
-    assert release["level"] == PROBLEM and "cannot serve EAGLE-3 for a Granite target" in release["message"]
+    assert (
+        release["level"] == PROBLEM
+        and "cannot serve EAGLE-3 for a Granite target" in release["message"]
+    )
     assert "eagle3-granite" in release["message"] and "0.32.0" in release["message"]
 
 

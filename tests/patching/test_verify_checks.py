@@ -683,6 +683,7 @@ def test_built_in_checks_are_red_on_pristine_0151(pristine_probe: list[verify.Ch
         "eagle3-whitelist: SpeculativeConfig eagle3 rejects gpt2 (not on the list)",
         "supports-eagle3: forward without aux layers returns the plain tensor",
         f"eagle3-qwen3-next: {FAMILY_ALLOW}",
+        f"eagle3-qwen2-moe: {FAMILY_ALLOW}",  # "qwen" admits qwen2_moe too
         *captured_already,
         # Qwen3-MoE (from 0.11.1) and Qwen3-VL (0.12.0; its MoE language model 0.15.0) are
         # upstream in 0.15.1: their checks hold on the release's own code
