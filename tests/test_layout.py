@@ -329,3 +329,30 @@ def test_every_folder_says_what_it_holds_in_its_docstring() -> None:
             if module.stem != "__init__" and module.stem not in doc:
                 unnamed.append(f"{_module_name(init)}: {module.stem}")
     assert unnamed == []
+
+
+def test_the_check_library_runs_only_in_the_target_and_in_target_code_imports_no_tool_module() -> (
+    None
+):
+    """``intarget/`` holds what runs in another interpreter: nothing of the tool imports the
+    check library (the probe exposes it there by path), and neither the check library nor the
+    scripts import the rest of the tool (the target's interpreter may not have it), but the Ray
+    driver, which runs the tool itself on each node (shipped to them with it)."""
+    graph = _graph()
+    graph.pop("vllm_patcher.intarget.scripts.ray_driver")
+    inside = "vllm_patcher.intarget"
+    library = f"{inside}.checklib"
+    users = sorted(
+        name
+        for name, deps in graph.items()
+        if not name.startswith(inside) and any(d.startswith(library) for d in deps)
+    )
+    assert users == []
+    reaching_out = sorted(
+        f"{name} -> {dep}"
+        for name, deps in graph.items()
+        if name.startswith(inside + ".")
+        for dep in deps
+        if not dep.startswith(inside) and dep != "vllm_patcher"
+    )
+    assert reaching_out == []
