@@ -377,3 +377,28 @@ def test_a_local_or_pre_release_build_is_judged_by_the_release_it_belongs_to(
         after["vllm/model_executor/models/granite.py"]
         != before["vllm/model_executor/models/granite.py"]
     )
+
+
+def test_a_release_newer_than_every_pin_gets_the_forward_ports_model_files_only(
+    tmp_path: Path,
+) -> None:
+    """0.34.0's files labelled 0.35.0 (no pin, no allow-list): the families with no upstream
+    EAGLE-3 anywhere are pending by their codemods on their model files alone, apply --strict
+    names a model file, and apply then revert gives the bytes back."""
+    import json
+
+    site = scratch_tree("0.34.0", tmp_path / "site")
+    _relabel(site, "0.35.0")
+    before = snapshot(site)
+    st = json.loads(run_cli("--target", str(site), "--json", "status", check=True).stdout)
+    forward = {p.name for p in CATALOGUE.patches if p.fixed_in is None}
+    files = {p["name"]: p["files"] for p in st["patches"] if p["name"] in forward}
+    assert set(files) == forward
+    assert all(f and SPEC not in f for f in files.values()), files
+    strict = run_cli("--target", str(site), "apply", "--strict")
+    assert strict.returncode == 7 and "vllm/model_executor/models/" in strict.stderr
+    assert snapshot(site) == before
+    run_cli("--target", str(site), "apply", check=True)
+    run_cli("--target", str(site), "revert", check=True)
+    after = snapshot(site)
+    assert {k: v for k, v in after.items() if ".vllm-patcher" not in k} == before

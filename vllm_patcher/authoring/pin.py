@@ -41,7 +41,9 @@ def pin_release(
     if all(v is not Verdict.APPLICABLE for v in lay.verdicts.values()):
         return PinResult(version, "upstream")
     running: dict[str, str] = {}
-    for rel in {c.path for p in coded for c in p.applicable_transforms(target.record)}:
+    for rel in {
+        c.path for p in coded for c in p.applicable_transforms(target.record, target.version)
+    }:
         data = target.path(rel).read_bytes()
         if file_hash(data) != target.record.get(rel):
             raise LocallyModified(
@@ -54,7 +56,7 @@ def pin_release(
         if lay.verdicts.get(patch.name) is not Verdict.APPLICABLE:
             continue
         entries = []
-        for change in patch.applicable_transforms(target.record):
+        for change in patch.applicable_transforms(target.record, target.version):
             before = running[change.path]
             result = change.rewrite(before, target.version)
             if result.changed:

@@ -30,6 +30,7 @@ from packaging.version import InvalidVersion, Version
 from ..errors import PatchFolderError
 from .family import ALLOW_LIST_FILE, Family, read_family
 from .model import (
+    ALLOW_LIST_CODEMOD,
     BUILTIN,
     MANIFEST,
     NAME_RULE,
@@ -294,7 +295,7 @@ def _transforms(raw: object, where: Path, origin: str) -> tuple[FileChange, ...]
 
 def family_changes(family: Family) -> tuple[FileChange, ...]:
     """A family's files and codemods: the allow-list, then each model file."""
-    allow = [FileChange(ALLOW_LIST_FILE, "allow_list:rewrite", family=family)]
+    allow = [FileChange(ALLOW_LIST_FILE, ALLOW_LIST_CODEMOD, family=family)]
     models = [m for m in family.models if m.rewrite]
     return (
         *(allow if family.allow_list else []),

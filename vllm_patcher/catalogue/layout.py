@@ -87,7 +87,7 @@ def layout(
             verdicts[p.name] = Verdict.UPSTREAM
             continue
         pin = p.pin(version)
-        by_path = {c.path: c for c in p.applicable_transforms(record)}
+        by_path = {c.path: c for c in p.applicable_transforms(record, version)}
         mine: list[tuple[str, PinnedFile | None, FileChange | None]]
         if pin is not None:
             mine = [(rel, pin.files[rel], by_path.get(rel)) for rel in sorted(pin.files)]

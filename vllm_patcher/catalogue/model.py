@@ -18,7 +18,7 @@ from packaging.specifiers import Specifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from ..errors import BadSetting, PatchFolderError
-from ..releases import base_version, public_version, release_of
+from ..releases import base_version, has_allow_list, public_version, release_of
 
 PATCH_TOML = "patch.toml"
 
@@ -129,6 +129,9 @@ if TYPE_CHECKING:
     from .family import Family
 
 
+ALLOW_LIST_CODEMOD = "allow_list:rewrite"  # a family's allow-list entry (folders.family_changes)
+
+
 class FileChange(NamedTuple):
     """One file a patch rewrites, and the transform that rewrites it."""
 
@@ -137,7 +140,15 @@ class FileChange(NamedTuple):
     needs: str | None = None  # only applicable when the release ships this file
     family: Family | None = None  # a family codemod's description (its patch.toml's [family])
 
-    def applies_to(self, record: dict[str, str]) -> bool:
+    def applies_to(self, record: dict[str, str], version: str | None = None) -> bool:
+        """The release ships the file (and what it needs); a family's allow-list entry only
+        where ``version`` still has the allow-list (through 0.21.x)."""
+        if self.family is not None and self.transform == ALLOW_LIST_CODEMOD and version:
+            try:
+                if not has_allow_list(version):
+                    return False
+            except InvalidVersion:
+                pass  # the caller refuses an unreadable release with its own words
         return self.path in record and (self.needs is None or self.needs in record)
 
     def rewrite(self, source: str, version: str | None = None) -> Rewrite:
@@ -266,15 +277,17 @@ class Patch(NamedTuple):
     def check_files(self) -> list[Path]:
         return sorted((self.folder / "checks").glob("*.py"))
 
-    def applicable_transforms(self, record: dict[str, str]) -> tuple[FileChange, ...]:
-        return tuple(c for c in self.transforms if c.applies_to(record))
+    def applicable_transforms(
+        self, record: dict[str, str], version: str | None = None
+    ) -> tuple[FileChange, ...]:
+        return tuple(c for c in self.transforms if c.applies_to(record, version))
 
     def files_for(self, version: str, record: dict[str, str]) -> list[str]:
         """The files this patch touches on ``version`` (pinned, else its transforms')."""
         pin = self.pin(version)
         if pin is not None:
             return sorted(pin.files)
-        return [c.path for c in self.applicable_transforms(record)]
+        return [c.path for c in self.applicable_transforms(record, version)]
 
     def all_paths(self) -> list[str]:
         paths = {c.path for c in self.transforms}
