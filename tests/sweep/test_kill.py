@@ -62,13 +62,13 @@ from pathlib import Path
 server_script, client_script, pid_file, repo = sys.argv[1:5]
 sys.path.insert(0, repo)
 from vllm_patcher.cli import main
-from vllm_patcher.cli.payoff import sweep as payoff_sweep
+from vllm_patcher.cli.base import Options
 from vllm_patcher.serving import client, server
 client.SCRIPT = Path(client_script)
 server.command = lambda python, args, port: [sys.executable, server_script, str(port), pid_file,
                                              repo]
-payoff_sweep.vllm_target = lambda opts, what: types.SimpleNamespace(python=Path(sys.executable),
-                                                                    version=None)
+Options.vllm_target = lambda self, what: types.SimpleNamespace(python=Path(sys.executable),
+                                                               version=None)
 main(["payoff", "sweep", "--k", "0,1", "--concurrency", "1", "--repeat", "1", "--",
       "/m/t", "--speculative-config", sys.argv[5]], prog_name="vllm-patcher")
 """
