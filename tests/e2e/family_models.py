@@ -189,8 +189,6 @@ def nemotron_h(d: Path, seed: int = 0) -> None:
     config class; layer 2 the MLP. Checked on the CPU engine with prefix caching off (its
     "align" Mamba cache mode calls a Triton kernel the CPU build lacks)."""
     pattern, heads, head_dim, groups, state, conv = "M*-MM-M*", 4, 64, 2, 64, 4
-    inner = heads * head_dim
-    conv_dim = inner + 2 * groups * state
     w = {k.replace("model.embed_tokens", "backbone.embeddings").replace("model.norm", "backbone.norm_f"): v
          for k, v in em.stream(seed).items()}  # fmt: skip
     c2 = (4.0 / math.sqrt((8.0**2 + 5.66**2 + 4.0**2) / H)) ** 2  # relu2 of the normalised CONST
@@ -198,15 +196,8 @@ def nemotron_h(d: Path, seed: int = 0) -> None:
         p = f"backbone.layers.{layer}."
         w[p + "norm.weight"] = torch.ones(H)
         m = p + "mixer."
-        if kind == "M":  # in_proj = [z, x, B, C, dt], all zero; out_proj zero
-            w[m + "in_proj.weight"] = _zeros(inner + conv_dim + heads, H)
-            w[m + "conv1d.weight"] = _zeros(conv_dim, 1, conv)
-            w[m + "conv1d.bias"] = _zeros(conv_dim)
-            w[m + "A_log"] = _zeros(heads)
-            w[m + "D"] = torch.ones(heads)
-            w[m + "dt_bias"] = _zeros(heads)
-            w[m + "norm.weight"] = torch.ones(inner)
-            w[m + "out_proj.weight"] = _zeros(H, inner)
+        if kind == "M":
+            _mamba2(w, m, heads, head_dim, groups, state, conv)
         elif kind == "*":
             w[m + "q_proj.weight"] = _zeros(2 * HD, H)
             w[m + "k_proj.weight"] = _zeros(HD, H)
@@ -237,11 +228,19 @@ def nemotron_h(d: Path, seed: int = 0) -> None:
 GRANITE4_LAYERS = ["mamba", "attention", "mamba", "mamba", "attention", "mamba", "mamba", "mamba"]
 
 
-def _granite4_mamba(w: dict[str, torch.Tensor], m: str, heads: int, state: int, conv: int) -> None:
-    """``m``: a Mamba-2 mixer of one group adding zero (in_proj = [z, x, B, C, dt], out_proj
-    zero), its inner size ``heads`` x 64 (``mamba_expand`` x hidden)."""
-    inner = heads * 64
-    conv_dim = inner + 2 * state
+def _mamba2(
+    w: dict[str, torch.Tensor],
+    m: str,
+    heads: int,
+    head_dim: int,
+    groups: int,
+    state: int,
+    conv: int,
+) -> None:
+    """``m``: a Mamba-2 mixer adding zero (in_proj = [z, x, B, C, dt] and out_proj zero), of
+    ``heads`` x ``head_dim`` inner size and ``groups`` groups (Nemotron-H's, Granite 4's)."""
+    inner = heads * head_dim
+    conv_dim = inner + 2 * groups * state
     w[m + "in_proj.weight"] = _zeros(inner + conv_dim + heads, H)
     w[m + "conv1d.weight"] = _zeros(conv_dim, 1, conv)
     w[m + "conv1d.bias"] = _zeros(conv_dim)
@@ -269,7 +268,7 @@ def granitemoehybrid(d: Path, seed: int = 0) -> None:
         w[p + "input_layernorm.weight"] = torch.ones(H)
         w[p + "post_attention_layernorm.weight"] = torch.ones(H)
         if kind == "mamba":
-            _granite4_mamba(w, p + "mamba.", mamba_heads, state, conv)
+            _mamba2(w, p + "mamba.", mamba_heads, 64, 1, state, conv)  # one group
         else:
             w[p + "self_attn.q_proj.weight"] = _zeros(heads * HD, H)
             w[p + "self_attn.k_proj.weight"] = _zeros(HD, H)
