@@ -295,7 +295,7 @@ def test_the_mutable_state_guard_finds_each_kind() -> None:
     assert [line.split(":")[0] for line in found] == [f"line {n}" for n in (1, 2, 3, 4, 5, 12, 10)]
 
 
-LEAVES = {"errors", "fileops", "findings", "progress", "releases", "runtime"}
+LEAVES = {"errors", "events", "fileops", "findings", "progress", "releases", "runtime"}
 MAX_LEAF_LINES = 250
 
 

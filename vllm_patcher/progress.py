@@ -11,8 +11,8 @@ Three modes, picked once per run by ``Progress.for_stderr``:
 - ``off`` (``--json``): nothing at all; stderr carries only an error.
 
 A one-off message (``progress("downloading ...")``, a lock wait) is one line in ``tty`` and
-``plain``. Only the CLI makes one: the libraries pass ``Reached`` points to a callback, and
-``cli/render/reached.py`` words them.
+``plain``. Only the CLI makes one: the libraries pass typed events (``events.py``) to a callback,
+and ``cli/render/events.py`` words them.
 """
 
 from __future__ import annotations
@@ -21,8 +21,7 @@ import os
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
-from typing import Any, TextIO
+from typing import TextIO
 
 TTY, PLAIN, OFF = "tty", "plain", "off"
 TICK = 1.0  # seconds between the terminal's in-place counts
@@ -123,14 +122,3 @@ class Progress:
             stream.flush()
         except (OSError, ValueError):
             self.mode = OFF
-
-
-@dataclass(frozen=True)
-class Reached:
-    """A point a long run (a sweep, a rehearsal) reached, as data: ``what`` names the point and
-    ``facts`` its values. The libraries (a sweep, a rehearsal, a wheel fetch) pass these to their
-    ``say`` callback; the command line
-    words them (``cli/render/reached.py``), so no library builds a line of text."""
-
-    what: str
-    facts: dict[str, Any] = field(default_factory=dict)

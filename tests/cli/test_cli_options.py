@@ -382,7 +382,11 @@ def test_bench_and_sweep_refuse_an_empty_concurrency_list_alike(command: tuple[s
         (BENCH, ("--repeat", "0"), "--repeat 0: give 1 or more runs per concurrency"),
         (BENCH, ("--", "--num-p=8"), "--num-p after --: payoff bench sets it itself"),
         (BENCH, ("--", "--max_concurrency", "2"), "--max_concurrency after --: payoff bench sets"),
-        (SWEEP, ("--client-args", "--num-p=8"), "--client-args --num-p: the sweep sets it itself"),
+        (
+            SWEEP,
+            ("--client-args", "--num-p=8"),
+            "--client-args --num-p: payoff sweep sets it itself",
+        ),
         (SWEEP, ("--repeat", "-1"), "--repeat -1: give 1 or more runs per cell"),
         (SWEEP, ("--ready-timeout", "0"), "--ready-timeout takes a finite number of seconds"),
         (("rehearse",), ("--ready-timeout", "nan", "--", "/m"), "--ready-timeout takes a finite"),

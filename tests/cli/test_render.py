@@ -1,55 +1,82 @@
-"""The command line words what the libraries return: every progress point a sweep, a rehearsal,
-a load run or a wheel fetch passes (``progress.Reached``) has its template in
-``cli/render/reached.py``, and no library words one itself."""
+"""The command line words what the libraries return: every progress event a sweep, a rehearsal,
+a load or a wheel fetch passes (``vllm_patcher/events.py``) has its words in
+``cli/render/events.py``, and no library words one itself."""
 
 from __future__ import annotations
 
 import ast
-from collections.abc import Mapping
+import dataclasses
+import types
+import typing
 from pathlib import Path
 
-import pytest
+from vllm_patcher import events
+from vllm_patcher.cli.render import events as words
 
-from vllm_patcher.cli.render import reached
-from vllm_patcher.progress import Reached
+PACKAGE = Path(events.__file__).resolve().parent
 
-PACKAGE = Path(reached.__file__).resolve().parents[2]
-
-
-def _points(*modules: str) -> set[str]:
-    """The ``what`` of every ``Reached("...")`` the modules pass."""
-    return {what for module in modules for what in _points_of(module)}
-
-
-def _points_of(module: str) -> set[str]:
-    tree = ast.parse((PACKAGE / module).read_text(encoding="utf-8"))
-    return {
-        node.args[0].value
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Call)
-        and isinstance(node.func, ast.Name)
-        and node.func.id == "Reached"
-        and node.args
-        and isinstance(node.args[0], ast.Constant)
-    }
+RENDERERS = {
+    events.LoadEvent: words.bench_line,
+    events.SweepEvent: words.sweep_lines,
+    events.RehearseEvent: words.rehearse_line,
+    events.FetchEvent: words.fetch_line,
+}
+SAMPLE = {int: 3, float: 2.5, str: "x", bool: True, Path: Path("/l"), tuple[str, ...]: ("--port",),
+          tuple[int, ...]: (0, 2)}  # fmt: skip
 
 
-@pytest.mark.parametrize(
-    ("modules", "templates"),
-    [
-        (("sweep/run.py",), reached.SWEEP),
-        (("rehearse/run.py",), reached.REHEARSE),
-        (("load/bench.py",), reached.BENCH),
-        (("wheels/index.py", "wheels/fetch.py", "wheels/sources.py"), reached.FETCH),
-    ],
-)
-def test_every_point_a_library_reaches_has_its_words(
-    modules: tuple[str, ...],
-    templates: Mapping,  # type: ignore[type-arg]
-) -> None:
-    points = _points(*modules)
-    assert points  # the scan found the library's calls
-    assert points == set(templates), modules
+def _classes() -> list[type[events.Event]]:
+    return [
+        c for c in vars(events).values()
+        if isinstance(c, type) and issubclass(c, events.Event) and c is not events.Event
+    ]  # fmt: skip
+
+
+def _sample(cls: type[events.Event]) -> events.Event:
+    hints = typing.get_type_hints(cls)
+    values = {}
+    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+        kind = hints[f.name]
+        if isinstance(kind, types.UnionType):  # X | None: an X
+            kind = next(k for k in typing.get_args(kind) if k is not type(None))
+        values[f.name] = SAMPLE[kind]
+    return cls(**values)
+
+
+def test_every_event_belongs_to_one_group_and_its_group_words_it() -> None:
+    """Each event class is in exactly one group, and that group's words for it are filled: a
+    class left out of its renderer's ``match`` would give None here."""
+    classes = _classes()
+    assert len(classes) >= 20  # the scan found them
+    for cls in classes:
+        groups = [g for g in RENDERERS if cls in typing.get_args(g)]
+        assert len(groups) == 1, cls
+        said = RENDERERS[groups[0]](_sample(cls))  # type: ignore[operator]
+        if cls is events.RunStarting:  # payoff bench says nothing as each run starts
+            assert said is None
+        else:
+            assert said and "{" not in str(said), (cls, said)
+
+
+def _emitted() -> set[str]:
+    """The event classes some library outside ``cli/`` builds."""
+    names = {c.__name__ for c in _classes()}
+    out = set()
+    for path in PACKAGE.rglob("*.py"):
+        if "cli" in path.relative_to(PACKAGE).parts or path.name == "events.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id in names
+            ):
+                out.add(node.func.id)
+    return out
+
+
+def test_every_event_is_one_a_library_passes() -> None:
+    assert _emitted() == {c.__name__ for c in _classes()}
 
 
 def test_no_library_passes_a_progress_line_of_its_own() -> None:
@@ -106,42 +133,39 @@ def test_every_kind_of_note_a_library_makes_has_its_words() -> None:
     assert unworded == {}
 
 
-def test_the_words_are_filled_from_the_facts() -> None:
-    server = Reached(
-        "server",
-        {"k": 2, "what": "starting", "index": 3, "total": 5, "elapsed": 61.4, "left": 40.2},
-    )
+def test_the_words_are_filled_from_the_fields() -> None:
+    server = events.ServerNext(2, "starting", 3, 5, 61.4, 40.2)
+    assert words.sweep_lines(server) == [
+        "k = 2: starting server 3 of 5 (61 s so far, about 40 s to go)"
+    ]
+    first = events.ServerNext(0, "starting", 1, 5, 0.0, None)
+    assert words.sweep_lines(first) == ["k = 0: starting server 1 of 5 (0 s so far)"]
+    failed = events.ServerFailed(1, "it made no drafts", Path("/l/k1.log"))
+    assert words.sweep_lines(failed) == ["k = 1: it made no drafts; its log: /l/k1.log"]
+    phase = events.PhaseReached("KV cache sized", 12.2, "4096")
+    assert words.rehearse_line(phase) == "KV cache sized after 12 s (4096 tokens)"
+    fetched = events.Fetched(12, "0.15.1", 1_234_567, 13, 2.04, "range")
     assert (
-        reached.sweep_line(server)
-        == "k = 2: starting server 3 of 5 (61 s so far, about 40 s to go)"
-    )
-    first = Reached(
-        "server", {"k": 0, "what": "starting", "index": 1, "total": 5, "elapsed": 0.0, "left": None}
-    )
-    assert reached.sweep_line(first) == "k = 0: starting server 1 of 5 (0 s so far)"
-    failed = Reached("failed", {"k": 1, "reason": "it made no drafts", "log": Path("/l/k1.log")})
-    assert reached.sweep_line(failed) == "k = 1: it made no drafts; its log: /l/k1.log"
-    phase = Reached("phase", {"label": "KV cache sized", "elapsed": 12.2, "tokens": 4096})
-    assert reached.rehearse_line(phase) == "KV cache sized after 12 s (4096 tokens)"
-    fetched = Reached(
-        "fetched",
-        {"files": 12, "version": "0.15.1", "bytes": 1_234_567, "requests": 13, "seconds": 2.04,
-         "method": "range"},
-    )  # fmt: skip
-    assert (
-        reached.fetch_line(fetched)
+        words.fetch_line(fetched)
         == "fetched 12 files of vllm-0.15.1: 1.2 MB in 13 requests, 2.0 s (range)"
     )
-    whole = Reached("no ranges", {"host": "example.org", "bytes": 0})
-    assert reached.fetch_line(whole) == (
+    whole = events.NoRanges("example.org", 0)
+    assert words.fetch_line(whole) == (
         "example.org does not answer range requests; downloading the whole wheel instead"
     )
-    measured = Reached("measured", {"c": 4, "repeat": 3})
-    assert reached.bench_line(measured) == "concurrency 4 measured (3 run(s))"
-    warming = Reached("warming", {"url": "http://127.0.0.1:8000", "prompts": 4})
-    assert reached.bench_line(warming) == (
+    measured = events.ConcurrencyDone(4, 3)
+    assert words.bench_line(measured) == "concurrency 4 measured (3 run(s))"
+    warming = events.WarmingUp("http://127.0.0.1:8000", 4)
+    assert words.bench_line(warming) == (
         "warming http://127.0.0.1:8000 up (4 prompts, not measured)"
     )
+    opening = events.SweepOpening(True, ("--port",), (0, 2), (1, 4), 2, 64, Path("/logs"))
+    assert words.sweep_lines(opening) == [
+        "--port ignored: its servers listen on 127.0.0.1 and a free port",
+        "3 servers to start, one model load each (k = 0, 2, then k = 0 again: did the host's "
+        "speed hold?); on each, 2 x 64 prompts at concurrency 1, 4 after a warm-up: 12 measured "
+        "runs in all; logs in /logs",
+    ]
 
 
 def test_what_revert_leaves_is_worded_by_whether_copies_may_be_there(tmp_path: Path) -> None:

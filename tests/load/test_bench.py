@@ -19,7 +19,7 @@ import pytest
 from vllm_patcher.cli import outcomes
 from vllm_patcher.cli.render import payoff as render_payoff
 from vllm_patcher.cli.render.payoff import bench_summary
-from vllm_patcher.load import bench
+from vllm_patcher.load import bench, engine
 from vllm_patcher.load.bench import base_noise
 from vllm_patcher.load.repeats import failed_note
 from vllm_patcher.load.vllm_bench import WARM_UP_PROMPTS
@@ -87,9 +87,9 @@ class FakeServers:
 def _run(
     monkeypatch: pytest.MonkeyPatch, fake: FakeServers, levels: list[int], **kw: Any
 ) -> bench.BenchResult:
-    monkeypatch.setattr(bench, "client", fake.client)
-    monkeypatch.setattr(bench, "check_client_args", lambda python, argv: None)
-    monkeypatch.setattr(bench.scrape, "fetch", fake.fetch)
+    monkeypatch.setattr(engine, "client", fake.client)
+    monkeypatch.setattr(engine, "check_client_args", lambda python, argv: None)
+    monkeypatch.setattr(engine.scrape, "fetch", fake.fetch)
     return bench.run("python", SPEC, BASE, levels, 16, "random", (), **kw)
 
 
@@ -171,8 +171,8 @@ def test_client_arguments_are_parsed_by_the_clients_own_parser_before_any_load(
         parsed.append(argv)
         raise BadSetting("vllm bench serve refused its arguments: unrecognized arguments")
 
-    monkeypatch.setattr(bench, "client", fake.client)
-    monkeypatch.setattr(bench, "check_client_args", refuse)
+    monkeypatch.setattr(engine, "client", fake.client)
+    monkeypatch.setattr(engine, "check_client_args", refuse)
     said: list[object] = []
     with pytest.raises(BadSetting, match="unrecognized"):
         bench.run("python", SPEC, BASE, [1], 16, "random", ("--bogus-flag", "1"), say=said.append)
@@ -355,9 +355,9 @@ def test_no_drafts_because_every_request_failed_says_the_requests_failed(
 
     quiet = metrics(per_pos=(0.0, 0.0))
     monkeypatch.setattr(
-        bench, "client", lambda *a, **k: {"num_prompts": 8, "completed": 0, "failed": 8}
+        engine, "client", lambda *a, **k: {"num_prompts": 8, "completed": 0, "failed": 8}
     )
-    monkeypatch.setattr(bench, "check_client_args", lambda python, argv: None)
+    monkeypatch.setattr(engine, "check_client_args", lambda python, argv: None)
     monkeypatch.setattr(
         scrape, "fetch", lambda url, timeout=10.0: scrape.parse(quiet, url, time.time())
     )

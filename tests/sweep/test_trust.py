@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from vllm_patcher.cli.render import sweep as render_sweep
+from vllm_patcher.load import engine
 from vllm_patcher.load.vllm_bench import WARM_UP_PROMPTS
 from vllm_patcher.payoff import scrape
 from vllm_patcher.sweep import run as sweep
@@ -104,15 +105,21 @@ class FakeFleet:
         return scrape.parse(text, url, time.time())
 
 
+def _fake_client(monkeypatch: pytest.MonkeyPatch, client: Any) -> None:
+    """The load client replaced, its argument check passed."""
+    monkeypatch.setattr(engine, "client", client)
+    monkeypatch.setattr(engine, "check_client_args", lambda python, argv: None)
+
+
 def _sweep(
     monkeypatch: pytest.MonkeyPatch, fleet: FakeFleet, tmp_path: Path, said: list[str]
 ) -> sweep.SweepResult:
-    monkeypatch.setattr(sweep, "client", fleet.client)
+    _fake_client(monkeypatch, fleet.client)
     monkeypatch.setattr(scrape, "fetch", fleet.fetch)
     plan = sweep.plan([0, 2], [1], 2, 64, "random", (), tmp_path, 60.0, {0: BASE, 2: SPEC})
-    from vllm_patcher.cli.render.reached import sweep_line
+    from vllm_patcher.cli.render.events import sweep_lines
 
-    return sweep.run(sys.executable, None, plan.prepare(), lambda n: said.append(sweep_line(n)))
+    return sweep.run(sys.executable, None, plan, lambda n: said.extend(sweep_lines(n)))
 
 
 # 5. the host's speed moved between the baseline and the end
@@ -198,7 +205,7 @@ def test_a_second_baseline_that_cannot_stand_for_the_first_gives_no_verdict(
 
         def fetch(url: str, timeout: float = 10.0) -> scrape.Reading:
             got = base_fetch(url, timeout)
-            late = url == BASE and fleet.scrapes[BASE] > 4
+            late = url == BASE and fleet.scrapes[BASE] > 6  # its warm-up and two runs: 6
             return dataclasses.replace(got, model="Qwen-0.5B") if late else got
 
         fleet.fetch = fetch  # type: ignore[method-assign]
@@ -211,7 +218,7 @@ def test_a_url_that_drafts_when_the_baseline_is_measured_again_fails_that_run_no
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     fleet = FakeFleet([10.0] * 4, 1.4)
-    monkeypatch.setattr(sweep, "client", fleet.client)
+    _fake_client(monkeypatch, fleet.client)
     monkeypatch.setattr(scrape, "fetch", fleet.fetch)
     plan = sweep.plan([0, 2], [1], 2, 64, "random", (), tmp_path, 60.0, {0: BASE, 2: SPEC})
     real = sweep._running_one
@@ -220,7 +227,7 @@ def test_a_url_that_drafts_when_the_baseline_is_measured_again_fails_that_run_no
         return real(python, SPEC if rest[-1] == "k0-again" else url, k, *rest)
 
     monkeypatch.setattr(sweep, "_running_one", swapped)
-    r = sweep.run(sys.executable, None, plan.prepare(), lambda _: None)
+    r = sweep.run(sys.executable, None, plan, lambda _: None)
     assert r.again is not None and r.again.failure is not None
     assert (
         "no longer 0" in r.again.failure.reason and r.cells[(2, 1)].judgement().verdict == "unknown"
@@ -245,10 +252,10 @@ def test_a_sweep_of_running_servers_makes_no_log_folder_unless_one_is_given(
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     fleet = FakeFleet([10.0] * 4, 1.4)
-    monkeypatch.setattr(sweep, "client", fleet.client)
+    _fake_client(monkeypatch, fleet.client)
     monkeypatch.setattr(scrape, "fetch", fleet.fetch)
     plan = sweep.plan([0, 2], [1], 2, 64, "random", (), None, 60.0, {0: BASE, 2: SPEC})
-    result = sweep.run(sys.executable, None, plan.prepare(), lambda _: None)
+    result = sweep.run(sys.executable, None, plan, lambda _: None)
     assert result.cells[(2, 1)].judgement().verdict == "pays"
     assert list(tmp_path.iterdir()) == [] and result.to_dict()["log_dir"] is None
     given = tmp_path / "logs"
@@ -263,7 +270,7 @@ def test_a_server_that_fails_under_the_load_is_said_stopped_not_still_running(
     then "the baseline (k = 0) did not start" of a server that had been ready."""
     import contextlib
 
-    from vllm_patcher.cli.render.reached import sweep_line
+    from vllm_patcher.cli.render.events import sweep_lines
     from vllm_patcher.errors import ServerUnreachable
     from vllm_patcher.serving.args import parse
 
@@ -280,10 +287,11 @@ def test_a_server_that_fails_under_the_load_is_said_stopped_not_still_running(
 
     monkeypatch.setattr(sweep.server, "running", lambda *_, **__: contextlib.nullcontext(Ready()))
     monkeypatch.setattr(sweep, "_measure", failing)
+    _fake_client(monkeypatch, failing)
     args = parse(("/m/t", "--speculative-config", '{"method": "eagle3", "model": "/m/d"}'))
     plan = sweep.plan([0, 2], [1], 2, 64, "random", (), tmp_path, 60.0).prepare()
     said: list[str] = []
-    result = sweep.run(sys.executable, args, plan, lambda n: said.append(sweep_line(n)))
+    result = sweep.run(sys.executable, args, plan, lambda n: said.extend(sweep_lines(n)))
     reason = result.servers[0].failure.reason  # type: ignore[union-attr]
     assert reason == (
         "failed under the load (the server was still running; it is stopped): "

@@ -23,9 +23,9 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
+from vllm_patcher import events
 from vllm_patcher.catalogue.writer import write_pin
 from vllm_patcher.errors import FetchError
-from vllm_patcher.progress import Reached
 from vllm_patcher.wheels import fetch, index, sources
 
 from ..conftest import CATALOGUE, REPO, assert_refused, run_cli, scratch_tree, snapshot
@@ -188,7 +188,7 @@ def test_range_fetch_from_pypi_is_byte_identical_and_under_2_mb(
     index_env.setenv("PIP_INDEX_URL", "https://pypi.org/simple")
     wanted = sorted((_pristine("0.15.1") / ".complete").read_text().split()[1:])
     stats = fetch.FetchStats()
-    said: list[Reached] = []
+    said: list[events.FetchEvent] = []
     tree = sources.fetch_release("0.15.1", wanted, cache=tmp_path, stats=stats, say=said.append)
     assert tree == sources.release_tree("0.15.1", tmp_path)
     assert _members(tree) == _members(_pristine("0.15.1"))  # every file and RECORD, METADATA
@@ -200,10 +200,11 @@ def test_range_fetch_from_pypi_is_byte_identical_and_under_2_mb(
     # releases, which 0.15.1 lacks), whatever list an earlier run left in the shared cache
     present = [m for m in wanted if (_pristine("0.15.1") / m).is_file()]
     assert len(present) > 0 and stats.members == len(present), (present, stats)
-    points = {note.what: note.facts for note in said}
-    assert points["fetching"]["files"] == len(present), said
-    assert points["fetched"]["files"] == len(present), said
-    assert points["fetched"]["method"] == "range" and points["fetched"]["bytes"] == stats.bytes
+    fetching = [e for e in said if isinstance(e, events.Fetching)]
+    fetched = [e for e in said if isinstance(e, events.Fetched)]
+    assert len(fetching) == len(fetched) == 1, said
+    assert fetching[0].files == fetched[0].files == len(present), said
+    assert fetched[0].method == "range" and fetched[0].bytes == stats.bytes
     assert not (tmp_path / "wheels").exists()  # no wheel was downloaded
 
 
@@ -226,7 +227,7 @@ def test_a_range_capable_server_is_read_by_ranges(
     server = serve(wheel, ranges=True, html=html)
     index_env.setenv("PIP_INDEX_URL", f"{server.url}/simple")
     stats = fetch.FetchStats()
-    said: list[Reached] = []
+    said: list[events.FetchEvent] = []
     cache = tmp_path / "cache"
     tree = sources.fetch_release("0.15.1", [SPEC], cache=cache, stats=stats, say=said.append)
     assert (tree / SPEC).read_bytes() == (_pristine("0.15.1") / SPEC).read_bytes()
@@ -234,7 +235,7 @@ def test_a_range_capable_server_is_read_by_ranges(
     assert stats.bytes < wheel.stat().st_size / 4, stats  # the 4 MB member was never read
     ranges = [status for path, status in server.log if path.startswith("/files/")]
     assert len(ranges) >= 2 and set(ranges) == {206}, server.log  # the tail, then the member
-    assert [note.what for note in said] == ["looking up", "fetching", "fetched"], said
+    assert [type(e) for e in said] == [events.LookingUp, events.Fetching, events.Fetched], said
     # a tree made for fewer files is fetched again for the missing ones, by ranges too
     again = sources.fetch_release("0.15.1", [SPEC, "vllm/v1/spec_decode/eagle.py"], cache=cache)
     assert again == tree and (tree / "vllm/v1/spec_decode/eagle.py").is_file()
@@ -248,7 +249,7 @@ def test_a_server_without_ranges_gets_one_whole_download(
     server = serve(wheel, ranges=False)
     index_env.setenv("PIP_INDEX_URL", f"{server.url}/simple")
     stats = fetch.FetchStats()
-    said: list[Reached] = []
+    said: list[events.FetchEvent] = []
     cache = tmp_path / "cache"
     tree = sources.fetch_release("0.15.1", cache=cache, stats=stats, say=said.append)
     assert _members(tree) == {
@@ -257,7 +258,7 @@ def test_a_server_without_ranges_gets_one_whole_download(
     shipped = {r for r in CATALOGUE.all_paths() if (_pristine("0.15.1") / r).is_file()}
     assert shipped and shipped <= set(_members(tree))  # 0.15.1 has no mimo_v2.py (0.21.0 on)
     assert stats.method == "full" and stats.bytes >= wheel.stat().st_size
-    assert [note.what for note in said] == ["looking up", "no ranges", "fetched"], said
+    assert [type(e) for e in said] == [events.LookingUp, events.NoRanges, events.Fetched], said
     assert not list((cache / "wheels").iterdir())  # the whole wheel is not kept
 
 

@@ -13,9 +13,9 @@ from ..catalogue.layout import Verdict, layout
 from ..catalogue.model import Catalogue
 from ..catalogue.writer import write_pin
 from ..errors import LocallyModified
+from ..events import FetchEvent
 from ..install.locate import locate_in_directory
 from ..install.record import file_hash
-from ..progress import Reached
 from ..wheels import sources
 
 
@@ -30,7 +30,7 @@ def pin_release(
     version: str,
     catalogue: Catalogue,
     root: Path,
-    say: Callable[[Reached], None] | None = None,
+    say: Callable[[FetchEvent], None] | None = None,
     wheels: Mapping[str, Path] | None = None,
 ) -> PinResult:
     tree = sources.fetch_release(version, say=say, wheels=wheels, catalogue=catalogue)

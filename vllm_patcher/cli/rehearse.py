@@ -65,7 +65,7 @@ def rehearse(
     from ..rehearse.device import require_device
 
     require_device(python)  # no device: one line and exit 24, before any server starts
-    from .render.reached import rehearse_line
+    from .render.events import rehearse_line
 
     say = (
         None

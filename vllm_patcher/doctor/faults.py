@@ -2,14 +2,14 @@
 warn before the load; rehearse names the failure when the engine dies of it
 (``rehearse.failures``). The one owner of each fact below. None is open now (``FAULTS``).
 
-The Granite graph failure , fixed 2026-12-06. With the backport's capture of
-the time, vLLM 0.25.0 (torch 2.11, CUDA 13; H200 and H100) died with ``CUDA error: an illegal
-memory access was encountered`` while the V2 model runner captured the drafter's FULL prefill
-graphs for a Granite target at real size (granite-3.3-8b's shape, and 8 of its layers), and with a
-CUBLAS execution failure in ``FULL_DECODE_ONLY``; Llama at the identical shape served. First
-called vLLM's fault; it was ours: the capture appended the layer's output itself, the very tensor
-the next layer is given (a Granite layer adds its own residual), and under vLLM's compiled CUDA
-graphs that tensor does not stay the drafter's. The same engine with the capture made a tensor of
+The Granite graph failure (fixed; its measurements, dated, are in docs/gpu-proof.md). With an
+older capture of the backport, vLLM 0.25.0 (torch 2.11, CUDA 13; H200 and H100) dies with ``CUDA
+error: an illegal memory access was encountered`` while the V2 model runner captures the drafter's
+FULL prefill graphs for a Granite target at real size (granite-3.3-8b's shape, and 8 of its
+layers), and with a CUBLAS execution failure in ``FULL_DECODE_ONLY``; Llama at the identical shape
+serves. The cause is the backport's, not vLLM's: that capture appended the layer's output itself,
+the very tensor the next layer is given (a Granite layer adds its own residual), and under vLLM's
+compiled CUDA graphs that tensor does not stay the drafter's. The same engine with the capture made a tensor of
 its own is ready and drafts (8 and 40 layers), and the controlled pair at hidden 4096 speculates at
 144/144 right and 9/537 shifted in eager, PIECEWISE, FULL_DECODE_ONLY and FULL_AND_PIECEWISE
 (``tests/gpu/aux_probe.py``, docs/gpu-proof.md). A venv patched before the fix shows

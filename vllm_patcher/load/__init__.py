@@ -6,6 +6,7 @@ runs it once (its result file read), watched by ``stall`` (a server whose tokens
 stops the load); ``point`` holds one concurrency's runs on a speculative and a plain server
 (``Run``, ``Point``: both measures, their spread and the verdict, judged by ``payoff.judge``);
 ``repeats`` reads the repeats together (windows merged, failed requests, a server's own noise);
-``bench`` is ``payoff bench``'s load on two servers at several concurrencies. ``payoff sweep``
-(``vllm_patcher.sweep``) drives its loads with the same pieces.
+``engine`` is the one measuring loop (a warm-up, then every server's runs between scrapes of its
+/metrics, per concurrency and repeat) that ``bench`` drives with two servers at once for ``payoff
+bench``, and ``payoff sweep`` (``vllm_patcher.sweep``) with each server it starts.
 """

@@ -5,26 +5,21 @@ concurrency both measures (the per-token time ratio and the output throughput ra
 client, and the per-token time ratio from each server's /metrics difference), their spread over
 the repeats, that concurrency's own acceptance, and a verdict only when every figure falls in one
 class (``point.Point``, judged by ``payoff.judge``).
-``run`` drives it and returns a ``BenchResult``, plain data the command line renders."""
+``run`` gives the measuring engine (``engine``) both servers at once, so their runs alternate, and
+returns a ``BenchResult``, plain data the command line renders."""
 
 from __future__ import annotations
 
+import functools
 import tempfile
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
-from ..errors import BadSetting, NoDrafts
-from ..payoff import scrape
+from ..errors import BadSetting, BenchInterrupted, NoDrafts
 from ..payoff.analysis import analyse
 from ..payoff.judge import PAYS, UNKNOWN
-from ..payoff.window import Window, between
-from ..progress import Reached
-from ..serving import client as load_client
+from . import engine
 from .point import Point, Run
 from .repeats import failed_note, merged, noise
-from .stall import Stall
-from .vllm_bench import WARM_UP_PROMPTS, check_client_args, client, load_argv, set_by_the_load
 
 
 @dataclass
@@ -65,14 +60,8 @@ class BenchResult:
 
 
 def check(extra: tuple[str, ...]) -> None:
-    """The user's client arguments (after ``--``) refused when they name one the load sets for
-    every run: after it, theirs would silently override it."""
-    own = set_by_the_load(extra)
-    if own is not None:
-        raise BadSetting(
-            f"{own} after --: payoff bench sets it itself (--concurrency, --num-prompts, "
-            "--dataset; the two servers' URLs); leave it out"
-        )
+    """The user's client arguments (after ``--``) refused when they name one the load sets."""
+    engine.refuse_set_by_the_load(extra, "{} after --", "payoff bench")
 
 
 def run(
@@ -83,41 +72,38 @@ def run(
     num_prompts: int,
     dataset: str,
     extra: tuple[str, ...] = (),
-    say: Callable[[Reached], None] | None = None,
+    say: engine.Say | None = None,
     repeat: int = 1,
 ) -> BenchResult:
     """The load at each of ``concurrencies`` (above 0), ``repeat`` times (1 or more: the
-    command line's options hold these rules, ``cli/options.py``)."""
+    command line's options hold these rules, ``cli/options.py``); Ctrl-C is ``BenchInterrupted``
+    once the client's group is stopped."""
     check(extra)
-    out = BenchResult(repeat=repeat)
-    # each run a process of its own, forked from one client (serving.client says why)
-    with (
-        load_client.session(python),
-        tempfile.TemporaryDirectory(prefix="vllm-patcher-bench-") as tmp,
-    ):
-        # parsed by vllm bench serve's own parser before any load: a usage error first
-        check_client_args(
-            python, load_argv("http://127.0.0.1:1", 1, 1, dataset, "/", "x.json", extra)
-        )
-        levels = sorted(set(concurrencies))  # ascending, whatever order they were given in
-        for name, server_url in (("spec", url), ("base", baseline_url)):
-            if say is not None:
-                say(Reached("warming", {"url": server_url, "prompts": WARM_UP_PROMPTS}))
-            argv = load_argv(server_url.rstrip("/"), levels[-1], WARM_UP_PROMPTS, dataset, tmp,
-                             f"warm-{name}.json", extra)  # fmt: skip
-            before = scrape.fetch(server_url)
-            client(python, argv, watch=Stall(server_url))
-            if name == "spec":  # what it drafted there is in no row's window
-                out.warm_up_drafts = round(between(before, scrape.fetch(server_url)).drafts)
-        for c in levels:
-            runs = [
-                _one_run(python, url, baseline_url, c, num_prompts, dataset, extra, tmp, r)
-                for r in range(repeat)
+    try:
+        with (
+            engine.session(python),
+            tempfile.TemporaryDirectory(prefix="vllm-patcher-bench-") as tmp,
+        ):
+            engine.check_client(python, dataset, extra)  # a usage error before any load
+            load = engine.Load(python, sorted(set(concurrencies)), repeat, num_prompts, dataset,
+                               tmp)  # fmt: skip
+            servers = [
+                engine.Server("spec", url, extra),
+                engine.Server("base", baseline_url, extra),
             ]
-            window = merged([r.window for r in runs])
-            out.points.append(Point(c, runs, analyse(window), num_prompts, base_noise(runs)))
-            if say is not None:
-                say(Reached("measured", {"c": c, "repeat": repeat}))
+            got = engine.measure(load, servers, say, functools.partial(_both, url, baseline_url))
+    except KeyboardInterrupt:
+        raise BenchInterrupted(
+            "interrupted; the load client is stopped, neither server is under its load"
+        ) from None
+    out = BenchResult(repeat=repeat, warm_up_drafts=round(got.warm_up["spec"].drafts))
+    for c in load.concurrencies:
+        spec, base = got.runs["spec"][c], got.runs["base"][c]
+        runs = [
+            Run(s.result, b.result, s.window, b.window) for s, b in zip(spec, base, strict=True)
+        ]
+        window = merged([r.window for r in runs])
+        out.points.append(Point(c, runs, analyse(window), num_prompts, base_noise(runs)))
     return out
 
 
@@ -126,35 +112,17 @@ def base_noise(runs: list[Run]) -> float:
     return noise([r.base for r in runs])
 
 
-def _one_run(
-    python: str,
-    url: str,
-    baseline_url: str,
-    c: int,
-    num_prompts: int,
-    dataset: str,
-    extra: tuple[str, ...],
-    tmp: str,
-    repeat: int,
-) -> Run:
-    results: dict[str, dict[str, Any]] = {}
-    windows: dict[str, Window] = {}
-    for side, base_url in (("spec", url), ("base", baseline_url)):
-        before = scrape.fetch(base_url)
-        argv = load_argv(
-            base_url.rstrip("/"), c, num_prompts, dataset, tmp, f"{side}-{c}-{repeat}.json", extra
-        )
-        results[side] = client(python, argv, watch=Stall(base_url))
-        windows[side] = between(before, scrape.fetch(base_url))
-    if not windows["spec"].spec or windows["spec"].drafts <= 0:
-        note = failed_note([results["spec"]])
+def _both(url: str, baseline_url: str, got: dict[str, engine.Measured]) -> None:
+    """One round's check: the speculative server drafted, the baseline did not."""
+    spec, base = got["spec"], got["base"]
+    if not spec.window.spec or spec.window.drafts <= 0:
+        note = failed_note([spec.result])
         raise NoDrafts(
             f"{url} made no drafts under the benchmark"
             + (note or ": is it the speculative server?")
         )
-    if windows["base"].spec and windows["base"].drafts > 0:
+    if base.window.spec and base.window.drafts > 0:
         raise BadSetting(
             f"the baseline {baseline_url} made drafts under the benchmark: give the same "
             "model served without --speculative-config"
         )
-    return Run(results["spec"], results["base"], windows["spec"], windows["base"])

@@ -29,8 +29,8 @@ from packaging.version import InvalidVersion
 from .. import fileops
 from ..doctor import faults
 from ..errors import BadSetting, NoVllmMetrics, ServerUnreachable
+from ..events import PhaseReached, RehearsalReady, RehearsalStarted, RehearseEvent
 from ..payoff import scrape
-from ..progress import Reached
 from ..serving import server
 from ..serving.args import SPEC, ServeArgs, option_name
 from . import failures
@@ -180,7 +180,7 @@ class _LogReader:
     """The log's lines as they are written, each handed to the progress once."""
 
     def __init__(
-        self, log: Path, progress: Progress, started: float, say: Callable[[Reached], None]
+        self, log: Path, progress: Progress, started: float, say: Callable[[RehearseEvent], None]
     ):
         self.log, self.progress, self.started, self.say = log, progress, started, say
         self.offset = 0
@@ -200,7 +200,7 @@ class _LogReader:
         elapsed = time.monotonic() - self.started
         for key in self.progress.read(lines, elapsed):
             extra = self.progress.kv_cache_tokens if key == "kv_cache" else None
-            self.say(Reached("phase", {"label": LABEL[key], "elapsed": elapsed, "tokens": extra}))
+            self.say(PhaseReached(LABEL[key], elapsed, extra))
 
 
 def _complete(url: str, model: str, max_tokens: int, api_key: str | None) -> None:
@@ -314,7 +314,7 @@ def _clean(folder: Path, keep: Path | None) -> None:
                     entry.unlink()
 
 
-def rehearse(python: str, p: Plan, say: Callable[[Reached], None] | None = None) -> Rehearsal:
+def rehearse(python: str, p: Plan, say: Callable[[RehearseEvent], None] | None = None) -> Rehearsal:
     """Start, wait, ask, read, stop. The group is stopped and the rehearsal's folder (the server's
     temp files) removed on every way out; the log is kept when the rehearsal failed (or in
     ``p.log_given``, always)."""
@@ -327,7 +327,7 @@ def rehearse(python: str, p: Plan, say: Callable[[Reached], None] | None = None)
 
     def on_start(pid: int) -> None:
         r.pid = pid
-        tell(Reached("started", {"pid": pid}))
+        tell(RehearsalStarted(pid))
 
     failed_at_start: server.ServerDidNotStart | None = None
     finished = False  # else interrupted: nothing is kept
@@ -347,7 +347,7 @@ def rehearse(python: str, p: Plan, say: Callable[[Reached], None] | None = None)
                 "serving" not in r.progress.seen_at
             ):  # it answered /health: up, whatever its log says
                 r.progress.reach("serving", time.monotonic() - started)
-            tell(Reached("ready", {"seconds": srv.ready_s, "completions": p.completions}))
+            tell(RehearsalReady(srv.ready_s, p.completions))
             _exercise(srv, r, reader, started)
         finished = True
     except server.ServerDidNotStart as exc:

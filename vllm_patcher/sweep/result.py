@@ -7,12 +7,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
+from ..load.engine import Measured
 from ..load.point import MEASURES, Point
 from ..payoff.analysis import SMALL_SAMPLE
 from ..payoff.judge import BREAK_EVEN, LOSES, PAYS, UNKNOWN, Judgement, Note
-from ..payoff.window import Window
 from ..serving import server
 
 # Why a concurrency has no best k, or the sweep no verdict (Note.kind), with their figures:
@@ -21,14 +20,6 @@ RESET_CELLS = "reset-cells"  # ks: cells whose counters were reset during a run 
 NOT_JUDGED = "not-judged"  # ks (unknown or not measured), paying
 TIE = "tie"  # ks, figures ({k: {measure: values}}): they all pay, none beats the others
 NO_BEST_K = "no-best-k"
-
-
-@dataclass
-class Measured:
-    """One run of the load on one server: the client's result and the /metrics window."""
-
-    result: dict[str, Any]
-    window: Window
 
 
 @dataclass

@@ -2,9 +2,9 @@
 measured.
 
 For each k (0 first: the same command without ``--speculative-config``, the baseline of every
-other k) the server is started in the target interpreter (``serving.server``), warmed up, loaded
-with vLLM's own benchmark client at each concurrency ``repeat`` times between two scrapes of its
-/metrics, and stopped. Each k's runs are then set against k = 0's at the same concurrency and
+other k) the server is started in the target interpreter (``serving.server``), measured by the
+engine ``payoff bench`` drives too (``load.engine``: a warm-up, then vLLM's own benchmark client at
+each concurrency ``repeat`` times between two scrapes of its /metrics), and stopped. Each k's runs are then set against k = 0's at the same concurrency and
 judged by ``payoff bench``'s rules (``load.point.Point``: both measures, every repeat in one
 class, or ``unknown``). Nothing here is a model: a best k is a measured cell whose verdict is ``pays``.
 """
@@ -18,64 +18,55 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import BadSetting, NoDrafts, NoSpeculation, ServerUnreachable
+from ..errors import BadSetting, NoDrafts, NoSpeculation, ServerUnreachable, SweepInterrupted
+from ..events import (
+    BaselineAgain,
+    FailedAgain,
+    KRun,
+    LoadEvent,
+    NoBaseline,
+    Running,
+    RunStarting,
+    ServerFailed,
+    ServerNext,
+    ServerReady,
+    ServerStarted,
+    ServerStopped,
+    SweepEvent,
+    SweepOpening,
+)
+from ..load import engine
+from ..load.engine import Measured
 from ..load.point import Point, Run
 from ..load.repeats import failed_note, failures, merged, noise
-from ..load.stall import Stall
-from ..load.vllm_bench import (
-    WARM_UP_PROMPTS,
-    check_client_args,
-    client,
-    load_argv,
-    set_by_the_load,
-)
 from ..payoff import scrape
 from ..payoff.analysis import analyse
 from ..payoff.judge import MARGIN, Note
-from ..payoff.window import NotOneWindow, between
-from ..progress import Reached
+from ..payoff.window import NotOneWindow
 from ..serving import server
 from ..serving.args import ServeArgs, option_name
-from .result import Measured, Started, SweepResult
+from .result import Started, SweepResult
 
 # vllm bench serve's options named so (0.15.1: benchmarks/serve.py): a prefix of both (--tok) is
 # ambiguous to its parser, which refuses it; --tokenizer-m is --tokenizer-mode
 CLIENT_TOKENIZER = ("--tokenizer", "--tokenizer-mode")
 
+Say = Callable[[SweepEvent], None]
+
 
 def _measure(
-    python: str, url: str, k: int, plan: Plan, tmp: str, say: Callable[[Reached], None],
-    extra: tuple[str, ...], started: Started, api_key: str | None = None, name: str = "",
-) -> None:  # fmt: skip
-    """The warm-up, then ``repeat`` runs at each concurrency between two scrapes."""
+    python: str, server: engine.Server, k: int, plan: Plan, tmp: str, tell: Say, started: Started
+) -> None:
+    """The engine's warm-up and runs on one server, kept in ``started``."""
     loading = time.monotonic()
-    client(
-        python,
-        load_argv(url, max(plan.concurrencies), WARM_UP_PROMPTS, plan.dataset, tmp,
-                  f"warm-{name or k}.json", extra),
-        api_key,
-        Stall(url),
-    )  # fmt: skip
-    for c in plan.concurrencies:
-        for r in range(plan.repeat):
-            say(Reached("run", {"k": k, "c": c, "run": r + 1, "repeat": plan.repeat}))
-            before = scrape.fetch(url)
-            result = client(
-                python,
-                load_argv(
-                    url,
-                    c,
-                    plan.prompts,
-                    plan.dataset,
-                    tmp,
-                    f"{name or f'k{k}'}-c{c}-r{r}.json",
-                    extra,
-                ),
-                api_key,
-                Stall(url),
-            )
-            window = between(before, scrape.fetch(url))
-            started.runs.setdefault(c, []).append(Measured(result, window))
+
+    def said(event: LoadEvent) -> None:
+        if isinstance(event, RunStarting):
+            tell(KRun(k, event.c, event.run, event.repeat))
+
+    load = engine.Load(python, plan.concurrencies, plan.repeat, plan.prompts, plan.dataset, tmp)
+    got = engine.measure(load, [server], said)
+    started.runs = got.runs[server.name]
     started.under_load_s = time.monotonic() - loading
 
 
@@ -88,13 +79,7 @@ def _served_k(started: Started) -> set[int]:
 
 
 def _serve_one(
-    python: str,
-    args: ServeArgs,
-    k: int,
-    plan: Plan,
-    tmp: str,
-    say: Callable[[Reached], None],
-    name: str = "",
+    python: str, args: ServeArgs, k: int, plan: Plan, tmp: str, say: Say, name: str = ""
 ) -> Started:
     log = plan.log_dir / f"{name or f'k{k}'}.log"
     started = Started(k, log)
@@ -108,12 +93,12 @@ def _serve_one(
             on_start=lambda pid: _started(started, pid, say),
         ) as srv:
             started.ready_s = srv.ready_s
-            say(Reached("ready", {"k": k, "seconds": srv.ready_s, "pid": srv.pid}))
+            say(ServerReady(k, srv.ready_s, srv.pid))
             srv.follow()  # what it started so far, stopped with it even outside its group
             try:
-                key = args.server_key()
-                _measure(python, srv.url, k, plan, tmp, say, plan.client_args(args), started, key,
-                         name)  # fmt: skip
+                one = engine.Server(name or f"k{k}", srv.url, plan.client_args(args),
+                                    args.server_key())  # fmt: skip
+                _measure(python, one, k, plan, tmp, say, started)
             except (ServerUnreachable, NoDrafts, NoSpeculation, NotOneWindow) as exc:
                 how, code = srv.exit_note()
                 # said once it is stopped: "still running" would read as left behind
@@ -133,7 +118,7 @@ def _serve_one(
                         log,
                         server.log_tail(log),
                     )
-        say(Reached("stopped", {"k": k}))
+        say(ServerStopped(k))
     except server.ServerDidNotStart as exc:
         started.failure = exc.failure
     served = _served_k(started)
@@ -150,31 +135,26 @@ def _serve_one(
         started.failure = server.StartFailure(why, None, log, ())
     if started.failure is not None:
         started.runs.clear()  # nothing of it is judged
-        say(Reached("failed", {"k": k, "reason": started.failure.reason, "log": log}))
+        say(ServerFailed(k, started.failure.reason, log))
     return started
 
 
 def _running_one(
-    python: str,
-    url: str,
-    k: int,
-    plan: Plan,
-    tmp: str,
-    say: Callable[[Reached], None],
-    name: str = "",
+    python: str, url: str, k: int, plan: Plan, tmp: str, say: Say, name: str = ""
 ) -> Started:
     """A server the user runs for this k (``--url K=URL``): measured, never started or stopped,
     and checked to serve that k."""
     started = Started(k, None)
-    say(Reached("running", {"k": k, "url": url}))
+    say(Running(k, url))
     try:
-        _measure(python, url, k, plan, tmp, say, plan.client_extra, started, None, name)
+        _measure(python, engine.Server(name or f"k{k}", url, plan.client_extra), k, plan, tmp, say,
+                 started)  # fmt: skip
     except (ServerUnreachable, NoDrafts, NoSpeculation, NotOneWindow) as exc:
         started.runs.clear()
         started.failure = server.StartFailure(
             f"failed under the load: {exc.message}", None, None, ()
         )
-        say(Reached("failed", {"k": k, "reason": started.failure.reason}))
+        say(ServerFailed(k, started.failure.reason))
         return started
     served = _served_k(started)
     if served != {k} and name:  # the baseline measured again: its failure, the report kept
@@ -183,7 +163,7 @@ def _running_one(
         started.failure = server.StartFailure(
             f"{url} served k = {said} under the load, no longer {k}", None, None, ()
         )
-        say(Reached("failed again", {"k": k, "reason": started.failure.reason}))
+        say(FailedAgain(k, started.failure.reason))
     elif served != {k}:
         said = ", ".join(str(x) for x in sorted(served))
         raise BadSetting(
@@ -193,9 +173,9 @@ def _running_one(
     return started
 
 
-def _started(started: Started, pid: int, say: Callable[[Reached], None]) -> None:
+def _started(started: Started, pid: int, say: Say) -> None:
     started.pid = pid
-    say(Reached("started", {"k": started.k, "pid": pid}))
+    say(ServerStarted(started.k, pid))
 
 
 @dataclass(frozen=True)
@@ -263,12 +243,7 @@ def plan(
         raise BadSetting("--k needs 0 and at least one draft length, e.g. 0,1,2,3")
     if prompts < 1:
         raise BadSetting(f"--num-prompts {prompts}: give 1 or more")
-    own = set_by_the_load(client_extra)
-    if own is not None:
-        raise BadSetting(
-            f"--client-args {own}: the sweep sets it itself (--concurrency, --num-prompts, "
-            "--dataset; its own servers' URLs); leave it out"
-        )
+    engine.refuse_set_by_the_load(client_extra, "--client-args {}", "payoff sweep")
     if log_dir is not None and log_dir.exists() and not log_dir.is_dir():
         raise BadSetting(f"--log-dir {log_dir} is not a folder")
     return Plan(
@@ -296,18 +271,42 @@ def check(python: str, args: ServeArgs | None, p: Plan, vllm_version: str | None
             refused = serve_pipeline_refusal(args, vllm_version)
             if refused is not None:
                 raise BadSetting(refused)
-    extra = p.client_extra if args is None else p.client_args(args)
-    check_client_args(
-        python, load_argv("http://127.0.0.1:1", 1, 1, p.dataset, "/", "x.json", extra)
-    )
+    engine.check_client(python, p.dataset, p.client_extra if args is None else p.client_args(args))
 
 
 def run(
-    python: str, args: ServeArgs | None, p: Plan, say: Callable[[Reached], None] | None = None
+    python: str,
+    args: ServeArgs | None,
+    given: Plan,
+    say: Say | None = None,
+    vllm_version: str | None = None,
 ) -> SweepResult:
-    """Each k's server started from ``args`` (or, with ``p.urls``, the user's running ones);
-    ``p`` prepared (its log folder made) and ``check``-ed."""
-    tell = say or (lambda _: None)
+    """Check ``given`` (``check``), make its log folder, then start each k's server from
+    ``args`` (or, with ``urls``, measure the user's running ones) and judge every cell; one client
+    session holds the checks and every load. Ctrl-C (SIGTERM, SIGHUP too, under
+    ``serving.server.signals_interrupt``) is ``SweepInterrupted`` once every server is stopped."""
+    tell: Say = say or (lambda _: None)
+    p = given
+    try:
+        with engine.session(python):
+            check(python, args, p, vllm_version)
+            p = p.prepare()
+            replaced = () if args is None else tuple(args.replaced)
+            tell(SweepOpening(args is not None, replaced, tuple(p.ks), tuple(p.concurrencies),
+                              p.repeat, p.prompts, p.log_dir))  # fmt: skip
+            servers, again = _each_server(python, args, p, tell)
+    except KeyboardInterrupt:
+        logs = f" (logs in {p.log_dir})" if p.log_dir != Path() else ""
+        raise SweepInterrupted(
+            f"interrupted; every server this sweep started is stopped{logs}"
+        ) from None
+    return _judged(p, servers, again)
+
+
+def _each_server(
+    python: str, args: ServeArgs | None, p: Plan, tell: Say
+) -> tuple[dict[int, Started], Started | None]:
+    """Each k's server in turn, then k = 0 again (when it and another k were measured)."""
     started_at = time.monotonic()
     servers: dict[int, Started] = {}
     with tempfile.TemporaryDirectory(prefix="vllm-patcher-sweep-") as tmp:
@@ -315,26 +314,30 @@ def run(
         what = "measuring" if args is None else "starting"
         for i, k in enumerate(p.ks):
             elapsed = time.monotonic() - started_at
-            left = elapsed / i * (total - i) if i else None
-            tell(Reached("server", {"k": k, "what": what, "index": i + 1, "total": total,
-                                    "elapsed": elapsed, "left": left}))  # fmt: skip
+            tell(
+                ServerNext(k, what, i + 1, total, elapsed, elapsed / i * (total - i) if i else None)
+            )
             if args is None:
                 servers[k] = _running_one(python, p.urls[k], k, p, tmp, tell)
                 servers[k].url = p.urls[k]
             else:
                 servers[k] = _serve_one(python, args, k, p, tmp, tell)
             if k == 0 and servers[0].failure is not None:
-                tell(Reached("no baseline"))
+                tell(NoBaseline())
                 break
         again = None
         if servers[0].failure is None and any(s.failure is None for s in servers.values() if s.k):
-            elapsed = time.monotonic() - started_at
-            tell(Reached("baseline again", {"what": what, "total": total, "elapsed": elapsed}))
+            tell(BaselineAgain(what, total, time.monotonic() - started_at))
             if args is None:
                 again = _running_one(python, p.urls[0], 0, p, tmp, tell, "k0-again")
                 again.url = p.urls[0]
             else:
                 again = _serve_one(python, args, 0, p, tmp, tell, "k0-again")
+    return servers, again
+
+
+def _judged(p: Plan, servers: dict[int, Started], again: Started | None) -> SweepResult:
+    """Each k's cells set against k = 0's runs at the same concurrency."""
     out = SweepResult(p.ks, p.concurrencies, p.repeat, p.prompts, servers, p.log_dir, again=again)
     base = servers[0]
     for k in p.ks:

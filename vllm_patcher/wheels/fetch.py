@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
 from ..errors import FetchError
-from ..progress import Reached
+from ..events import Fetched, FetchEvent, Fetching, NoRanges
 
 if TYPE_CHECKING:
     import requests
@@ -50,7 +50,7 @@ def fetch_members(
     dest: Path,
     scratch: Path,
     *,
-    say: Callable[[Reached], None] | None = None,
+    say: Callable[[FetchEvent], None] | None = None,
     stats: FetchStats | None = None,
     config: IndexConfig | None = None,
 ) -> FetchStats:
@@ -79,19 +79,8 @@ def fetch_members(
     finally:
         stats.seconds = time.monotonic() - start
     if say:
-        say(
-            Reached(
-                "fetched",
-                {
-                    "files": stats.members,
-                    "version": version,
-                    "bytes": stats.bytes,
-                    "requests": stats.requests,
-                    "seconds": stats.seconds,
-                    "method": stats.method,
-                },
-            )
-        )
+        say(Fetched(stats.members, version, stats.bytes, stats.requests, stats.seconds,
+                    stats.method))  # fmt: skip
     return stats
 
 
@@ -103,7 +92,7 @@ def _fetch_by_ranges(
     config: IndexConfig,
     session: requests.Session,
     stats: FetchStats,
-    say: Callable[[Reached], None] | None,
+    say: Callable[[FetchEvent], None] | None,
 ) -> bool:
     """False when the server does not do range requests (nothing was written then)."""
     import requests
@@ -143,17 +132,12 @@ def _fetch_by_ranges(
             ]
             size = sum(zf.getinfo(n).compress_size for n in asked + dist)
             if say:
-                say(
-                    Reached(
-                        "fetching",
-                        {"files": len(asked), "version": version, "bytes": size, "host": host},
-                    )
-                )
+                say(Fetching(len(asked), version, size, host))
             stats.method = "range"
             extract_checked(zf, version, members, dest, link.filename, stats)
     except RangeNotSupported:
         if say:
-            say(Reached("no ranges", {"host": host, "bytes": link.size}))
+            say(NoRanges(host, link.size))
         return False
     except zipfile.BadZipFile as exc:
         raise FetchError(

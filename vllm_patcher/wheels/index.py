@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urljoin, urlsplit
 
 from ..errors import FetchError
-from ..progress import Reached
+from ..events import FetchEvent, LookingUp
 from .members import PROJECT, FetchStats, short_error, version_of_filename
 
 if TYPE_CHECKING:
@@ -238,7 +238,7 @@ def find_wheel(
     config: IndexConfig,
     session: requests.Session,
     stats: FetchStats,
-    say: Callable[[Reached], None] | None = None,
+    say: Callable[[FetchEvent], None] | None = None,
 ) -> WheelLink:
     """The wheel of exactly ``version`` from the first index that has one."""
     from packaging.version import InvalidVersion, Version
@@ -250,7 +250,7 @@ def find_wheel(
     unreachable: list[FetchError] = []
     for index in config.indexes:
         if say:
-            say(Reached("looking up", {"version": version, "host": host_of(index)}))
+            say(LookingUp(version, host_of(index)))
         try:
             files = _project_files(index, config, session, stats)
         except FetchError as exc:  # like pip: an index that fails is passed over, not fatal

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING
 
 from .. import fileops
 from ..errors import BadSetting, FetchError
+from ..events import Extracted, FetchEvent
 from ..fileops import cache_root
-from ..progress import Reached
 from ..releases import public_version
 
 if TYPE_CHECKING:
@@ -36,7 +36,7 @@ def fetch_release(
     paths: Iterable[str] | None = None,
     cache: Path | None = None,
     *,
-    say: Callable[[Reached], None] | None = None,
+    say: Callable[[FetchEvent], None] | None = None,
     wheels: Mapping[str, Path] | None = None,
     stats: FetchStats | None = None,
     catalogue: Catalogue | None = None,
@@ -91,11 +91,7 @@ def fetch_release(
                 except (zipfile.BadZipFile, OSError) as exc:
                     raise FetchError(f"cannot read the wheel {local}: {exc}") from None
                 if say:  # after the checks: a refused wheel is one error line, nothing more
-                    say(
-                        Reached(
-                            "extracted", {"files": len(wanted), "version": version, "wheel": local}
-                        )
-                    )
+                    say(Extracted(len(wanted), version, str(local)))
             else:
                 fetch.fetch_members(
                     version, wanted, staging, cache / "wheels", say=say, stats=stats

@@ -13,7 +13,7 @@ from ...wheels.sources import wheels_by_release
 from ..app import Command, pass_app
 from ..base import Application
 from ..render import authoring as render
-from ..render.reached import fetch_line
+from ..render.events import fetch_line
 from ._shared import wheel_option
 
 

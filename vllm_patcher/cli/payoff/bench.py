@@ -6,11 +6,12 @@ from pathlib import Path
 
 import click
 
+from ...events import LoadEvent
 from .. import options
 from ..app import Command, pass_app
 from ..base import Application
 from ..render import payoff as render
-from ..render.reached import bench_line
+from ..render.events import bench_line
 
 
 @click.command("bench", cls=Command)
@@ -46,20 +47,18 @@ def payoff_bench(
         from ..render.plot import check_available
 
         check_available(plot)
-    from ...errors import BenchInterrupted
     from ...serving.server import signals_interrupt
 
     python = str(opts.vllm_target("payoff bench runs vLLM's benchmark client").python)
-    try:
-        with signals_interrupt():  # SIGTERM, SIGHUP: as Ctrl-C, the client's group stopped
-            result = bench.run(
-                python, url, baseline_url, concurrency, num_prompts, dataset, client_args,
-                say=lambda note: app.progress(f"payoff bench: {bench_line(note)}"), repeat=repeat,
-            )  # fmt: skip
-    except KeyboardInterrupt:
-        raise BenchInterrupted(
-            "interrupted; the load client is stopped, neither server is under its load"
-        ) from None
+
+    def say(event: LoadEvent) -> None:  # stderr, whatever the output format
+        line = bench_line(event)
+        if line is not None:
+            app.progress(f"payoff bench: {line}")
+
+    with signals_interrupt():  # SIGTERM, SIGHUP: as Ctrl-C, the client's group stopped
+        result = bench.run(python, url, baseline_url, concurrency, num_prompts, dataset,
+                           client_args, say=say, repeat=repeat)  # fmt: skip
     if plot is not None:
         from ..render.plot import draw_bench
 

@@ -7,11 +7,8 @@ from pathlib import Path
 
 import click
 
-from ...errors import (
-    BadSetting,
-    NotWritable,
-    SweepInterrupted,
-)
+from ...errors import BadSetting, NotWritable
+from ...events import SweepEvent
 from ...payoff.scrape import is_url
 from .. import options, outcomes
 from ..app import ServeCommand, pass_app
@@ -122,28 +119,15 @@ def payoff_sweep(
 
         check_available(plot)
     target = opts.vllm_target("payoff sweep starts vLLM")  # one locate for the whole run
-    python = str(target.python)
-    from ...progress import Reached
-    from ...serving import client as load_client
     from ...serving.server import signals_interrupt
-    from ..render.reached import sweep_line
+    from ..render.events import sweep_lines
 
-    def say(note: Reached) -> None:  # stderr, whatever the output format: JSON stays on stdout
-        app.progress(f"payoff sweep: {sweep_line(note)}")
+    def say(event: SweepEvent) -> None:  # stderr, whatever the output format: JSON on stdout
+        for line in sweep_lines(event):
+            app.progress(f"payoff sweep: {line}")
 
-    try:
-        # one client for the checks and every load (each load a fork of it: serving.client)
-        with signals_interrupt(), load_client.session(python):  # SIGTERM, SIGHUP: as Ctrl-C
-            sweep.check(python, args, plan, target.version)
-            plan = plan.prepare()
-            for line in render.sweep_opening(args, plan):
-                app.progress(f"payoff sweep: {line}")
-            result = sweep.run(python, args, plan, say)
-    except KeyboardInterrupt:
-        logs = f" (logs in {plan.log_dir})" if plan.log_dir != Path() else ""
-        raise SweepInterrupted(
-            f"interrupted; every server this sweep started is stopped{logs}"
-        ) from None
+    with signals_interrupt():  # SIGTERM, SIGHUP: as Ctrl-C
+        result = sweep.run(str(target.python), args, plan, say, target.version)
     judged = result.verdict()
     failed = any(s.failure is not None for s in [*result.servers.values(), result.again] if s)
     code = outcomes.sweep(judged.verdict, failed)

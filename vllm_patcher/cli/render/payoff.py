@@ -10,12 +10,11 @@ from .. import outcomes
 from ..base import Shown
 
 if TYPE_CHECKING:  # typing only: payoff bench loads its machinery when it runs
+    from ...events import SweepOpening
     from ...load.bench import BenchResult
     from ...payoff.analysis import Analysis
     from ...payoff.run import Retry
-    from ...serving.args import ServeArgs
     from ...sweep.result import SweepResult
-    from ...sweep.run import Plan
 
 CLEAR_SCREEN = "\x1b[H\x1b[2J"
 
@@ -67,29 +66,29 @@ def sweep(
     return Shown(code, data, lines(result), stderr=errors)
 
 
-def sweep_opening(args: ServeArgs | None, plan: Plan) -> list[str]:
+def sweep_opening(e: SweepOpening) -> list[str]:
     """What the sweep is about to do, for stderr as it starts."""
-    ks = ", ".join(map(str, plan.ks))
+    ks = ", ".join(map(str, e.ks))
     out = []
-    if args is not None and args.replaced:
+    if e.replaced:
         out.append(
-            f"{' and '.join(args.replaced)} ignored: its servers listen on 127.0.0.1 and a free port"
+            f"{' and '.join(e.replaced)} ignored: its servers listen on 127.0.0.1 and a free port"
         )
-    runs = len(plan.concurrencies) * plan.repeat
+    runs = len(e.concurrencies) * e.repeat
     cost = (
-        f"on each, {plan.repeat} x {plan.prompts} prompts at concurrency "
-        f"{', '.join(map(str, plan.concurrencies))} after a warm-up: "
-        f"{(len(plan.ks) + 1) * runs} measured runs in all"
+        f"on each, {e.repeat} x {e.prompts} prompts at concurrency "
+        f"{', '.join(map(str, e.concurrencies))} after a warm-up: "
+        f"{(len(e.ks) + 1) * runs} measured runs in all"
     )
-    if args is None:
+    if not e.starts:
         out.append(
-            f"{len(plan.ks)} running servers to measure (k = {ks}), the baseline a second time at "
+            f"{len(e.ks)} running servers to measure (k = {ks}), the baseline a second time at "
             f"the end; {cost}"
         )
     else:
         out.append(
-            f"{len(plan.ks) + 1} servers to start, one model load each (k = {ks}, then k = 0 "
-            f"again: did the host's speed hold?); {cost}; logs in {plan.log_dir}"
+            f"{len(e.ks) + 1} servers to start, one model load each (k = {ks}, then k = 0 "
+            f"again: did the host's speed hold?); {cost}; logs in {e.log_dir}"
         )
     return out
 
