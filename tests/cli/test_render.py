@@ -104,35 +104,6 @@ def test_no_library_passes_a_progress_line_of_its_own() -> None:
     assert offenders == []
 
 
-def test_every_kind_of_note_a_library_makes_has_its_words() -> None:
-    """A judgement's reason and a report's advice are ``Note`` objects (a kind and its figures):
-    every ``Note(KIND, ...)`` outside ``cli/`` names a kind that ``cli/render`` words."""
-    import importlib
-
-    from vllm_patcher.cli.render.notes import WORDS
-    from vllm_patcher.cli.render.payoff_report import _WORDS as REPORT_WORDS
-
-    made: dict[str, str] = {}
-    for path in sorted(PACKAGE.rglob("*.py")):
-        rel = path.relative_to(PACKAGE).as_posix()
-        text = path.read_text(encoding="utf-8")
-        if rel.startswith("cli/") or "Note(" not in text:
-            continue
-        module = importlib.import_module("vllm_patcher." + rel[:-3].replace("/", "."))
-        for node in ast.walk(ast.parse(text)):
-            if (
-                isinstance(node, ast.Call)
-                and isinstance(node.func, ast.Name)
-                and node.func.id == "Note"
-                and node.args
-                and isinstance(node.args[0], ast.Name)  # not a note's own kind passed on
-            ):
-                made[f"{rel}:{node.lineno}"] = getattr(module, node.args[0].id)
-    assert len(made) >= 20, made  # the scan found the notes (a rename would hide them)
-    unworded = {where: kind for where, kind in made.items() if kind not in {*WORDS, *REPORT_WORDS}}
-    assert unworded == {}
-
-
 def test_the_words_are_filled_from_the_fields() -> None:
     server = events.ServerNext(2, "starting", 3, 5, 61.4, 40.2)
     assert words.sweep_lines(server) == [

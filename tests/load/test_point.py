@@ -45,8 +45,9 @@ def test_a_baseline_whose_runs_spread_past_the_cap_settles_no_class() -> None:
 
 def test_the_more_prompts_hint_reads_the_widened_band() -> None:
     from vllm_patcher.payoff.judge import more_needed
+    from vllm_patcher.payoff.notes import MorePrompts
 
     # 1.06x and 1.12x straddle 1.08x: 0.01 of room, 0.03 apart -> 9 times the prompts (with
     # the fixed 5% it would have said about 36, fewer than now)
     needed = more_needed([1.06, 1.12], 64, margin=0.08)
-    assert needed == {"wanted": 576, "prompts": 64}, needed
+    assert needed == MorePrompts(wanted=576, prompts=64), needed

@@ -16,6 +16,14 @@ import pytest
 from vllm_patcher.cli.render.payoff_report import note, wider
 from vllm_patcher.payoff import analysis as an
 from vllm_patcher.payoff.analysis import Analysis, analyse
+from vllm_patcher.payoff.notes import (
+    MeasureEachK,
+    NeedsBaseline,
+    NoBaseline,
+    Note,
+    SmallSample,
+    StepNotLonger,
+)
 from vllm_patcher.payoff.window import Window
 
 from ..conftest import run_cli
@@ -42,8 +50,8 @@ def _window(drafts: float, per_pos: tuple[float, ...], step_s: float, steps: flo
     )
 
 
-def _kinds(a: Analysis) -> list[str]:
-    return [n.kind for n in a.notes]
+def _kinds(a: Analysis) -> list[type[Note]]:
+    return [type(n) for n in a.notes]
 
 
 def _plain(step_s: float, steps: float) -> Window:
@@ -51,10 +59,12 @@ def _plain(step_s: float, steps: float) -> Window:
 
 
 def test_the_command_line_has_words_for_every_kind_of_note() -> None:
-    """A note is an object (a kind and its figures); the command line words each kind."""
+    """A note is an object (one class per kind, its figures its fields); the command line words
+    each class the analysis makes, and no other."""
     from vllm_patcher.cli.render.payoff_report import _WORDS
 
-    assert set(_WORDS) == set(an.KINDS) and len(an.KINDS) == len(set(an.KINDS))
+    made = {v for v in vars(an).values() if isinstance(v, type) and issubclass(v, Note)} - {Note}
+    assert len(made) == 15 and set(_WORDS) == made, made
 
 
 def test_a_shorter_draft_gets_a_range_between_the_two_cost_models_never_a_figure() -> None:
@@ -76,7 +86,7 @@ def test_a_shorter_draft_gets_a_range_between_the_two_cost_models_never_a_figure
     assert 3 not in a.shorter_k_range  # the served k is measured, not modelled
     assert a.break_even_length == pytest.approx(1.6)
     # both models above 1.0x: a reason to measure, never advice
-    assert an.Note(an.MEASURE_EACH_K, {"ks": [1, 2], "crossing": False}) in a.notes, a.notes
+    assert MeasureEachK(ks=[1, 2], crossing=False) in a.notes, a.notes
     said = note(a.notes[-1], a.window)
     assert "set num_speculative_tokens" not in said and "payoff sweep" in said
 
@@ -88,8 +98,8 @@ def test_a_range_that_crosses_one_says_to_measure_each_k() -> None:
     assert a.speedup == pytest.approx(1.047, abs=1e-3) and a.verdict == "break-even"
     low, high = a.shorter_k_range[1]
     assert low == pytest.approx(0.84, abs=0.005) and high == pytest.approx(1.18, abs=0.005)
-    (measure,) = [n for n in a.notes if n.kind == an.MEASURE_EACH_K]
-    assert measure.facts == {"ks": [1, 2], "crossing": True}, measure
+    (measure,) = [n for n in a.notes if isinstance(n, MeasureEachK)]
+    assert measure == MeasureEachK(ks=[1, 2], crossing=True), measure
     said = note(measure, a.window)
     assert "vllm-patcher payoff sweep" in said and "set num_speculative_tokens" not in said
 
@@ -97,10 +107,10 @@ def test_a_range_that_crosses_one_says_to_measure_each_k() -> None:
 def test_without_a_baseline_the_speedup_is_unknown_and_never_guessed() -> None:
     a = analyse(_window(100, (80, 40, 20), step_s=0.016, steps=100))
     assert a.verdict == "unknown" and a.speedup is None and a.shorter_k_range == {}
-    assert a.unknown == an.Note(an.NO_BASELINE) and an.NEED_BASELINE in _kinds(a), a.notes
+    assert a.unknown == NoBaseline() and NeedsBaseline in _kinds(a), a.notes
     assert note(a.unknown, a.window) == "no baseline: the speedup was not measured"
-    (need,) = [n for n in a.notes if n.kind == an.NEED_BASELINE]
-    assert need.facts == {"k": 3, "per_step": pytest.approx(2.4), "step_s": pytest.approx(0.016)}
+    (need,) = [n for n in a.notes if isinstance(n, NeedsBaseline)]
+    assert need == NeedsBaseline(k=3, per_step=pytest.approx(2.4), step_s=pytest.approx(0.016))
     assert "--baseline" in note(need, a.window)
 
 
@@ -109,16 +119,16 @@ def test_a_plain_step_slower_than_a_speculative_one_fits_no_cost_and_predicts_no
     a = analyse(_window(100, (80, 40, 20), step_s=0.008, steps=100), _plain(0.010, 100))
     assert a.speedup is not None and a.verdict == "unknown"  # no measurement under unequal loads
     assert a.shorter_k_range == {} and a.break_even_length is None
-    assert a.unknown is not None and a.unknown.kind == an.STEP_NOT_LONGER, a.notes
+    assert isinstance(a.unknown, StepNotLonger), a.notes
     assert "not under the same load" in note(a.unknown, a.window)
 
 
 def test_a_small_window_says_its_figures_are_noisy() -> None:
     a = analyse(_window(100, (80, 40, 20), step_s=0.016, steps=100), _plain(0.010, 100))
-    assert an.Note(an.SMALL, {"drafts": 100, "wanted": 500}) in a.notes, a.notes
+    assert SmallSample(drafts=100, wanted=500) in a.notes, a.notes
     assert "only 100 drafts" in note(a.notes[0], a.window)
     big = analyse(_window(1000, (800, 400, 200), step_s=0.016, steps=1000), _plain(0.010, 1000))
-    assert an.SMALL not in _kinds(big)
+    assert SmallSample not in _kinds(big)
 
 
 @pytest.mark.parametrize(

@@ -5,13 +5,11 @@ range between the two cost models counts each step that made no draft as the one
 
 from __future__ import annotations
 
-import json
-import math
 from pathlib import Path
 
 import pytest
 
-from vllm_patcher.payoff.judge import Note, verdict
+from vllm_patcher.payoff.judge import verdict
 
 from .scrapes import _no_advice_to_change_k, _with_baseline, decode, metrics
 
@@ -40,23 +38,3 @@ def test_steps_without_a_draft_count_as_one_token_in_the_shorter_k_range(tmp_pat
     assert one["low"] == pytest.approx(speedup * 1.4 / 1.7, abs=1e-3)  # positions 2, 3 dropped
     assert one["high"] == pytest.approx(speedup * 1.4 / 1.7 * 13 / 11, abs=1e-3)  # c = 1 ms
     _no_advice_to_change_k(data)
-
-
-def test_a_notes_json_keeps_six_significant_digits_and_never_writes_a_non_finite_number() -> None:
-    nested = Note("inner", {"step_s": 0.000123456789})
-    note = Note(
-        "outer",
-        {"center": 1.0466666666666666, "figures": {"speedup": [1.07, 1 / 3]}, "why": nested,
-         "spread": math.inf, "ks": (1, 2), "n": 7},
-    )  # fmt: skip
-    data = note.to_dict()
-    assert data == {
-        "kind": "outer",
-        "center": 1.04667,
-        "figures": {"speedup": [1.07, 0.333333]},
-        "why": {"kind": "inner", "step_s": 0.000123457},
-        "spread": None,
-        "ks": [1, 2],
-        "n": 7,
-    }
-    json.dumps(data, allow_nan=False)  # a JSON reader other than Python's can read it

@@ -19,6 +19,7 @@ from vllm_patcher.cli.render import sweep as render_sweep
 from vllm_patcher.load import engine
 from vllm_patcher.load.vllm_bench import WARM_UP_PROMPTS
 from vllm_patcher.payoff import scrape
+from vllm_patcher.payoff.notes import SpeedMoved
 from vllm_patcher.sweep import run as sweep
 
 from ..load.points import point, said
@@ -132,7 +133,7 @@ def test_a_host_that_slowed_down_during_the_sweep_gives_no_verdict(
     assert steady.best(1)[0] == 2 and any("k = 0 again" in line for line in said)
     slower = _sweep(monkeypatch, FakeFleet([10.0, 10.0, 18.0, 18.0], 1.4), tmp_path / "b", said)
     judged = slower.cells[(2, 1)].judgement()
-    assert judged.reason is not None and judged.reason.kind == "speed-moved", judged
+    assert isinstance(judged.reason, SpeedMoved) and judged.reason.kind == "speed-moved", judged
     assert judged.verdict == "unknown" and "host's speed moved" in reason_of(judged)
     assert "10.00 ms at the start and 18.00 ms at the end" in reason_of(judged)
     assert slower.best(1)[0] is None and slower.verdict().verdict == "unknown"

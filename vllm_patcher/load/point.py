@@ -7,22 +7,25 @@ bench`` makes one per concurrency, ``payoff sweep`` one per cell (k, concurrency
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
 from ..payoff.analysis import Analysis
-from ..payoff.judge import MARGIN, NOISE_CAP, UNKNOWN, Judgement, Note, judge, more_needed
+from ..payoff.judge import MARGIN, NOISE_CAP, UNKNOWN, Judgement, judge, more_needed
+from ..payoff.notes import (
+    DifferentModels,
+    FailedRequests,
+    FiguresDisagree,
+    NoClientFigures,
+    NoisyBaseline,
+    Note,
+    Restarted,
+)
 from ..payoff.window import Window
 from .repeats import failures
 
 MEASURES = ("per-token time (client)", "throughput (client)", "per-token time (/metrics)")
-
-# Why a point's verdict is unknown (Note.kind, beside payoff.judge's), with the figures each names:
-FAILED_REQUESTS = "failed-requests"  # failed, sent
-FOREIGN = "different-models"  # spec, base: the models each side served
-NOISY = "noisy-baseline"  # noise, cap
-RESTARTED = "restarted"  # reset, runs
-NO_CLIENT_FIGURES = "no-client-figures"
 
 
 @dataclass
@@ -97,13 +100,13 @@ class Point:
         """The break-even band's half width: 5%, or the baseline's own spread when wider."""
         return max(MARGIN, min(self.noise, NOISE_CAP))
 
-    def foreign(self) -> Note | None:
+    def foreign(self) -> DifferentModels | None:
         """Why the two servers cannot be set against each other: they serve different models
         (their /metrics ``model_name``), or None."""
         spec = {run.window.model for run in self.runs if run.window.model}
         base = {run.base_window.model for run in self.runs if run.base_window.model}
         if spec and base and spec != base:
-            return Note(FOREIGN, {"spec": sorted(spec), "base": sorted(base)})
+            return DifferentModels(spec=sorted(spec), base=sorted(base))
         return None
 
     def reset_runs(self) -> int:
@@ -115,23 +118,23 @@ class Point:
     def judgement(self) -> Judgement:
         failed, sent = self.failed_requests()
         if failed:  # a server that answered some requests with errors is not measured
-            return Judgement(UNKNOWN, Note(FAILED_REQUESTS, {"failed": failed, "sent": sent}))
+            return Judgement(UNKNOWN, FailedRequests(failed=failed, sent=sent))
         foreign = self.foreign()
         if foreign:
             return Judgement(UNKNOWN, foreign)
         if self.drift:
             return Judgement(UNKNOWN, self.drift)
         if self.noise > NOISE_CAP:  # break-even that wide would hide a 3x loss
-            return Judgement(UNKNOWN, Note(NOISY, {"noise": self.noise, "cap": NOISE_CAP}))
+            return Judgement(UNKNOWN, NoisyBaseline(noise=self.noise, cap=NOISE_CAP))
         reset = self.reset_runs()
         if reset:  # a window since a restart is not the load's: its client figures may hold
             # requests the dead server never finished either
-            return Judgement(UNKNOWN, Note(RESTARTED, {"reset": reset, "runs": len(self.runs)}))
+            return Judgement(UNKNOWN, Restarted(reset=reset, runs=len(self.runs)))
         series = self.series()
         if not series[MEASURES[0]] and not series[MEASURES[1]]:
-            return Judgement(UNKNOWN, Note(NO_CLIENT_FIGURES))
+            return Judgement(UNKNOWN, NoClientFigures())
         judged = judge(series, self.margin)
-        if judged.reason is None:
+        if not isinstance(judged.reason, FiguresDisagree):  # the judge's one reason given figures
             return judged
         values = [v for vs in series.values() for v in vs]
         hint = (
@@ -139,9 +142,7 @@ class Point:
             if len(self.runs) > 1
             else more_needed([], self.prompts, self.margin)
         )
-        assert judged.reason is not None
-        facts = {**judged.reason.facts, "more": hint}
-        return Judgement(UNKNOWN, Note(judged.reason.kind, facts))
+        return Judgement(UNKNOWN, dataclasses.replace(judged.reason, more=hint))
 
     def to_dict(self) -> dict[str, object]:
         series = self.series()

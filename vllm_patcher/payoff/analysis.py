@@ -1,7 +1,8 @@
 """From a window of a speculative server (and one of a plain server under the same load): the
 acceptance figures, the two measures of speed, a verdict that needs both to agree, and, for each
 shorter draft, a range between two cost models (``judge``), never a figure or advice. What it
-notes or advises is a ``Note`` (a kind and the figures behind it); the command line words it.
+notes or advises is a ``Note`` (``notes``: a kind and the figures behind it); the command line
+words it.
 
 The figures, in one place:
 - The count at position i is the number of drafts whose first i+1 tokens were all accepted, so
@@ -28,38 +29,35 @@ from .judge import (
     PAYS,
     RANGE_MODEL,
     UNKNOWN,
-    Note,
     judge,
     shorter_k_range,
     verdict,
 )
+from .notes import (
+    LowFirstAcceptance,
+    MaybeUnevenLoad,
+    MeasureEachK,
+    MeasuresDisagree,
+    MinusOneCounter,
+    NeedsBaseline,
+    NoBaseline,
+    NoShorterK,
+    Note,
+    NotTimed,
+    OtherModel,
+    ShortDrafts,
+    SmallSample,
+    StepNotLonger,
+    ThroughputNotCompared,
+    UnevenLoad,
+)
 from .scrape import is_url
 from .window import Window
 
-__all__ = ["BREAK_EVEN", "LOSES", "PAYS", "UNKNOWN", "Analysis", "Note", "analyse", "verdict"]
+__all__ = ["BREAK_EVEN", "LOSES", "PAYS", "UNKNOWN", "Analysis", "analyse", "verdict"]
 
 SMALL_SAMPLE = 500  # drafts; a tryout's 5 s windows of 50-150 drafts swung from 0.36x to 3.67x
 SAME_LOAD = 1.5  # requests decoding on one side at most this many times the other's
-
-# What a report notes or advises (Note.kind), each with the figures it names:
-MINUS_ONE = "minus-one-counter"  # accepted, positions: vLLM 0.11-0.14 counted -1 for empty steps
-SMALL = "small-sample"  # drafts, wanted
-NOT_TIMED = "not-timed"  # missing: which windows have no decode latency samples
-NO_THROUGHPUT = "throughput-not-compared"  # a window's length is not known
-SPLIT = "measures-disagree"  # why: the judge's Note
-SHORT_DRAFTS = "short-drafts"  # per_draft, k: drafts shorter than the position labels
-OTHER_MODEL = "other-model"  # model, baseline_model
-UNEVEN_LOAD = "uneven-load"  # here, there (requests decoding), running, baseline_running
-MAYBE_UNEVEN = "maybe-uneven-load"  # running, baseline_running: no window length to average
-STEP_NOT_LONGER = "step-not-longer"  # step_s, plain_step_s (seconds), running, baseline_running
-NEED_BASELINE = "needs-baseline"  # k, per_step, step_s (seconds, or None)
-MEASURE_EACH_K = "measure-each-k"  # ks, crossing: the cost models' range does not settle them
-NO_SHORTER_K = "no-shorter-k"  # no shorter draft reaches 1.0x under either cost model
-LOW_FIRST = "low-first-acceptance"  # first: the share of drafts with their first token accepted
-NO_BASELINE = "no-baseline"  # no plain server to set the window against: no speedup measured
-KINDS: tuple[str, ...] = (MINUS_ONE, SMALL, NOT_TIMED, NO_THROUGHPUT, SPLIT, SHORT_DRAFTS)
-KINDS += (OTHER_MODEL, UNEVEN_LOAD, MAYBE_UNEVEN, STEP_NOT_LONGER, NEED_BASELINE, MEASURE_EACH_K)
-KINDS += (NO_SHORTER_K, LOW_FIRST, NO_BASELINE)
 
 
 @dataclass
@@ -159,15 +157,13 @@ def _per_token(w: Window) -> tuple[float | None, float | None, float | None]:
 
 def analyse(w: Window, baseline: Window | None = None) -> Analysis:
     """Figures for a window with drafts (the caller refuses one without)."""
-    notes = []
+    notes: list[Note] = []
     if sum(w.per_pos) > w.accepted and w.approximate:  # rounding of the log's figures
         w = dataclasses.replace(w, accepted=float(sum(w.per_pos)))
     elif sum(w.per_pos) > w.accepted:
         # vLLM 0.11-0.14 count -1 accepted for a step with no sampled token; the per-position
         # counts (a prefix count each) hold the true number of accepted tokens
-        notes.append(
-            Note(MINUS_ONE, {"accepted": int(w.accepted), "positions": int(sum(w.per_pos))})
-        )
+        notes.append(MinusOneCounter(accepted=int(w.accepted), positions=int(sum(w.per_pos))))
         w = dataclasses.replace(w, accepted=float(sum(w.per_pos)))
     k = w.k
     prefix = [p / w.drafts for p in w.per_pos] if w.drafts else [0.0] * k
@@ -190,10 +186,10 @@ def analyse(w: Window, baseline: Window | None = None) -> Analysis:
         per_token_s=per_token_s,
     )
     if w.drafts < SMALL_SAMPLE:
-        notes.append(Note(SMALL, {"drafts": int(w.drafts), "wanted": SMALL_SAMPLE}))
+        notes.append(SmallSample(drafts=int(w.drafts), wanted=SMALL_SAMPLE))
     a.notes.extend(notes)
     if baseline is None:
-        _unknown(a, Note(NO_BASELINE))
+        _unknown(a, NoBaseline())
     else:
         _with_baseline(a, baseline)
     _advise(a)
@@ -210,7 +206,7 @@ def _with_baseline(a: Analysis, baseline: Window) -> None:
         if value is None
     ]
     if missing:
-        _unknown(a, Note(NOT_TIMED, {"missing": missing}))
+        _unknown(a, NotTimed(missing=missing))
         return
     assert a.per_token_s is not None and base_per_token is not None and t0 is not None
     assert a.step_s is not None
@@ -227,16 +223,16 @@ def _with_baseline(a: Analysis, baseline: Window) -> None:
     if a.throughput_ratio is not None:
         figures["throughput"] = [a.throughput_ratio]
     else:
-        a.notes.append(Note(NO_THROUGHPUT))
+        a.notes.append(ThroughputNotCompared())
     judged = judge(figures)
     a.verdict = judged.verdict
     if judged.reason:
-        _unknown(a, Note(SPLIT, {"why": judged.reason}))
+        _unknown(a, MeasuresDisagree(why=judged.reason))
         return
     a.break_even_length = a.step_s / t0
     per_draft = a.draft_tokens_per_draft or 0.0
     if a.k >= 2 and abs(per_draft - a.k) > 0.01:
-        a.notes.append(Note(SHORT_DRAFTS, {"per_draft": per_draft, "k": a.k}))
+        a.notes.append(ShortDrafts(per_draft=per_draft, k=a.k))
     elif a.tokens_per_step is not None:
         a.shorter_k_range = shorter_k_range(
             a.speedup, a.k, w.per_pos, w.steps, a.tokens_per_step, a.step_s, t0
@@ -247,17 +243,16 @@ def _not_comparable(a: Analysis, baseline: Window, t0: float) -> Note | None:
     """Why the two windows are not one load on the same model, or None."""
     w = a.window
     if w.model and baseline.model and w.model != baseline.model:
-        return Note(OTHER_MODEL, {"model": w.model, "baseline_model": baseline.model})
+        return OtherModel(model=w.model, baseline_model=baseline.model)
     here, there = w.decoding, baseline.decoding
-    running = {"running": w.running or 0.0, "baseline_running": baseline.running or 0.0}
+    now, then = w.running or 0.0, baseline.running or 0.0  # requests running when read
     if here and there and max(here, there) / min(here, there) > SAME_LOAD:
-        return Note(UNEVEN_LOAD, {"here": here, "there": there, **running})
-    if not (here and there):  # no window length to average over: the gauges read are all
-        now, then = w.running or 0.0, baseline.running or 0.0
-        if max(now, then) > SAME_LOAD * max(min(now, then), 1.0):
-            return Note(MAYBE_UNEVEN, running)
+        return UnevenLoad(here=here, there=there, running=now, baseline_running=then)
+    # no window length to average over: the gauges read are all
+    if not (here and there) and max(now, then) > SAME_LOAD * max(min(now, then), 1.0):
+        return MaybeUnevenLoad(running=now, baseline_running=then)
     if a.k and a.step_s is not None and a.step_s <= t0:
-        return Note(STEP_NOT_LONGER, {"step_s": a.step_s, "plain_step_s": t0, **running})
+        return StepNotLonger(step_s=a.step_s, plain_step_s=t0, running=now, baseline_running=then)
     return None
 
 
@@ -273,13 +268,13 @@ def _advise(a: Analysis) -> None:
     if a.baseline is None:
         if a.mean_acceptance_length is not None:
             per_step = a.tokens_per_step or a.mean_acceptance_length
-            say(Note(NEED_BASELINE, {"k": a.k, "per_step": per_step, "step_s": a.step_s}))
+            say(NeedsBaseline(k=a.k, per_step=per_step, step_s=a.step_s))
     elif a.shorter_k_range:
         crossing = [k for k, (lo, hi) in a.shorter_k_range.items() if lo < 1 < hi]
         above = [k for k, (lo, _) in a.shorter_k_range.items() if lo >= 1 + MARGIN]
         if crossing or above:
-            say(Note(MEASURE_EACH_K, {"ks": crossing + above, "crossing": bool(crossing)}))
+            say(MeasureEachK(ks=crossing + above, crossing=bool(crossing)))
         elif a.verdict in (LOSES, BREAK_EVEN):
-            say(Note(NO_SHORTER_K))
+            say(NoShorterK())
     if a.prefix and a.prefix[0] < 0.3:
-        say(Note(LOW_FIRST, {"first": a.prefix[0]}))
+        say(LowFirstAcceptance(first=a.prefix[0]))

@@ -14,8 +14,17 @@ k'..k-1 contributed, so steps without a draft count as what they are.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+
+from .notes import (
+    FiguresDisagree,
+    More,
+    MorePrompts,
+    Note,
+    NothingMeasured,
+    OnThreshold,
+    RepeatRuns,
+)
 
 PAYS, BREAK_EVEN, LOSES, UNKNOWN = "pays", "break-even", "loses", "unknown"
 MARGIN = 0.05  # within +-5% of 1.0x is break-even
@@ -39,38 +48,6 @@ def verdict(speedup: float, margin: float = MARGIN) -> str:
 
 
 @dataclass(frozen=True)
-class Note:
-    """What a judgement or a report says beyond its figures (why a verdict is unknown, what to
-    do next): ``kind`` names it, ``facts`` are the figures it rests on; the command line words
-    each kind (cli/render/notes.py)."""
-
-    kind: str
-    facts: dict[str, Any] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        """The kind and its figures for ``--json``: floats to 6 significant digits (the figures
-        behind a verdict, not its display), a figure that is not finite as null."""
-        return {"kind": self.kind, **{k: _plain(v) for k, v in self.facts.items()}}
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, Note):
-        return value.to_dict()
-    if isinstance(value, float):
-        return float(f"{value:.6g}") if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    return value
-
-
-# Why a judgement is unknown (Note.kind), with the figures each names:
-NOTHING = "nothing-measured"
-DISAGREE = "figures-disagree"  # figures ({measure: values}), margin[, more: more_needed's]
-
-
-@dataclass(frozen=True)
 class Judgement:
     verdict: str
     reason: Note | None = None  # why it is unknown
@@ -80,12 +57,12 @@ def judge(figures: dict[str, list[float]], margin: float = MARGIN) -> Judgement:
     """One class for every value of every measure, or ``unknown`` naming them all."""
     values = [v for vs in figures.values() for v in vs]
     if not values:
-        return Judgement(UNKNOWN, Note(NOTHING))
+        return Judgement(UNKNOWN, NothingMeasured())
     classes = {verdict(v, margin) for v in values}
     if len(classes) == 1:
         return Judgement(classes.pop())
     said = {name: list(vs) for name, vs in figures.items() if vs}
-    return Judgement(UNKNOWN, Note(DISAGREE, {"figures": said, "margin": margin}))
+    return Judgement(UNKNOWN, FiguresDisagree(figures=said, margin=margin))
 
 
 def spread(values: list[float]) -> float:
@@ -104,19 +81,19 @@ def room(center: float, margin: float = MARGIN) -> float:
     return min(1 + margin - center, center - (1 - margin))
 
 
-def more_needed(values: list[float], prompts: int, margin: float = MARGIN) -> dict[str, Any]:
+def more_needed(values: list[float], prompts: int, margin: float = MARGIN) -> More:
     """How many prompts per run would make repeats this far apart fall in one class (a model:
-    a run's spread shrinks as 1/sqrt(prompts)); ``margin``: the break-even band used. ``{"repeat":
-    True}`` for one run (no spread to go by), ``{"center": x}`` when the figures centre on a
-    threshold (no number settles it), else ``{"wanted": n, "prompts": now}``."""
+    a run's spread shrinks as 1/sqrt(prompts)); ``margin``: the break-even band used.
+    ``RepeatRuns`` for one run (no spread to go by), ``OnThreshold`` when the figures centre on a
+    threshold (no number settles it), else ``MorePrompts``."""
     if len(values) < 2:
-        return {"repeat": True}
+        return RepeatRuns()
     center = sum(values) / len(values)
     half = max(abs(v - center) for v in values)
     free = room(center, margin)
     if free < 0.005:
-        return {"center": center}
-    return {"wanted": math.ceil(prompts * (half / free) ** 2), "prompts": prompts}
+        return OnThreshold(center=center)
+    return MorePrompts(wanted=math.ceil(prompts * (half / free) ** 2), prompts=prompts)
 
 
 def shorter_k_range(

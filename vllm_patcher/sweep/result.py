@@ -11,15 +11,9 @@ from pathlib import Path
 from ..load.engine import Measured
 from ..load.point import MEASURES, Point
 from ..payoff.analysis import SMALL_SAMPLE
-from ..payoff.judge import BREAK_EVEN, LOSES, PAYS, UNKNOWN, Judgement, Note
+from ..payoff.judge import BREAK_EVEN, LOSES, PAYS, UNKNOWN, Judgement
+from ..payoff.notes import NoBestK, NotJudged, ResetCells, SmallCells, Tie
 from ..serving import server
-
-# Why a concurrency has no best k, or the sweep no verdict (Note.kind), with their figures:
-SMALL_CELLS = "small-cells"  # ks, wanted: cells under SMALL_SAMPLE drafts
-RESET_CELLS = "reset-cells"  # ks: cells whose counters were reset during a run (no count to go by)
-NOT_JUDGED = "not-judged"  # ks (unknown or not measured), paying
-TIE = "tie"  # ks, figures ({k: {measure: values}}): they all pay, none beats the others
-NO_BEST_K = "no-best-k"
 
 
 @dataclass
@@ -67,18 +61,15 @@ class SweepResult:
         judged = {k: p.judgement() for k, p in points.items()}
         reset = [k for k, p in points.items() if p.reset_runs()]
         if reset:  # its drafts are those since the reset: neither too few nor enough
-            return None, Judgement(UNKNOWN, Note(RESET_CELLS, {"ks": sorted(reset)}))
+            return None, Judgement(UNKNOWN, ResetCells(ks=sorted(reset)))
         small = [k for k, p in points.items() if small_sample(p)]
         if small:  # no advice from a handful of drafts, whatever their figures say
-            return None, Judgement(
-                UNKNOWN, Note(SMALL_CELLS, {"ks": sorted(small), "wanted": SMALL_SAMPLE})
-            )
+            return None, Judgement(UNKNOWN, SmallCells(ks=sorted(small), wanted=SMALL_SAMPLE))
         unknown = [k for k, j in judged.items() if j.verdict == UNKNOWN]
         missing = [k for k in self.ks if k and k not in points]
         if unknown or missing:
             paying = [k for k, j in judged.items() if j.verdict == PAYS]
-            facts = {"ks": sorted(unknown + missing), "paying": paying}
-            return None, Judgement(UNKNOWN, Note(NOT_JUDGED, facts))
+            return None, Judgement(UNKNOWN, NotJudged(ks=sorted(unknown + missing), paying=paying))
         top = max(points, key=lambda kk: points[kk].speedup or 0.0)
         sure = [k for k, p in points.items() if judged[k].verdict == PAYS]
         if not sure:
@@ -86,7 +77,7 @@ class SweepResult:
         tied = self.tie(c)
         if tied:
             figures = {k: _figures(points[k]) for k in tied}
-            return None, Judgement(PAYS, Note(TIE, {"ks": tied, "figures": figures}))
+            return None, Judgement(PAYS, Tie(ks=tied, figures=figures))
         best = tied_or_best(points, sure)[0]
         return best, judged[best]
 
@@ -117,7 +108,7 @@ class SweepResult:
         if any(k or j.verdict == PAYS for k, j in bests):
             return Judgement(PAYS)
         if not self.cells or any(k is None for k, _ in bests):
-            return Judgement(UNKNOWN, Note(NO_BEST_K))
+            return Judgement(UNKNOWN, NoBestK())
         classes = {j.verdict for _, j in bests}
         return Judgement(BREAK_EVEN if BREAK_EVEN in classes else LOSES)
 

@@ -41,7 +41,8 @@ from ..load.point import Point, Run
 from ..load.repeats import failed_note, failures, merged, noise
 from ..payoff import scrape
 from ..payoff.analysis import analyse
-from ..payoff.judge import MARGIN, Note
+from ..payoff.judge import MARGIN
+from ..payoff.notes import BaselineNotAgain, Note, SpeedMoved
 from ..payoff.window import NotOneWindow
 from ..serving import server
 from ..serving.args import ServeArgs, option_name
@@ -360,12 +361,6 @@ def _judged(p: Plan, servers: dict[int, Started], again: Started | None) -> Swee
     return out
 
 
-# Why the baseline's two measurements cannot stand for one host's speed (Note.kind):
-NOT_AGAIN = "baseline-not-again"  # why: failed, not-run, failed-requests (failed), other-model
-# (models), restarted, no-figure (measure)
-SPEED_MOVED = "speed-moved"  # measure, unit, start, end, margin
-
-
 def baseline_drift(
     first: list[Measured], again: Started | None, c: int, prompts: int = 0
 ) -> tuple[float, Note | None]:
@@ -375,32 +370,27 @@ def baseline_drift(
     speed moved: a k measured in between is set against a speed it may not have had), or the
     second cannot stand for the first (failed requests, another model, a restart, no figure)."""
     if again is None or again.failure is not None or not again.runs.get(c):
-        why = "failed" if again is not None and again.failure else "not-run"
-        return 0.0, _not_again(why)
+        failed_to_start = again is not None and again.failure is not None
+        return 0.0, BaselineNotAgain(why="failed" if failed_to_start else "not-run")
     end = again.runs[c]
     failed = failures([m.result for m in end], prompts)[0]
     if failed:
-        return 0.0, _not_again("failed-requests", failed=failed)
+        return 0.0, BaselineNotAgain(why="failed-requests", failed=failed)
     models = {m.window.model for m in first + end if m.window.model}
     if len(models) > 1:
-        return 0.0, _not_again("other-model", models=sorted(models))
+        return 0.0, BaselineNotAgain(why="other-model", models=sorted(models))
     if any(m.window.reset for m in end):
-        return 0.0, _not_again("restarted")
+        return 0.0, BaselineNotAgain(why="restarted")
     for name, unit, key in (("per-token time", "ms", "mean_tpot_ms"),
                             ("throughput", "tok/s", "output_throughput")):  # fmt: skip
         a = [v for m in first if (v := _num(m.result.get(key)))]
         b = [v for m in end if (v := _num(m.result.get(key)))]
         if len(a) != len(first) or len(b) != len(end):
-            return 0.0, _not_again("no-figure", measure=name)
+            return 0.0, BaselineNotAgain(why="no-figure", measure=name)
         ma, mb = sum(a) / len(a), sum(b) / len(b)
         if abs(mb / ma - 1) > MARGIN:
-            facts = {"measure": name, "unit": unit, "start": ma, "end": mb, "margin": MARGIN}
-            return 0.0, Note(SPEED_MOVED, facts)
+            return 0.0, SpeedMoved(measure=name, unit=unit, start=ma, end=mb, margin=MARGIN)
     return noise([m.result for m in first + end]), None
-
-
-def _not_again(why: str, **facts: object) -> Note:
-    return Note(NOT_AGAIN, {"why": why, **facts})
 
 
 def _num(value: object) -> float | None:

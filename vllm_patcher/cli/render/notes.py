@@ -1,16 +1,43 @@
 """Why a verdict is unknown, in words: the notes that payoff's judgements carry (``payoff.judge``,
-``load.point``, ``sweep``), each a kind and its figures; ``payoff_report`` words the report's own."""
+``load.point``, ``sweep``), each a class of ``payoff.notes`` worded by its entry in ``WORDS``;
+``payoff_report`` words the report's own."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypeVar
 
-from ...load import point
-from ...payoff.judge import DISAGREE, MARGIN, NOTHING, Note, verdict
-from ...sweep import result, run
+from ...payoff.judge import MARGIN, verdict
+from ...payoff.notes import (
+    BaselineNotAgain,
+    DifferentModels,
+    FailedRequests,
+    FiguresDisagree,
+    More,
+    MorePrompts,
+    NoBestK,
+    NoClientFigures,
+    NoisyBaseline,
+    Note,
+    NothingMeasured,
+    NotJudged,
+    OnThreshold,
+    ResetCells,
+    Restarted,
+    SmallCells,
+    SpeedMoved,
+    Tie,
+)
+
+N = TypeVar("N", bound=Note)
+
+
+def _words(kind: type[N], say: Callable[[N], str]) -> tuple[type[Note], Callable[[Any], str]]:
+    """One entry of ``WORDS``: a class of note and how to word one (mypy checks that
+    ``say`` reads attributes the class has; the table hands it notes of that class only)."""
+    return kind, say
 
 
 def span(values: list[float]) -> str:
@@ -23,11 +50,11 @@ def _ks(ks: list[int]) -> str:
     return ", ".join(f"k = {k}" for k in ks)
 
 
-def _disagree(f: dict[str, Any]) -> str:
-    margin = f["margin"]
+def _disagree(n: FiguresDisagree) -> str:
+    margin = n.margin
     said = "; ".join(
         f"{name} {span(vs)} ({' and '.join(sorted({verdict(v, margin) for v in vs}))})"
-        for name, vs in f["figures"].items()
+        for name, vs in n.figures.items()
     )
     band = (
         f" (break-even within +-{margin:.0%}: the baseline's own spread)" if margin > MARGIN else ""
@@ -35,104 +62,108 @@ def _disagree(f: dict[str, Any]) -> str:
     return f"the figures fall in different verdicts{band}: {said}"
 
 
-def _more(f: dict[str, Any]) -> str:
+def _more(hint: More) -> str:
     """How many prompts would settle figures that disagree (``payoff.judge.more_needed``)."""
-    if f.get("repeat"):
-        return "one run shows no spread: repeat it (--repeat 3) to see whether the verdict holds"
-    if "center" in f:
+    if isinstance(hint, OnThreshold):
         return (
-            f"the figures centre on {f['center']:.2f}x, on a threshold: no number of prompts "
+            f"the figures centre on {hint.center:.2f}x, on a threshold: no number of prompts "
             "settles the class; treat it as break-even"
         )
-    return (
-        f"about {f['wanted']:,} prompts per run (now {f['prompts']:,}) would keep repeats this far "
-        "apart in one class, if the spread shrinks as 1/sqrt(prompts)"
-    )
+    if isinstance(hint, MorePrompts):
+        return (
+            f"about {hint.wanted:,} prompts per run (now {hint.prompts:,}) would keep repeats this "
+            "far apart in one class, if the spread shrinks as 1/sqrt(prompts)"
+        )
+    return "one run shows no spread: repeat it (--repeat 3) to see whether the verdict holds"
 
 
-_NOT_AGAIN: Mapping[str, Callable[[dict[str, Any]], str]] = MappingProxyType(
+_NOT_AGAIN: Mapping[str, Callable[[BaselineNotAgain], str]] = MappingProxyType(
     {
-        "failed": lambda f: "its server failed",
-        "not-run": lambda f: "it was not run",
-        "failed-requests": lambda f: f"{f['failed']} of its requests failed",
-        "other-model": lambda f: f"it served another model: {', '.join(f['models'])}",
-        "restarted": lambda f: "its server restarted under the load",
-        "no-figure": lambda f: f"a run of either measurement has no {f['measure']}",
+        "failed": lambda n: "its server failed",
+        "not-run": lambda n: "it was not run",
+        "failed-requests": lambda n: f"{n.failed} of its requests failed",
+        "other-model": lambda n: f"it served another model: {', '.join(n.models or [])}",
+        "restarted": lambda n: "its server restarted under the load",
+        "no-figure": lambda n: f"a run of either measurement has no {n.measure}",
     }
 )
 
 
-def _tie(f: dict[str, Any]) -> str:
+def _tie(n: Tie) -> str:
     def figures(k: int) -> str:
-        return " / ".join(f"{span(vs)} {name}" for name, vs in f["figures"][k].items() if vs)
+        return " / ".join(f"{span(vs)} {name}" for name, vs in n.figures[k].items() if vs)
 
-    said = " and ".join(f"k = {k} ({figures(k)})" for k in f["ks"])
+    said = " and ".join(f"k = {k} ({figures(k)})" for k in n.ks)
     return (
         f"{said} tie: no one's worst run beats every other's best on per-token time and "
         "throughput alike; they all pay, none is measured to be the better"
     )
 
 
-WORDS: Mapping[str, Callable[[dict[str, Any]], str]] = MappingProxyType(
-    {
-        NOTHING: lambda f: "nothing was measured",
-        DISAGREE: _disagree,
-        point.FAILED_REQUESTS: lambda f: (
-            f"{f['failed']} of {f['sent']} requests failed (the client's completed/failed): the "
-            "figures are not those of the load asked for"
-        ),
-        point.FOREIGN: lambda f: (
-            f"the servers serve different models ({', '.join(f['spec'])} with speculation, "
-            f"{', '.join(f['base'])} without): no speedup between them"
-        ),
-        point.NOISY: lambda f: (
-            f"the baseline's own runs are {f['noise']:.0%} apart (more than {f['cap']:.0%}): the "
-            "host is too noisy to tell a speedup from it; measure on a quiet host, or with more "
-            "prompts per run"
-        ),
-        point.RESTARTED: lambda f: (
-            f"a server's counters went down during {f['reset']} of {f['runs']} run(s): it restarted "
-            "under the load, so the figures are not one server's"
-        ),
-        point.NO_CLIENT_FIGURES: lambda f: (
-            "the benchmark client reported no per-token time or throughput"
-        ),
-        run.NOT_AGAIN: lambda f: (
-            f"the baseline was not measured again at the end of the sweep ({_NOT_AGAIN[f['why']](f)}): "
-            "no check that the host's speed held while the k were measured"
-        ),
-        run.SPEED_MOVED: lambda f: (
-            f"the host's speed moved during the sweep: the baseline's {f['measure']} was "
-            f"{f['start']:.2f} {f['unit']} at the start and {f['end']:.2f} {f['unit']} at the end "
-            f"({f['end'] / f['start']:.2f}x), more than the {f['margin']:.0%} margin; run it again "
-            "on a quiet host"
-        ),
-        result.SMALL_CELLS: lambda f: (
-            f"{_ks(f['ks'])}: under {f['wanted']} drafts, too few to choose k by (raise "
-            "--num-prompts or --repeat)"
-        ),
-        result.RESET_CELLS: lambda f: (
-            f"{_ks(f['ks'])}: {'its' if len(f['ks']) == 1 else 'their'} counters were reset "
-            "during a run (a restart or a metrics reset under the load), so the drafts and figures "
-            "since are not the load's; run the sweep again"
-        ),
-        result.NOT_JUDGED: lambda f: (
-            f"{_ks(f['ks'])} unknown or not measured"
-            + (f"; judged to pay: k = {', '.join(map(str, f['paying']))}" if f["paying"] else "")
-        ),
-        result.TIE: _tie,
-        result.NO_BEST_K: lambda f: (
-            "no best k at some concurrency: a cell there is unknown or was not measured"
-        ),
-    }
-)
+WORDS: Mapping[type[Note], Callable[[Any], str]] = MappingProxyType(
+    dict(
+        [
+            _words(NothingMeasured, lambda n: "nothing was measured"),
+            _words(FiguresDisagree, _disagree),
+            _words(FailedRequests, lambda n: (
+                f"{n.failed} of {n.sent} requests failed (the client's completed/failed): the "
+                "figures are not those of the load asked for"
+            )),
+            _words(DifferentModels, lambda n: (
+                f"the servers serve different models ({', '.join(n.spec)} with speculation, "
+                f"{', '.join(n.base)} without): no speedup between them"
+            )),
+            _words(NoisyBaseline, lambda n: (
+                f"the baseline's own runs are {n.noise:.0%} apart (more than {n.cap:.0%}): the "
+                "host is too noisy to tell a speedup from it; measure on a quiet host, or with "
+                "more prompts per run"
+            )),
+            _words(Restarted, lambda n: (
+                f"a server's counters went down during {n.reset} of {n.runs} run(s): it "
+                "restarted under the load, so the figures are not one server's"
+            )),
+            _words(NoClientFigures, lambda n: (
+                "the benchmark client reported no per-token time or throughput"
+            )),
+            _words(BaselineNotAgain, lambda n: (
+                "the baseline was not measured again at the end of the sweep "
+                f"({_NOT_AGAIN[n.why](n)}): no check that the host's speed held while the k "
+                "were measured"
+            )),
+            _words(SpeedMoved, lambda n: (
+                f"the host's speed moved during the sweep: the baseline's {n.measure} was "
+                f"{n.start:.2f} {n.unit} at the start and {n.end:.2f} {n.unit} at the end "
+                f"({n.end / n.start:.2f}x), more than the {n.margin:.0%} margin; run it again "
+                "on a quiet host"
+            )),
+            _words(SmallCells, lambda n: (
+                f"{_ks(n.ks)}: under {n.wanted} drafts, too few to choose k by (raise "
+                "--num-prompts or --repeat)"
+            )),
+            _words(ResetCells, lambda n: (
+                f"{_ks(n.ks)}: {'its' if len(n.ks) == 1 else 'their'} counters were reset "
+                "during a run (a restart or a metrics reset under the load), so the drafts and "
+                "figures since are not the load's; run the sweep again"
+            )),
+            _words(NotJudged, lambda n: (
+                f"{_ks(n.ks)} unknown or not measured"
+                + (f"; judged to pay: k = {', '.join(map(str, n.paying))}" if n.paying else "")
+            )),
+            _words(Tie, _tie),
+            _words(NoBestK, lambda n: (
+                "no best k at some concurrency: a cell there is unknown or was not measured"
+            )),
+        ]
+    )
+)  # fmt: skip
 
 
 def reason(note: Note) -> str:
     """A judgement's reason in words (and, for figures that disagree, how many prompts would
     settle them, where the judgement says)."""
-    said = WORDS[note.kind](note.facts)
-    return f"{said}; {_more(note.facts['more'])}" if "more" in note.facts else said
+    said = WORDS[type(note)](note)
+    more = note.more if isinstance(note, FiguresDisagree) else None
+    return said if more is None else f"{said}; {_more(more)}"
 
 
 def reason_or_none(note: Note | None) -> str | None:

@@ -4,12 +4,32 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypeVar
 
 from ...payoff import analysis as an
-from ...payoff.analysis import UNKNOWN, Analysis, Note
+from ...payoff.analysis import UNKNOWN, Analysis
 from ...payoff.judge import SWEEP
+from ...payoff.notes import (
+    LowFirstAcceptance,
+    MaybeUnevenLoad,
+    MeasureEachK,
+    MeasuresDisagree,
+    MinusOneCounter,
+    NeedsBaseline,
+    NoBaseline,
+    NoShorterK,
+    Note,
+    NotTimed,
+    OtherModel,
+    ShortDrafts,
+    SmallSample,
+    StepNotLonger,
+    ThroughputNotCompared,
+    UnevenLoad,
+)
 from ...payoff.window import Window
+
+N = TypeVar("N", bound=Note)
 
 
 def _pct(value: float | None) -> str:
@@ -79,7 +99,7 @@ def lines(a: Analysis) -> list[str]:
         )
     out.extend(f"  -> {note(n, w)}" for n in a.notes if n is not a.unknown)
     if a.verdict == UNKNOWN:
-        out.append(f"verdict: unknown: {note(a.unknown or Note(an.NO_BASELINE), w)}")
+        out.append(f"verdict: unknown: {note(a.unknown or NoBaseline(), w)}")
     else:
         both = f", {a.throughput_ratio:.2f}x throughput" if a.throughput_ratio is not None else ""
         out.append(f"verdict: {a.verdict} ({a.speedup:.2f}x per-token time{both}, measured)")
@@ -146,95 +166,106 @@ def _reason(why: Note) -> str:
 _SIDE = MappingProxyType({"server": "the server's", "baseline": "the baseline's"})
 
 
-def _running(f: dict[str, Any]) -> str:
+def _running(n: UnevenLoad | MaybeUnevenLoad | StepNotLonger) -> str:
     return (
-        f"requests running when read: {f['running']:.1f} here, {f['baseline_running']:.1f} "
+        f"requests running when read: {n.running:.1f} here, {n.baseline_running:.1f} "
         "on the baseline"
     )
 
 
-def _need_baseline(f: dict[str, Any], w: Window) -> str:
-    step_s = f["step_s"]
+def _need_baseline(n: NeedsBaseline, w: Window) -> str:
+    step_s = n.step_s
     cost = f" (one speculative step took {step_s * 1000:.1f} ms here)" if step_s else ""
     log = " (scrapes of both servers' /metrics: a log has no step times)" if w.approximate else ""
     return (
-        f"to pay, one speculative step with k = {f['k']} must cost less than "
-        f"{f['per_step']:.2f} plain decode steps{cost}; serve the same model "
+        f"to pay, one speculative step with k = {n.k} must cost less than "
+        f"{n.per_step:.2f} plain decode steps{cost}; serve the same model "
         "without --speculative-config under the same load and pass it as --baseline "
         f"to measure the speedup{log}"
     )
 
 
-_WORDS: Mapping[str, Callable[[dict[str, Any], Window], str]] = MappingProxyType(
-    {
-        an.MINUS_ONE: lambda f, w: (
-            f"the accepted-tokens counter ({f['accepted']}) is below the per-position counts' "
-            f"sum ({f['positions']}): vLLM 0.11-0.14 count -1 for a step that sampled "
-            "nothing; the per-position counts are used"
-        ),
-        an.SMALL: lambda f, w: (
-            f"only {f['drafts']} drafts in the window: the figures are noisy at this size; "
-            f"{wider(w)} (or send more traffic) for {f['wanted']} or more"
-        ),
-        an.NOT_TIMED: lambda f, w: (
-            f"{' and '.join(_SIDE[side] for side in f['missing'])} window has no "
-            "decode latency samples to time (inter_token_latency_seconds: its _sum or _count did "
-            "not grow), so the speedup was not measured; put the same load on both while payoff "
-            f"reads them and {wider(w)}"
-        ),
-        an.NO_THROUGHPUT: lambda f, w: (
-            "the throughput was not compared: a window's length is not known (saved scrapes "
-            "with the same modification time, or one scrape per side); the verdict is the "
-            "per-token time's alone"
-        ),
-        an.SPLIT: lambda f, w: f"{_reason(f['why'])}; {wider(w)} to settle it",
-        an.SHORT_DRAFTS: lambda f, w: (
-            f"the drafts held {f['per_draft']:.2f} draft tokens per draft where the position labels "
-            f"say k = {f['k']} (drafts shorter than k, as n-gram or suffix drafts are, or positions "
-            "left from an earlier k): no range is modelled for a shorter draft"
-        ),
-        an.OTHER_MODEL: lambda f, w: (
-            f"the baseline serves model_name {f['baseline_model']!r} and the server {f['model']!r}: "
-            "give the same model served without --speculative-config (same --served-model-name)"
-        ),
-        an.UNEVEN_LOAD: lambda f, w: (
-            f"the two servers were not under the same load: {f['here']:.1f} requests decoding on "
-            f"average here, {f['there']:.1f} on the baseline ({_running(f)}); put the same load on "
-            f"both at the same time and {wider(w)}"
-        ),
-        an.MAYBE_UNEVEN: lambda f, w: (
-            f"the two servers may not have been under the same load ({_running(f)}), and with "
-            "no window length (saved scrapes with the same modification time, or without "
-            "_created series) the requests decoding cannot be averaged: save the scrapes "
-            "with their times (cp -p) or read both servers live"
-        ),
-        an.STEP_NOT_LONGER: lambda f, w: (
-            f"a speculative step ({f['step_s'] * 1000:.2f} ms) took no longer than a plain one "
-            f"({f['plain_step_s'] * 1000:.2f} ms), so the two servers were not under the same load "
-            f"(or the window is too short; {_running(f)}): put the same load on both at the same "
-            f"time and {wider(w)}"
-        ),
-        an.NEED_BASELINE: _need_baseline,
-        an.MEASURE_EACH_K: lambda f, w: (
-            f"one served k cannot tell whether {', '.join(f'k = {k}' for k in f['ks'])} would pay "
-            f"(the two cost models' range {'crosses' if f['crossing'] else 'is above'} 1.0x): "
-            f"measure each k ({SWEEP}) before changing num_speculative_tokens"
-        ),
-        an.NO_SHORTER_K: lambda f, w: (
-            "under both cost models no shorter draft reaches 1.0x at this load: serve "
-            "without speculation, or keep it for low-concurrency traffic (payoff bench "
-            f"--concurrency 1,4,16 measures that; {SWEEP} measures each k)"
-        ),
-        an.NO_BASELINE: lambda f, w: "no baseline: the speedup was not measured",
-        an.LOW_FIRST: lambda f, w: (
-            f"only {f['first']:.0%} of drafts get their first token accepted: check the drafter "
-            f"fits the target (vllm-patcher doctor --model {w.model or 'TARGET'} --drafter "
-            "DRAFTER: aux layers, vocabulary, hidden size, the d2t map, positions)"
-        ),
-    }
-)
+def _words(
+    kind: type[N], say: Callable[[N, Window], str]
+) -> tuple[type[Note], Callable[[Any, Window], str]]:
+    """One entry of ``_WORDS``: a class of note and how to word one on a window (mypy checks
+    that ``say`` reads attributes the class has; the table hands it notes of that class only)."""
+    return kind, say
+
+
+_WORDS: Mapping[type[Note], Callable[[Any, Window], str]] = MappingProxyType(
+    dict(
+        [
+            _words(MinusOneCounter, lambda n, w: (
+                f"the accepted-tokens counter ({n.accepted}) is below the per-position counts' "
+                f"sum ({n.positions}): vLLM 0.11-0.14 count -1 for a step that sampled "
+                "nothing; the per-position counts are used"
+            )),
+            _words(SmallSample, lambda n, w: (
+                f"only {n.drafts} drafts in the window: the figures are noisy at this size; "
+                f"{wider(w)} (or send more traffic) for {n.wanted} or more"
+            )),
+            _words(NotTimed, lambda n, w: (
+                f"{' and '.join(_SIDE[side] for side in n.missing)} window has no "
+                "decode latency samples to time (inter_token_latency_seconds: its _sum or _count "
+                "did not grow), so the speedup was not measured; put the same load on both while "
+                f"payoff reads them and {wider(w)}"
+            )),
+            _words(ThroughputNotCompared, lambda n, w: (
+                "the throughput was not compared: a window's length is not known (saved scrapes "
+                "with the same modification time, or one scrape per side); the verdict is the "
+                "per-token time's alone"
+            )),
+            _words(MeasuresDisagree, lambda n, w: f"{_reason(n.why)}; {wider(w)} to settle it"),
+            _words(ShortDrafts, lambda n, w: (
+                f"the drafts held {n.per_draft:.2f} draft tokens per draft where the position "
+                f"labels say k = {n.k} (drafts shorter than k, as n-gram or suffix drafts are, or "
+                "positions left from an earlier k): no range is modelled for a shorter draft"
+            )),
+            _words(OtherModel, lambda n, w: (
+                f"the baseline serves model_name {n.baseline_model!r} and the server {n.model!r}: "
+                "give the same model served without --speculative-config (same "
+                "--served-model-name)"
+            )),
+            _words(UnevenLoad, lambda n, w: (
+                f"the two servers were not under the same load: {n.here:.1f} requests decoding on "
+                f"average here, {n.there:.1f} on the baseline ({_running(n)}); put the same load "
+                f"on both at the same time and {wider(w)}"
+            )),
+            _words(MaybeUnevenLoad, lambda n, w: (
+                f"the two servers may not have been under the same load ({_running(n)}), and with "
+                "no window length (saved scrapes with the same modification time, or without "
+                "_created series) the requests decoding cannot be averaged: save the scrapes "
+                "with their times (cp -p) or read both servers live"
+            )),
+            _words(StepNotLonger, lambda n, w: (
+                f"a speculative step ({n.step_s * 1000:.2f} ms) took no longer than a plain one "
+                f"({n.plain_step_s * 1000:.2f} ms), so the two servers were not under the same "
+                f"load (or the window is too short; {_running(n)}): put the same load on both at "
+                f"the same time and {wider(w)}"
+            )),
+            _words(NeedsBaseline, _need_baseline),
+            _words(MeasureEachK, lambda n, w: (
+                f"one served k cannot tell whether {', '.join(f'k = {k}' for k in n.ks)} would "
+                f"pay (the two cost models' range {'crosses' if n.crossing else 'is above'} "
+                f"1.0x): measure each k ({SWEEP}) before changing num_speculative_tokens"
+            )),
+            _words(NoShorterK, lambda n, w: (
+                "under both cost models no shorter draft reaches 1.0x at this load: serve "
+                "without speculation, or keep it for low-concurrency traffic (payoff bench "
+                f"--concurrency 1,4,16 measures that; {SWEEP} measures each k)"
+            )),
+            _words(NoBaseline, lambda n, w: "no baseline: the speedup was not measured"),
+            _words(LowFirstAcceptance, lambda n, w: (
+                f"only {n.first:.0%} of drafts get their first token accepted: check the drafter "
+                f"fits the target (vllm-patcher doctor --model {w.model or 'TARGET'} --drafter "
+                "DRAFTER: aux layers, vocabulary, hidden size, the d2t map, positions)"
+            )),
+        ]
+    )
+)  # fmt: skip
 
 
 def note(n: Note, w: Window) -> str:
     """A note of a report on the window ``w``, in words."""
-    return _WORDS[n.kind](n.facts, w)
+    return _WORDS[type(n)](n, w)
