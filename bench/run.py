@@ -38,7 +38,7 @@ from pathlib import Path
 from vllm_patcher.catalogue.folders import load_catalogue
 from vllm_patcher.catalogue.model import PATCH_TOML
 from vllm_patcher.catalogue.writer import write_pin
-from vllm_patcher.cli.render.reached import fetch_line
+from vllm_patcher.cli.render.events import fetch_line
 from vllm_patcher.wheels import sources
 
 REPO = Path(__file__).resolve().parent.parent

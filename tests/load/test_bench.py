@@ -364,3 +364,16 @@ def test_no_drafts_because_every_request_failed_says_the_requests_failed(
     with pytest.raises(NoDrafts, match="but 8 of 8 requests failed.*--max-model-len"):
         bench.run(sys.executable, SPEC, BASE, [1], 8, "random")
     assert failed_note([{"num_prompts": 8, "completed": 8, "failed": 0}]) == ""
+
+
+def test_ctrl_c_while_the_rows_are_judged_is_the_benchs_interruption(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from vllm_patcher.errors import BenchInterrupted
+
+    def interrupted(*_: Any) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(bench, "analyse", interrupted)
+    with pytest.raises(BenchInterrupted, match="the load client is stopped"):
+        _run(monkeypatch, FakeServers({1: [1.5]}), [1])

@@ -206,7 +206,7 @@ def test_a_second_baseline_that_cannot_stand_for_the_first_gives_no_verdict(
 
         def fetch(url: str, timeout: float = 10.0) -> scrape.Reading:
             got = base_fetch(url, timeout)
-            late = url == BASE and fleet.scrapes[BASE] > 6  # its warm-up and two runs: 6
+            late = url == BASE and fleet.scrapes[BASE] > 4
             return dataclasses.replace(got, model="Qwen-0.5B") if late else got
 
         fleet.fetch = fetch  # type: ignore[method-assign]
@@ -301,3 +301,25 @@ def test_a_server_that_fails_under_the_load_is_said_stopped_not_still_running(
     text = "\n".join(said)
     assert "still running)" not in text and "did not start" not in text, text
     assert "the baseline (k = 0) was not measured" in text and 2 not in result.servers, text
+
+
+def test_ctrl_c_while_the_cells_are_judged_is_the_sweeps_interruption_naming_its_logs(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Ctrl-C after the last load, while the cells are judged, is still the sweep's own
+    interruption (its log folder named), not the generic "every file is as it was"."""
+    from vllm_patcher.errors import SweepInterrupted
+
+    fleet = FakeFleet([10.0] * 4, 1.4)
+    _fake_client(monkeypatch, fleet.client)
+    monkeypatch.setattr(scrape, "fetch", fleet.fetch)
+
+    def interrupted(*_: Any) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(sweep, "_judged", interrupted)
+    plan = sweep.plan([0, 2], [1], 2, 64, "random", (), tmp_path, 60.0, {0: BASE, 2: SPEC})
+    with pytest.raises(SweepInterrupted, match=f"logs in {tmp_path}"):
+        sweep.run(sys.executable, None, plan, lambda _: None)
+    prepared = plan.prepare()
+    assert prepared.prepare() is prepared  # prepared once: no second folder

@@ -88,14 +88,18 @@ def run(
             load = engine.Load(python, sorted(set(concurrencies)), repeat, num_prompts, dataset,
                                tmp)  # fmt: skip
             servers = [
-                engine.Server("spec", url, extra),
+                engine.Server("spec", url, extra, count_warm_up=True),
                 engine.Server("base", baseline_url, extra),
             ]
             got = engine.measure(load, servers, say, functools.partial(_both, url, baseline_url))
+        return _judged(got, load, repeat)
     except KeyboardInterrupt:
         raise BenchInterrupted(
             "interrupted; the load client is stopped, neither server is under its load"
         ) from None
+
+
+def _judged(got: engine.Measurement, load: engine.Load, repeat: int) -> BenchResult:
     out = BenchResult(repeat=repeat, warm_up_drafts=round(got.warm_up["spec"].drafts))
     for c in load.concurrencies:
         spec, base = got.runs["spec"][c], got.runs["base"][c]
@@ -103,7 +107,7 @@ def run(
             Run(s.result, b.result, s.window, b.window) for s, b in zip(spec, base, strict=True)
         ]
         window = merged([r.window for r in runs])
-        out.points.append(Point(c, runs, analyse(window), num_prompts, base_noise(runs)))
+        out.points.append(Point(c, runs, analyse(window), load.prompts, base_noise(runs)))
     return out
 
 

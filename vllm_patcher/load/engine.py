@@ -2,7 +2,8 @@
 
 A measurement is a ``Load`` (the concurrencies in ascending order, the repeats, the prompts and
 dataset of every run) put on one or more servers (``Server``). Each server is warmed up first
-(``WARM_UP_PROMPTS`` at the highest concurrency, its /metrics window kept apart and in no row);
+(``WARM_UP_PROMPTS`` at the highest concurrency, in no row; its /metrics window kept apart where
+the caller counts what the server drafted there);
 then at each concurrency, ``repeat`` times, every server in turn gets one run of vLLM's own
 benchmark client between two scrapes of its /metrics (``Measured``). ``payoff bench`` gives it
 its two servers at once, so their runs alternate; ``payoff sweep`` gives it each server it
@@ -48,6 +49,7 @@ class Server:
     url: str
     extra: tuple[str, ...] = ()  # the client's own arguments for this server
     api_key: str | None = None  # the served --api-key, the client's Bearer token
+    count_warm_up: bool = False  # its warm-up between two scrapes too (what it drafted there)
 
 
 @dataclass(frozen=True)
@@ -64,7 +66,7 @@ class Load:
 
 @dataclass
 class Measurement:
-    """Per server name: its warm-up's window, and its runs by concurrency, in order."""
+    """Per server name: its warm-up's window (where counted), and its runs by concurrency."""
 
     warm_up: dict[str, Window] = field(default_factory=dict)
     runs: dict[str, dict[int, list[Measured]]] = field(default_factory=dict)
@@ -103,10 +105,15 @@ def measure(
     times; ``after_run`` sees each round's runs by server name (it may raise to stop)."""
     tell: Say = say or (lambda _: None)
     out = Measurement(runs={s.name: {} for s in servers})
+    top = max(load.concurrencies)
     for s in servers:
         tell(WarmingUp(s.url, WARM_UP_PROMPTS))
-        top = load.concurrencies[-1]
-        out.warm_up[s.name] = _one(load, s, top, WARM_UP_PROMPTS, f"warm-{s.name}").window
+        if s.count_warm_up:
+            out.warm_up[s.name] = _one(load, s, top, WARM_UP_PROMPTS, f"warm-{s.name}").window
+        else:
+            argv = load_argv(s.url.rstrip("/"), top, WARM_UP_PROMPTS, load.dataset, load.workdir,
+                             f"warm-{s.name}.json", s.extra)  # fmt: skip
+            client(load.python, argv, s.api_key, Stall(s.url))
     for c in load.concurrencies:
         for r in range(load.repeat):
             tell(RunStarting(c, r + 1, load.repeat))

@@ -195,8 +195,8 @@ class Plan:
     def prepare(self) -> Plan:
         """The log folder made (``--log-dir``, or a new one under the system's temp); none when
         the sweep measures running servers (``--url``) and no ``--log-dir`` was given: it starts
-        no server, so it has no log to keep."""
-        if self.log_dir_given is None and self.urls:
+        no server, so it has no log to keep. A plan prepared already is returned as it is."""
+        if self.log_dir != Path() or (self.log_dir_given is None and self.urls):
             return self
         if self.log_dir_given is None:
             made = Path(tempfile.mkdtemp(prefix="vllm-patcher-sweep-"))
@@ -296,12 +296,12 @@ def run(
             tell(SweepOpening(args is not None, replaced, tuple(p.ks), tuple(p.concurrencies),
                               p.repeat, p.prompts, p.log_dir))  # fmt: skip
             servers, again = _each_server(python, args, p, tell)
+        return _judged(p, servers, again)
     except KeyboardInterrupt:
         logs = f" (logs in {p.log_dir})" if p.log_dir != Path() else ""
         raise SweepInterrupted(
             f"interrupted; every server this sweep started is stopped{logs}"
         ) from None
-    return _judged(p, servers, again)
 
 
 def _each_server(
