@@ -11,7 +11,7 @@ import pytest
 from vllm_patcher.errors import PatchShapeError
 from vllm_patcher.transforms import image_token, supports_eagle3, whitelist
 
-from ..conftest import DEEPSEEK_RELEASES, KIMI_RELEASES
+from ..conftest import CATALOGUE, DEEPSEEK_RELEASES, KIMI_RELEASES
 
 SPEC = "vllm/config/speculative.py"
 EAGLE = "vllm/v1/spec_decode/eagle.py"
@@ -114,7 +114,7 @@ def test_supports_eagle3_on_kimi_delegates_to_its_language_model(
 def test_upstream_0_18_needs_nothing() -> None:
     from vllm_patcher.wheels import sources
 
-    tree = sources.fetch_release("0.18.0")
+    tree = sources.fetch_release("0.18.0", CATALOGUE.all_paths())
     assert not whitelist.rewrite((tree / SPEC).read_text()).changed
     assert not image_token.rewrite((tree / EAGLE).read_text()).changed
     assert not supports_eagle3.rewrite_deepseek((tree / DEEPSEEK).read_text()).changed
@@ -308,8 +308,6 @@ def test_family_codemod_leaves_a_model_that_captures_already_unchanged(version: 
     Qwen3Model. The codemod adds nothing, not even the import (it used to add a second
     EagleModelMixin base and import it)."""
     from vllm_patcher.wheels import sources
-
-    from ..conftest import CATALOGUE
 
     patch = CATALOGUE.get("eagle3-qwen3-vl")
     assert patch is not None

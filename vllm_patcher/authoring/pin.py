@@ -33,8 +33,8 @@ def pin_release(
     say: Callable[[Reached], None] | None = None,
     wheels: Mapping[str, Path] | None = None,
 ) -> PinResult:
-    tree = sources.fetch_release(version, say=say, wheels=wheels, catalogue=catalogue)
-    target = locate_in_directory(str(tree))
+    tree = sources.fetch_release(version, catalogue.all_paths(), say=say, wheels=wheels)
+    target = locate_in_directory(str(tree), catalogue)
     support.classify(catalogue, target.version)
     coded = [p for p in catalogue.patches if p.transforms]
     lay = layout(Catalogue(tuple(coded)), target.version, target.record)

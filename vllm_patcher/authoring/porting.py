@@ -222,8 +222,12 @@ def base_bytes(catalogue: Catalogue, name: str, target: Target, rel: str, start:
     return after
 
 
-def tree_target(version: str, paths: list[str], wheels: Mapping[str, Path] | None = None) -> Target:
-    return locate_in_directory(str(sources.fetch_release(version, paths, wheels=wheels)))
+def tree_target(
+    version: str, paths: list[str], catalogue: Catalogue, wheels: Mapping[str, Path] | None = None
+) -> Target:
+    """The pristine tree of ``version`` holding ``paths``, located (``catalogue``: the command's)."""
+    tree = sources.fetch_release(version, paths, wheels=wheels)
+    return locate_in_directory(str(tree), catalogue)
 
 
 def port(
@@ -355,8 +359,8 @@ def _port_one(
 ) -> ReleaseOutcome:
     pin = patch.pin(source)
     assert pin is not None
-    src = tree_target(source, needed, wheels)
-    dst = tree_target(version, needed, wheels)
+    src = tree_target(source, needed, catalogue, wheels)
+    dst = tree_target(version, needed, catalogue, wheels)
     merged: dict[str, tuple[str, str, int]] = {}  # rel -> (ours, merged text, conflicts)
     absent = []
     for rel in sorted(pin.files):
@@ -430,7 +434,7 @@ def _continue(
                 for rel, line in sorted(marked.items())
             )
             continue
-        dst = tree_target(version, needed, wheels)
+        dst = tree_target(version, needed, catalogue, wheels)
         files = []
         for rel, text in texts.items():
             start = dst.path(rel).read_bytes()

@@ -327,6 +327,11 @@ class Catalogue(NamedTuple):
             )
         return Catalogue(self.patches, frozenset(wanted))
 
+    def builtins(self) -> Catalogue:
+        """The built-in patches alone, none singled out: what an install is judged by
+        (``install.reference``), whatever folders of the user's this run has."""
+        return Catalogue(tuple(p for p in self.patches if p.builtin))
+
     def unselected(self) -> Catalogue:
         """The same patches with none singled out: the view status gives of every patch."""
         return Catalogue(self.patches)
