@@ -22,7 +22,7 @@ from vllm_patcher.catalogue.model import Catalogue, FileChange
 from vllm_patcher.errors import PatcherError
 from vllm_patcher.install.locate import locate_in_directory
 from vllm_patcher.patching import txn
-from vllm_patcher.transforms import Rewrite
+from vllm_patcher.transforms import Rewrite, codemod
 from vllm_patcher.wheels import sources
 
 from ..conftest import CATALOGUE, scratch_tree, snapshot
@@ -44,7 +44,7 @@ def _rewrite(rel: str, text: str) -> Rewrite:
     """Every codemod of ``rel`` in series order, as apply runs them."""
     changed = False
     for change in CHANGES[rel]:
-        result = change.rewrite(text, VERSION)
+        result = codemod.rewrite(change, text, VERSION)
         text, changed = result.source, changed or result.changed
     return Rewrite(text, changed)
 

@@ -9,7 +9,7 @@ import libcst as cst
 import pytest
 
 from vllm_patcher.errors import PatchShapeError
-from vllm_patcher.transforms import image_token, supports_eagle3, whitelist
+from vllm_patcher.transforms import codemod, image_token, supports_eagle3, whitelist
 
 from ..conftest import CATALOGUE, DEEPSEEK_RELEASES, KIMI_RELEASES
 
@@ -317,5 +317,5 @@ def test_family_codemod_leaves_a_model_that_captures_already_unchanged(version: 
     for change in changes:
         source = (tree / change.path).read_text()
         assert "self._maybe_add_hidden_state(" in source  # upstream's capture, the mixin's
-        got = change.rewrite(source, version)
+        got = codemod.rewrite(change, source, version)
         assert not got.changed and got.source == source, change.path

@@ -16,6 +16,7 @@ from ..errors import LocallyModified
 from ..install.locate import locate_in_directory
 from ..install.record import file_hash
 from ..progress import Reached
+from ..transforms import codemod
 from ..wheels import sources
 
 
@@ -58,7 +59,7 @@ def pin_release(
         entries = []
         for change in patch.applicable_transforms(target.record, target.version):
             before = running[change.path]
-            result = change.rewrite(before, target.version)
+            result = codemod.rewrite(change, before, target.version)
             if result.changed:
                 entries.append((change.path, before, result.source))
                 running[change.path] = result.source

@@ -3,8 +3,9 @@
 for every family backport (``eagle3_family`` on its model files, ``allow_list`` on the EAGLE-3
 allow-list, both driven by the patch's ``[family]`` table); shared matchers in ``_cst``, and the
 import lines and class headers the family codemod extends in ``_headers``: source text in,
-source text out, no I/O. ``cache`` keeps their outputs on disk, keyed by the input and the
-codemods' own bytes, so a tree the tool has seen skips libcst.
+source text out, no I/O. ``codemod`` runs the one a patch names (``FileChange``, the catalogue's
+data) on a file; ``cache`` keeps their outputs on disk, keyed by the input and the codemods' own
+bytes, so a tree the tool has seen skips libcst.
 
 Each transform is idempotent: on source that already carries its change it returns the text
 unchanged with ``changed=False``. When the code it expects is not there it raises
