@@ -299,7 +299,7 @@ def methods_on(version: str) -> list[str | None]:
     return ["pinned-diff" if p.pin(version) is not None else None for p in CATALOGUE.patches]
 
 
-# what verify names the checks every family backport gets (checklib/family.py's docstrings)
+# what verify names the checks every family backport gets (checklib/backport.py's docstrings)
 FAMILY_SUPPORTS = (
     "The family's causal LM implements SupportsEagle3 with working default and setter."
 )

@@ -31,12 +31,12 @@ from ..models.roles import (
 )
 from ..releases import PP_CARRY_FAMILIES, PP_CARRY_FROM
 from .aux_layers import check_aux_layers
-from .capture import check_capture
+from .doctor_report import DoctorReport
 from .drafter import check_drafter
+from .empty_capture import check_capture
 from .faults import findings as fault_findings
 from .flags import check_flags
 from .kv_page import check_kv_page
-from .report import DoctorReport
 from .rules import AuxLayerPlan, release_version
 from .upgrade import Upgrade
 

@@ -14,7 +14,7 @@ from ..fileops import atomic_write
 from ..findings import WARNING, Finding
 from ..models.configs import AUX_KEY
 from .checks import check
-from .report import AppliedFix, DoctorReport, WrittenValue
+from .doctor_report import AppliedFix, DoctorReport, WrittenValue
 from .rules import GUESSED
 
 

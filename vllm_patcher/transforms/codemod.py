@@ -20,7 +20,15 @@ if TYPE_CHECKING:
     from ..catalogue.family import Family
 
 # A codemod's old name -> its name now (module:function under vllm_patcher.transforms).
-RENAMED: MappingProxyType[str, str] = MappingProxyType({})
+RENAMED = MappingProxyType(
+    {
+        # eagle3-whitelist's entries, in one module with a family's clause on the same list
+        "whitelist:rewrite": "allow_list:append_deepseek_kimi",
+        # whose image token each one reads: Kimi-K2.5's, Qwen3-VL's
+        "image_token:rewrite": "image_token_kimi:rewrite",
+        "vl_image_token:rewrite": "image_token_qwen3_vl:rewrite",
+    }
+)
 
 
 class Change(Protocol):
