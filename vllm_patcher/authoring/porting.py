@@ -107,8 +107,6 @@ def resolved_files(pending: Path, again: str, known: Collection[str]) -> dict[st
     earlier version of the tool has no list of its files: then the files there that ``known``
     (the release's files the patch may touch) names are taken. ``again`` is the command to rerun.
     """
-    from ..fileops import is_package_path
-
     listing = pending / CONFLICT_FILES
     if listing.is_file():
         try:
@@ -119,7 +117,7 @@ def resolved_files(pending: Path, again: str, known: Collection[str]) -> dict[st
             raise PatchFolderError(
                 f"{listing} is unreadable ({exc}); run the port or import again to remake {pending}"
             ) from None
-        bad = [r for r in rels if not is_package_path(r)]
+        bad = [r for r in rels if not fileops.is_package_path(r)]
         if bad:
             raise PatchFolderError(f"{listing} names a path outside vllm/ ({bad[0]})")
     else:

@@ -17,6 +17,7 @@ from packaging.specifiers import Specifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from ..errors import BadSetting, PatchFolderError
+from ..fileops import is_package_path, package_path_problem
 from ..releases import base_version, has_allow_list, public_version, release_of
 
 PATCH_TOML = "patch.toml"
@@ -345,8 +346,6 @@ def version_key(version: str) -> tuple[Any, ...]:
 
 @functools.cache
 def load_pin(patch: str, version: str, folder: Path) -> Pin:
-    from ..fileops import is_package_path, package_path_problem
-
     path = folder / MANIFEST
     try:
         data = json.loads(path.read_text(encoding="utf-8"))

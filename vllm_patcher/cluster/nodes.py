@@ -29,8 +29,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..catalogue.folders import builtin_root, load_catalogue
 from ..errors import ClusterError, FileSystemError, PatcherError, TargetNotFound
 from ..fileops import os_error_message
+from ..install import locate as locate_mod
 from ..intarget import scripts
 from ..runtime import ScriptNotRun, run_script
 
@@ -125,9 +127,7 @@ def run_on_node(command: str, strict: bool = False) -> dict[str, Any]:
 
     The node's run is a command of its own: it loads the catalogue once (the built-ins for
     locate, then the user folders the driver shipped) and hands it down."""
-    # the node side's machinery: the driver machine, which imports this module too, never runs it
-    from ..catalogue.folders import load_catalogue
-    from ..install import locate as locate_mod
+    # the node side's patching: the driver machine, which imports this module too, never runs it
     from ..patching import status as status_mod
 
     started = time.perf_counter()
@@ -214,8 +214,6 @@ def stage_tool(dest: Path, user_dirs: list[Path] | None = None) -> list[Path]:
         ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "patches", USER_PATCHES),
     )
     user_dirs = user_dirs or []
-    from ..catalogue.folders import builtin_root
-
     # The built-ins, then the user's folders in their order: the nodes load the same catalogue.
     shutil.copytree(
         builtin_root(), staged / "patches", ignore=shutil.ignore_patterns("__pycache__", "*.pyc")

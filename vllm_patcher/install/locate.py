@@ -33,6 +33,7 @@ from urllib.parse import unquote, urlparse
 
 from ..errors import TargetNotFound
 from ..intarget import scripts
+from ..intarget.scripts.where_vllm import gather
 from .dist import DistFolder, dist_key, find_distribution
 from .record import RecordRow
 from .reference import by_pin, by_record
@@ -233,8 +234,6 @@ def _locate(info: dict[str, Any], python: Path | None, who: str, catalogue: Cata
 
 
 def _gather_here() -> dict[str, Any]:
-    from ..intarget.scripts.where_vllm import gather
-
     result: dict[str, Any] = gather(list(DIST_NAMES))
     return result
 
