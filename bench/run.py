@@ -183,7 +183,7 @@ def growth_tree() -> tuple[Path, list[str]]:
     """A pristine tree of VERSION: the built-ins' files plus modules under GROWTH_UNDER; (the
     tree, the max(GROWTH_SIZES) modules the synthetic patches edit, by name)."""
     builtin = load_catalogue().all_paths()
-    record = sources.fetch_release(VERSION) / f"vllm-{VERSION}.dist-info" / "RECORD"
+    record = sources.fetch_release(VERSION, builtin) / f"vllm-{VERSION}.dist-info" / "RECORD"
     sizes = {}
     with record.open(newline="") as fh:
         for rel, _, size in csv.reader(fh):

@@ -299,7 +299,7 @@ def methods_on(version: str) -> list[str | None]:
     return ["pinned-diff" if p.pin(version) is not None else None for p in CATALOGUE.patches]
 
 
-# what verify names the checks every family backport gets (checklib/family.py's docstrings)
+# what verify names the checks every family backport gets (checklib/backport.py's docstrings)
 FAMILY_SUPPORTS = (
     "The family's causal LM implements SupportsEagle3 with working default and setter."
 )
@@ -456,7 +456,7 @@ def touched_match_record(site: Path, catalogue: Catalogue = CATALOGUE) -> dict[s
 @pytest.fixture(scope="session")
 def pristine_trees() -> dict[str, Path]:
     """The extracted pristine tree of every pinned release (downloaded once into the cache)."""
-    return {v: sources.fetch_release(v) for v in PINNED}
+    return {v: sources.fetch_release(v, CATALOGUE.all_paths()) for v in PINNED}
 
 
 def scratch_tree(version: str, dest: Path, paths: Iterable[str] | None = None) -> Path:
@@ -506,7 +506,7 @@ def pristine_probe(vllm_python: Path) -> list[Check]:
     from vllm_patcher.patching.verify import probe_tiers
 
     assert all(touched_match_record(venv_site(vllm_python)).values()), "0.15.1 is not pristine"
-    return list(probe_tiers(locate(str(vllm_python), None), CATALOGUE))
+    return list(probe_tiers(locate(str(vllm_python), None, CATALOGUE), CATALOGUE))
 
 
 def venv_site(python: Path) -> Path:

@@ -113,6 +113,180 @@ def test_the_record_reader_is_a_leaf_that_imports_none_of_the_tool() -> None:
     assert _graph()["vllm_patcher.install.record"] == set()
 
 
+# --- which folder may import which -------------------------------------------------------------
+# Every import counts, at module level or inside a function: a function-level import is a tie
+# between folders all the same, only a later one. Imports for type checkers only are left out.
+
+# What every folder may import: the small leaves at the top of the package, the package itself
+# (its version), and the RECORD reader, a leaf that imports none of the tool (hashes in RECORD's
+# spelling, which the pins' manifests use too). They import only one another.
+BOTTOM = frozenset({"errors", "events", "fileops", "findings", "progress", "releases", "runtime"})
+BOTTOM |= {"", "install.record"}
+
+# The folders, bottom up: each imports only BOTTOM and the folders before it (and its own).
+FOLDERS = (
+    "intarget",  # runs in another interpreter: imports none of the tool (the Ray driver aside)
+    "diffs",
+    "catalogue",  # the patches as data: it runs no codemod and locates no install
+    "transforms",  # the codemods, run on the files the catalogue names
+    "install",  # an install, judged by the built-ins of the command's catalogue
+    "models",
+    "serving",
+    "payoff",
+    "load",
+    "doctor",
+    "rehearse",
+    "sweep",
+    "patching",
+    "wheels",
+    "authoring",
+    "cluster",
+    "cli",
+    "__main__",
+)
+
+# Imports against that order, each with why (module -> the folder it imports).
+UPWARD = {
+    # the Ray driver runs the tool itself on each node, which ships it there with the tool
+    ("vllm_patcher.intarget.scripts.ray_driver", "cluster"),
+}
+
+# Function-level imports of another folder, outside cli/ (a command imports its library when it
+# runs: that is the start-up of every other command), each with why it waits: what its import
+# would cost a path that never needs it.
+LAZY = {
+    # the pins' diff text is read by apply and the authoring commands: status never loads diffs/
+    ("vllm_patcher.catalogue.model", "diffs"),
+    # the node side of cluster: the driver machine imports this module and runs none of it
+    ("vllm_patcher.cluster.nodes", "patching"),
+    # subprocess, for --python and VIRTUAL_ENV only: status on --target or here never spawns
+    ("vllm_patcher.install.locate", "runtime"),
+    # the codemods and their cache load where a file goes through one: status and apply on a
+    # pinned release never do
+    ("vllm_patcher.patching.plan", "transforms"),
+    ("vllm_patcher.patching.survey", "transforms"),
+    # doctor's checks (and the catalogue they read), for a sweep with a drafter on a known release
+    ("vllm_patcher.sweep.run", "doctor"),
+    # as UPWARD says: only where the driver runs
+    ("vllm_patcher.intarget.scripts.ray_driver", "cluster"),
+}
+
+
+def _unit(module: str) -> str:
+    """The folder of a module, or the leaf it is (a BOTTOM one, ``__main__``)."""
+    rest = module.split(".")[1:]
+    return ".".join(rest) if ".".join(rest) in BOTTOM else (rest[0] if rest else "")
+
+
+def _placed_imports(tree: ast.AST) -> list[tuple[ast.Import | ast.ImportFrom, bool]]:
+    """Every import a module runs (none for type checkers only), and whether it is inside a
+    function."""
+    found: list[tuple[ast.Import | ast.ImportFrom, bool]] = []
+
+    def visit(node: ast.AST, in_function: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            if _type_checking(child):
+                continue
+            if isinstance(child, (ast.Import, ast.ImportFrom)):
+                found.append((child, in_function))
+            inside = in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef))
+            visit(child, inside)
+
+    visit(tree, False)
+    return found
+
+
+def _ties() -> list[tuple[str, str, int, bool]]:
+    """(module, the module of the package it imports, line, inside a function) for every import:
+    the most specific module an import names (``from a import b`` is ``a.b`` when that is a
+    module, else ``a``)."""
+    modules = _modules()
+    ties = []
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        for node, in_function in _placed_imports(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                named = [alias.name for alias in node.names]
+            else:
+                module = node.module or ""
+                if node.level:
+                    base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    module = ".".join([*base, *([node.module] if node.module else [])])
+                named = [
+                    f"{module}.{a.name}" if f"{module}.{a.name}" in modules else module
+                    for a in node.names
+                ]
+            for target in named:
+                while target and target not in modules:
+                    target = target.rpartition(".")[0]
+                if target and target != name:
+                    ties.append((name, target, node.lineno, in_function))
+    return ties
+
+
+def _rank(unit: str) -> int:
+    return 0 if unit in BOTTOM else FOLDERS.index(unit) + 1
+
+
+def test_every_folder_of_the_tool_has_its_place_in_the_order() -> None:
+    units = {_unit(name) for name in _modules()}
+    assert units - BOTTOM == set(FOLDERS)
+
+
+def test_a_folder_imports_only_the_folders_below_it_wherever_the_import_is() -> None:
+    wrong = sorted(
+        f"{name}:{line} -> {target}"
+        for name, target, line, _ in _ties()
+        if (unit := _unit(name)) != (other := _unit(target))
+        and _rank(other) >= _rank(unit)
+        and not (unit in BOTTOM and other in BOTTOM)
+        and (name, other) not in UPWARD
+    )
+    assert wrong == []
+    used = {(name, _unit(target)) for name, target, _, _ in _ties()}
+    assert UPWARD - used == set()  # no stale exception
+
+
+def test_outside_cli_a_function_level_import_of_another_folder_says_why_it_waits() -> None:
+    """A tie between folders is read at the top of the module, unless its import would cost a
+    path that never needs it: LAZY says which and why."""
+    lazy = {
+        (name, _unit(target))
+        for name, target, _, in_function in _ties()
+        if in_function and _unit(target) != _unit(name) and not name.startswith("vllm_patcher.cli")
+    }
+    assert lazy - LAZY == set()  # move the import to the top, or say in LAZY why it waits
+    assert LAZY - lazy == set()  # no stale entry
+
+
+def test_only_a_command_loads_the_catalogue() -> None:
+    """The run's options load the catalogue once and hand it down (``cli/base.Options``): below
+    cli/ nothing loads it again but a cluster node's run, a command of its own on the node."""
+    loaders = sorted(
+        name
+        for name, path in _modules().items()
+        for node, _ in _placed_imports(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.ImportFrom)
+        and any(alias.name == "load_catalogue" for alias in node.names)
+    )
+    assert loaders == ["vllm_patcher.cli.base", "vllm_patcher.cluster.nodes"]
+
+
+def test_the_import_finder_sees_imports_inside_functions_and_not_for_type_checkers() -> None:
+    source = (
+        "import a\nif TYPE_CHECKING:\n    import b\ndef f():\n    from c import d\n"
+        "class K:\n    def g(self):\n        import e\ntry:\n    import h\nexcept ImportError:\n"
+        "    pass\n"
+    )
+    found = [(ast.unparse(node), inside) for node, inside in _placed_imports(ast.parse(source))]
+    assert found == [
+        ("import a", False),
+        ("from c import d", True),
+        ("import e", True),
+        ("import h", False),
+    ]
+
+
 def test_no_module_of_the_tool_is_longer_than_500_lines() -> None:
     long = {
         name

@@ -39,7 +39,7 @@ SPEC_STACK = [
 @pytest.fixture(scope="module")
 def catalogue_tree() -> Path:
     """The shared cache's pristine 0.15.1 tree (read only), fetched on first use."""
-    return sources.fetch_release("0.15.1")
+    return sources.fetch_release("0.15.1", CATALOGUE.all_paths())
 
 
 def _states(site: Path, *extra: str) -> dict[str, str]:

@@ -148,7 +148,8 @@ def apply_locally(site: Path) -> None:
     from vllm_patcher.install import locate as target
     from vllm_patcher.patching import txn
 
-    txn.apply(target.locate_in_directory(str(site)), load_catalogue())
+    catalogue = load_catalogue()
+    txn.apply(target.locate_in_directory(str(site), catalogue), catalogue)
 
 
 @pytest.fixture(scope="module")

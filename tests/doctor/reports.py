@@ -1,13 +1,28 @@
-"""What doctor reports, read back: its JSON answer, and the findings of one check."""
+"""What doctor reports, read back: its JSON answer, and the findings of one check; doctor's
+``check`` and ``run`` in-process with the built-ins (the catalogue of a command without
+``--patches``)."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 from vllm_patcher import doctor
 
-from ..conftest import run_cli
+from ..conftest import CATALOGUE, run_cli
+
+
+def check(
+    model: str | Path, drafter: str | Path, version: str, **options: Any
+) -> doctor.DoctorReport:
+    return doctor.check(model, drafter, version, CATALOGUE, **options)
+
+
+def run(
+    model: str | Path, drafter: str | Path, version: str, **options: Any
+) -> doctor.DoctorReport:
+    return doctor.run(model, drafter, version, CATALOGUE, **options)
 
 
 def doctor_json(*args: str) -> tuple[int, dict[str, Any]]:

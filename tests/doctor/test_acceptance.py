@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from vllm_patcher.doctor import OK, PROBLEM, WARNING, check
+from vllm_patcher.doctor import OK, PROBLEM, WARNING
 
 from ..models.model_files import (
     KIMI_VOCAB,
@@ -20,7 +20,7 @@ from ..models.model_files import (
     write_json,
     write_safetensors,
 )
-from .reports import by_check, doctor_json
+from .reports import by_check, check, doctor_json
 
 DRAFT = 8
 # a frequency-sorted id map: draft ids 0-4 are target ids 0-4, then 100, 101, 5000

@@ -12,7 +12,6 @@ from vllm_patcher.doctor import (
     PROBLEM,
     WARNING,
     aux_layer_plan,
-    check,
     default_aux_layers,
     reads_nested_key,
     reads_top_level_key,
@@ -27,7 +26,7 @@ from ..models.model_files import (
     kimi_target,
     specforge_drafter,
 )
-from .reports import by_check
+from .reports import by_check, check
 
 # --- the release rules, as pure functions -----------------------------------------------------------
 

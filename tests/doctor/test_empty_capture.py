@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from vllm_patcher.doctor import PROBLEM, WARNING
-from vllm_patcher.doctor.capture import MIMO
+from vllm_patcher.doctor.empty_capture import MIMO
 from vllm_patcher.wheels import sources
 
 from ..models.model_files import specforge_drafter, write_json

@@ -10,9 +10,7 @@ import pytest
 from vllm_patcher.doctor import (
     PROBLEM,
     WARNING,
-    check,
     reads_top_level_key,
-    run,
     speculative_config,
 )
 from vllm_patcher.errors import BadSetting
@@ -29,7 +27,7 @@ from ..models.model_files import (
     specforge_drafter,
     write_safetensors,
 )
-from .reports import by_check, doctor_json
+from .reports import by_check, check, doctor_json, run
 
 # --- check(): the findings --------------------------------------------------------------------------
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from vllm_patcher.doctor import PROBLEM, check
+from vllm_patcher.doctor import PROBLEM
 
 from ..conftest import assert_refused, copy_builtins, run_cli
 from ..models.model_files import (
@@ -23,7 +23,7 @@ from ..models.model_files import (
     minimax_target,
     specforge_drafter,
 )
-from .reports import by_check, doctor_json
+from .reports import by_check, check, doctor_json
 
 # --- releases vllm-patcher cannot patch ------------------------------------------------------------
 

@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from vllm_patcher.cli.doctor import NOT_CHECKED
-from vllm_patcher.doctor import check
 
 from ..conftest import assert_refused, run_cli
 from ..models.model_files import (
@@ -22,6 +21,7 @@ from ..models.model_files import (
     specforge_drafter,
     write_json,
 )
+from .reports import check
 
 # --- serve-args -------------------------------------------------------------------------------------
 

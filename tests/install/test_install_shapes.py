@@ -259,7 +259,7 @@ def test_pip_really_made_an_editable_install(editable: Editable) -> None:
 
 
 def test_editable_target_points_at_the_source_tree(editable: Editable) -> None:
-    target = locate_with_python(str(editable.python))
+    target = locate_with_python(str(editable.python), CATALOGUE)
     assert target.shape == EDITABLE
     assert target.reference == f"pinned manifest for {VERSION}"
     assert target.site_packages == editable.tree.resolve()
@@ -355,7 +355,7 @@ def test_editable_install_as_the_current_interpreter(editable: Editable) -> None
 def test_editable_install_through_target_reads_the_finder(editable: Editable) -> None:
     """--target on the venv's site-packages: no interpreter to ask, the finder's mapping says."""
     site = venv_site(editable.python)
-    target = locate_in_directory(str(site))
+    target = locate_in_directory(str(site), CATALOGUE)
     assert (target.shape, target.site_packages) == (EDITABLE, editable.tree.resolve())
     st = _status("--target", str(site))
     assert st["location"] == str(editable.tree.resolve())
@@ -504,7 +504,7 @@ def test_a_source_tree_on_a_pth_line_is_judged_by_its_pinned_release(editable: E
         (venv_site(venv / "bin" / "python") / "vllm_source.pth").write_text(f"{editable.tree}\n")
 
     python = _atomic_dir(SHAPES / "venvs" / f"pth-{editable.tree.name}", build) / "bin" / "python"
-    target = locate_with_python(str(python))
+    target = locate_with_python(str(python), CATALOGUE)
     assert (target.shape, target.version, target.site_packages) == (
         SOURCE,
         VERSION,
@@ -534,7 +534,7 @@ def _pip_target_install() -> Path:
 def test_a_pip_target_install_is_judged_by_its_record() -> None:
     site = _pip_target_install()
     _restore(site)
-    target = locate_in_directory(str(site))
+    target = locate_in_directory(str(site), CATALOGUE)
     # its dist-info has a RECORD: a wheel install, as the same files found by --python would be
     assert (target.shape, target.reference, target.site_packages) == (
         WHEEL,
@@ -561,7 +561,10 @@ def test_one_install_named_by_python_or_by_target_is_described_the_same() -> Non
     python = test_venv_python()
     site = venv_site(python)
     assert (site / f"vllm-{VERSION}.dist-info" / "RECORD").is_file()
-    by_python, by_target = locate_with_python(str(python)), locate_in_directory(str(site))
+    by_python, by_target = (
+        locate_with_python(str(python), CATALOGUE),
+        locate_in_directory(str(site), CATALOGUE),
+    )
     assert by_python.site_packages == by_target.site_packages
     assert (by_python.shape, by_target.shape) == (WHEEL, WHEEL)
     assert by_python.describe == by_target.describe == "wheel install, judged against RECORD"
@@ -613,7 +616,7 @@ def test_a_setup_py_develop_install_is_a_source_install() -> None:
     python = _atomic_dir(SHAPES / "venvs" / f"develop-{tree.name}", build_venv) / "bin" / "python"
     assert (tree / "vllm.egg-info" / "PKG-INFO").is_file()
     assert not list(venv_site(python).glob("vllm-*.dist-info"))
-    target = locate_with_python(str(python))
+    target = locate_with_python(str(python), CATALOGUE)
     assert (target.shape, target.site_packages) == (SOURCE, tree.resolve())
     assert target.record == {rel: BEFORE[rel] for rel in TOUCHED}
     where = ("--python", str(python))
@@ -633,7 +636,7 @@ def test_an_editable_install_of_an_upstream_release_needs_nothing(tmp_path: Path
     EAGLE-3 anywhere are left out of the catalogue: an editable install has no pristine bytes
     for their files.)"""
     env = {"VLLM_PATCHER_PATCHES_DIR": str(builtins_without_forward_ports(tmp_path))}
-    upstream = sources.fetch_release("0.33.0")
+    upstream = sources.fetch_release("0.33.0", CATALOGUE.all_paths())
 
     def build_tree(tree: Path) -> None:
         shutil.copytree(upstream / "vllm", tree / "vllm")

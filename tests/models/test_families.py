@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from vllm_patcher.doctor import OK, PROBLEM, WARNING, check
+from vllm_patcher.doctor import OK, PROBLEM, WARNING
 
-from ..doctor.reports import by_check, doctor_json
+from ..doctor.reports import by_check, check, doctor_json
 from .model_files import (
     DEEPSEEK_VOCAB,
     HIDDEN,

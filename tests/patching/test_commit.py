@@ -33,7 +33,7 @@ def test_failure_midway_through_the_write_phase_rolls_back(tree_copy, monkeypatc
 
     monkeypatch.setattr(fileops, "atomic_write", failing)
     with pytest.raises(NotWritable):
-        txn.apply(locate_in_directory(str(site)), CATALOGUE)
+        txn.apply(locate_in_directory(str(site), CATALOGUE), CATALOGUE)
     assert len(writes) >= 3
     assert all(touched_match_record(site).values()), (
         "files written before the failure stayed patched"
@@ -99,7 +99,7 @@ def test_an_interrupt_right_after_a_replace_still_rolls_everything_back(
 
     monkeypatch.setattr(fileops, "fsync_dir", interrupted)
     with pytest.raises(KeyboardInterrupt):
-        txn.apply(locate_in_directory(str(site)), CATALOGUE)
+        txn.apply(locate_in_directory(str(site), CATALOGUE), CATALOGUE)
     monkeypatch.setattr(fileops, "fsync_dir", real)
     assert all(touched_match_record(site).values())
     assert not (site / ".vllm-patcher" / "state.json").exists()
@@ -117,6 +117,6 @@ def test_a_failed_final_journal_write_rolls_back_the_files(tree_copy, monkeypatc
 
     monkeypatch.setattr(journal, "save", full_disk)
     with pytest.raises(NotWritable):
-        txn.apply(locate_in_directory(str(site)), CATALOGUE)
+        txn.apply(locate_in_directory(str(site), CATALOGUE), CATALOGUE)
     assert all(touched_match_record(site).values())
     assert_no_record(site)

@@ -195,7 +195,9 @@ def check_truthful(site: Path, t: Trees) -> list[str]:
         if h != t.before[rel] and h not in t.patched_hashes(rel):
             problems.append(f"{rel} is neither pristine nor patched")
     try:
-        st = status_mod.read_status(locate_in_directory(str(site)), t.catalogue).to_dict()
+        st = status_mod.read_status(
+            locate_in_directory(str(site), CATALOGUE), t.catalogue
+        ).to_dict()
     except PatcherError as exc:
         return [*problems, f"status refused: {exc.message}"]
     for f in st["files"]:  # type: ignore[attr-defined]
@@ -230,13 +232,13 @@ def check_recovers(site: Path, t: Trees) -> list[str]:
     """The next apply, then revert, bring the tree to patched, then to RECORD bytes."""
     problems = []
     try:
-        txn.apply(locate_in_directory(str(site)), t.catalogue)
+        txn.apply(locate_in_directory(str(site), CATALOGUE), t.catalogue)
     except PatcherError as exc:
         return [f"apply after the kill failed: {exc.message}"]
     if t.current(site) != t.after:
         problems.append("apply after the kill did not patch every file")
     try:
-        txn.revert(locate_in_directory(str(site)))
+        txn.revert(locate_in_directory(str(site), CATALOGUE))
     except PatcherError as exc:
         return [*problems, f"revert after the kill failed: {exc.message}"]
     if t.current(site) != t.before:

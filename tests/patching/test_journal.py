@@ -54,9 +54,9 @@ def test_every_entry_lies_in_the_state_folder(tmp_path: Path) -> None:
 
 
 OPERATIONS: dict[str, Callable[[Path], object]] = {
-    "status": lambda site: status.read_status(locate_in_directory(str(site)), CATALOGUE),
-    "apply": lambda site: txn.apply(locate_in_directory(str(site)), CATALOGUE),
-    "revert": lambda site: txn.revert(locate_in_directory(str(site))),
+    "status": lambda site: status.read_status(locate_in_directory(str(site), CATALOGUE), CATALOGUE),
+    "apply": lambda site: txn.apply(locate_in_directory(str(site), CATALOGUE), CATALOGUE),
+    "revert": lambda site: txn.revert(locate_in_directory(str(site), CATALOGUE)),
 }
 
 
@@ -70,7 +70,7 @@ def _refused_by_all(site: Path, error: type[PatcherError], code: int, fragment: 
 
 def test_a_corrupt_state_record_is_refused_by_every_operation(tree_copy) -> None:  # type: ignore[no-untyped-def]
     site = tree_copy("0.15.1")
-    txn.apply(locate_in_directory(str(site)), CATALOGUE)
+    txn.apply(locate_in_directory(str(site), CATALOGUE), CATALOGUE)
     journal.state_file(site).write_text("{not json")
     before = snapshot(site)
     with pytest.raises(StateError, match="reinstall vLLM"):
@@ -90,7 +90,7 @@ def test_a_foreign_state_record_is_refused(tree_copy) -> None:  # type: ignore[n
 
 def test_a_state_record_naming_a_file_outside_vllm_is_refused(tree_copy) -> None:  # type: ignore[no-untyped-def]
     site = tree_copy("0.15.1")
-    txn.apply(locate_in_directory(str(site)), CATALOGUE)
+    txn.apply(locate_in_directory(str(site), CATALOGUE), CATALOGUE)
     path = journal.state_file(site)
     data = json.loads(path.read_text())
     data["files"]["../evil.py"] = data["files"].pop(SPEC)
@@ -128,16 +128,18 @@ def test_what_revert_leaves_is_read_from_the_folder(tree_copy) -> None:  # type:
     """Only the lock after a plain revert; copies after a forced one; and a saved/ it cannot
     list (here a file) may hold copies, so it is never called empty."""
     site = tree_copy("0.15.1")
-    txn.apply(locate_in_directory(str(site)), CATALOGUE)
-    txn.revert(locate_in_directory(str(site)))
+    txn.apply(locate_in_directory(str(site), CATALOGUE), CATALOGUE)
+    txn.revert(locate_in_directory(str(site), CATALOGUE))
     assert journal.left_in_place(site) == (journal.state_dir(site), False)
-    txn.apply(locate_in_directory(str(site)), CATALOGUE)
+    txn.apply(locate_in_directory(str(site), CATALOGUE), CATALOGUE)
     (site / SPEC).write_text((site / SPEC).read_text() + "# mine\n")
-    txn.revert(locate_in_directory(str(site)), force=True)
+    txn.revert(locate_in_directory(str(site), CATALOGUE), force=True)
     assert journal.left_in_place(site).copies
-    txn.apply(locate_in_directory(str(site)), CATALOGUE)
+    txn.apply(locate_in_directory(str(site), CATALOGUE), CATALOGUE)
     shutil.rmtree(journal.saved_dir(site))
     journal.saved_dir(site).write_text("not a folder")
-    result = txn.revert(locate_in_directory(str(site)))  # the revert is done all the same
+    result = txn.revert(
+        locate_in_directory(str(site), CATALOGUE)
+    )  # the revert is done all the same
     assert SPEC in result.restored and all(touched_match_record(site).values())
     assert journal.left_in_place(site).copies

@@ -16,18 +16,21 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ..conftest import REPO, run_cli, scratch_tree
+import pytest
+
+from ..conftest import REPO, run_cli, scratch_tree, snapshot
 
 GRANITE = "vllm/model_executor/models/granite.py"
 
 
-def _post_release(tmp_path: Path) -> Path:
-    """0.19.1's files labelled 0.19.1.post1: no pin matches, every patch runs its codemod."""
-    site = scratch_tree("0.19.1", tmp_path / "site")
+def _post_release(tmp_path: Path, release: str = "0.19.1", name: str = "site") -> Path:
+    """``release``'s files labelled ``<release>.post1``: no pin matches, every patch runs its
+    codemod."""
+    site = scratch_tree(release, tmp_path / name)
     (dist,) = site.glob("vllm-*.dist-info")
     meta = dist / "METADATA"
-    meta.write_text(re.sub(r"(?m)^Version: .*$", "Version: 0.19.1.post1", meta.read_text()))
-    dist.rename(site / "vllm-0.19.1.post1.dist-info")
+    meta.write_text(re.sub(r"(?m)^Version: .*$", f"Version: {release}.post1", meta.read_text()))
+    dist.rename(site / f"vllm-{release}.post1.dist-info")
     return site
 
 
@@ -119,4 +122,63 @@ def test_a_pristine_copy_that_record_contradicts_is_never_taken_for_pristine(
     before = snapshot(site)
     refused = run_cli("--target", str(site), "revert")
     assert refused.returncode == 7 and "RECORD" in refused.stderr, refused.stderr
+    assert snapshot(site) == before
+
+
+# the renamed codemods' patches, and a release each one rewrites (through the codemods)
+RENAMED_ON = {
+    "0.15.1": ("eagle3-whitelist", "kimi-k25-image-token"),
+    "0.14.1": ("eagle3-qwen3-vl",),
+}
+
+
+def _tool_with_old_names(tmp_path: Path) -> Path:
+    """A copy of this tool whose built-ins name the renamed codemods as before the rename
+    (``transforms/codemod.RENAMED``), as the tool that patched a venv before the rename did: its
+    folder. The built-ins go inside its package, where it looks first."""
+    from vllm_patcher.transforms.codemod import RENAMED
+
+    root = tmp_path / "old-names"
+    ignore = shutil.ignore_patterns("patches", "__pycache__")  # a checkout's link to patches/
+    shutil.copytree(REPO / "vllm_patcher", root / "vllm_patcher", ignore=ignore)
+    pins = root / "vllm_patcher" / "patches"
+    shutil.copytree(REPO / "patches", pins, ignore=shutil.ignore_patterns("__pycache__"))
+    for toml in pins.glob("*/patch.toml"):
+        text = toml.read_text()
+        for old, new in RENAMED.items():
+            text = text.replace(f'codemod = "{new}"', f'codemod = "{old}"')
+        toml.write_text(text)
+    return root
+
+
+def _records(site: Path) -> dict[str, dict[str, str]]:
+    files = json.loads((site / ".vllm-patcher" / "state.json").read_text())["files"]
+    return {
+        rel: {k: v for k, v in f.items() if k in ("after", "producer")} for rel, f in files.items()
+    }
+
+
+@pytest.mark.parametrize("release", sorted(RENAMED_ON))
+def test_a_venv_patched_through_the_codemods_old_names_stays_applied(
+    tmp_path: Path, release: str
+) -> None:
+    """The producer recorded by a tool that named the codemods as before differs from this
+    tool's; status runs this tool's codemods on the kept pristine copies, finds the same bytes,
+    and says applied; nothing is written."""
+    names = RENAMED_ON[release]
+    old_tool = _tool_with_old_names(tmp_path)
+    site = _post_release(tmp_path, release)
+    done = _cli(old_tool, "--target", str(site), "apply", *names)
+    assert done.returncode == 0, done.stderr
+    before = snapshot(site)
+    fresh = _post_release(tmp_path, release, "fresh")  # the same apply by this tool
+    run_cli("--target", str(fresh), "apply", *names, check=True)
+    old, new = _records(site), _records(fresh)
+    assert old.keys() == new.keys() and old
+    assert all(old[rel]["after"] == new[rel]["after"] for rel in old)
+    assert any(old[rel]["producer"] != new[rel]["producer"] for rel in old)
+    proc = run_cli("--target", str(site), "--json", "status", "--check", *names)
+    assert proc.returncode == 0, proc.stdout
+    report = json.loads(proc.stdout)
+    assert {f["state"] for f in report["files"] if f["path"] in old} == {"applied"}
     assert snapshot(site) == before

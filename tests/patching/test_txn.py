@@ -33,7 +33,7 @@ def test_a_dry_run_on_a_read_only_site_packages_returns_the_diff_and_writes_noth
     mode = site.stat().st_mode
     os.chmod(site, stat.S_IRUSR | stat.S_IXUSR | stat.S_IRGRP | stat.S_IXGRP)
     try:
-        result = txn.apply(locate_in_directory(str(site)), CATALOGUE, dry_run=True)
+        result = txn.apply(locate_in_directory(str(site), CATALOGUE), CATALOGUE, dry_run=True)
     finally:
         os.chmod(site, mode)
     assert result.dry_run and SPEC in result.changed
@@ -49,7 +49,7 @@ def test_apply_returns_its_edits_and_the_status_it_leaves_and_a_second_has_nothi
     tree_copy,  # type: ignore[no-untyped-def]
 ) -> None:
     site = tree_copy("0.15.1")
-    target = locate_in_directory(str(site))
+    target = locate_in_directory(str(site), CATALOGUE)
     first = txn.apply(target, CATALOGUE)
     assert not first.dry_run and SPEC in first.changed and first.adopted == []
     assert _states(first) == states_on("0.15.1", "applied")
@@ -58,7 +58,7 @@ def test_apply_returns_its_edits_and_the_status_it_leaves_and_a_second_has_nothi
     for edit in first.edits:  # each edit is what the file now holds
         assert (site / edit.path).read_bytes() == edit.after != edit.before
     assert not all(touched_match_record(site).values())
-    again = txn.apply(locate_in_directory(str(site)), CATALOGUE)
+    again = txn.apply(locate_in_directory(str(site), CATALOGUE), CATALOGUE)
     assert again.edits == [] and again.recovered == []
     assert _states(again) == states_on("0.15.1", "applied")
 
@@ -67,16 +67,16 @@ def test_an_edit_after_apply_blocks_revert_until_forced_which_keeps_the_edit(
     tree_copy,  # type: ignore[no-untyped-def]
 ) -> None:
     site = tree_copy("0.15.1")
-    txn.apply(locate_in_directory(str(site)), CATALOGUE)
+    txn.apply(locate_in_directory(str(site), CATALOGUE), CATALOGUE)
     edited = site / SPEC
     edited.write_text(edited.read_text() + "# tuned by hand\n")
     mine = edited.read_bytes()
     before = snapshot(site)
     with pytest.raises(LocallyModified, match="revert --force") as refused:
-        txn.revert(locate_in_directory(str(site)))
+        txn.revert(locate_in_directory(str(site), CATALOGUE))
     assert str(edited) in str(refused.value)
     assert snapshot(site) == before
-    forced = txn.revert(locate_in_directory(str(site)), force=True)
+    forced = txn.revert(locate_in_directory(str(site), CATALOGUE), force=True)
     assert Path(forced.saved_edits[SPEC]).read_bytes() == mine
     assert SPEC in forced.restored and forced.recovered == []
     assert all(touched_match_record(site).values())
@@ -87,7 +87,7 @@ def test_a_revert_where_nothing_was_applied_returns_nothing_and_creates_no_state
 ) -> None:
     site = tree_copy("0.15.1")
     before = snapshot(site)
-    result = txn.revert(locate_in_directory(str(site)))
+    result = txn.revert(locate_in_directory(str(site), CATALOGUE))
     assert result.to_dict() == {
         "restored": [],
         "recovered": [],

@@ -551,7 +551,9 @@ def _overlay(site: Path, dest: Path, patched: bool) -> Path:
     )
     info = f"vllm-{VERSION}.dist-info"
     shutil.copytree(site / info, dest / info)
-    pristine = sources.fetch_release(VERSION)  # the shared venv may be patched right now
+    pristine = sources.fetch_release(
+        VERSION, CATALOGUE.all_paths()
+    )  # the shared venv may be patched right now
     for rel in touched_files(record_of(dest), VERSION):
         shutil.copyfile(pristine / rel, dest / rel)
     assert all(touched_match_record(dest).values())

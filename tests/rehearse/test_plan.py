@@ -12,7 +12,7 @@ from vllm_patcher.rehearse import run
 from vllm_patcher.serving.args import parse
 from vllm_patcher.wheels import sources
 
-from ..conftest import assert_refused, make_venv, run_cli
+from ..conftest import CATALOGUE, assert_refused, make_venv, run_cli
 
 SPEC = '{"method": "eagle3", "model": "/d", "num_speculative_tokens": 3}'
 
@@ -55,8 +55,8 @@ def test_real_drafter_is_refused_without_a_drafter_or_on_a_release_without_draft
 
 
 def test_draft_load_config_is_read_from_the_releases_own_source() -> None:
-    assert not run.has_draft_load_config(sources.fetch_release("0.15.1"))
-    assert run.has_draft_load_config(sources.fetch_release("0.17.1"))
+    assert not run.has_draft_load_config(sources.fetch_release("0.15.1", CATALOGUE.all_paths()))
+    assert run.has_draft_load_config(sources.fetch_release("0.17.1", CATALOGUE.all_paths()))
     assert not run.has_draft_load_config(Path("/nonexistent"))
 
 

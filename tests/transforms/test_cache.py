@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from vllm_patcher.catalogue.model import FileChange
-from vllm_patcher.transforms import Rewrite, cache
+from vllm_patcher.transforms import Rewrite, cache, codemod
 
 from ..conftest import CATALOGUE
 
@@ -121,10 +121,10 @@ def test_a_real_codemod_gives_the_same_bytes_from_the_cache_as_without_it(
     for change in changes:
         source = (tree / change.path).read_text(encoding="utf-8")
         monkeypatch.setenv("VLLM_PATCHER_NO_TRANSFORM_CACHE", "1")
-        plain = change.rewrite(source, "0.15.1")
+        plain = codemod.rewrite(change, source, "0.15.1")
         monkeypatch.delenv("VLLM_PATCHER_NO_TRANSFORM_CACHE")
-        assert change.rewrite(source, "0.15.1") == plain  # made, then kept
-        assert change.rewrite(source, "0.15.1") == plain  # read back
+        assert codemod.rewrite(change, source, "0.15.1") == plain  # made, then kept
+        assert codemod.rewrite(change, source, "0.15.1") == plain  # read back
     assert len(entries(store)) == len(changes)
 
 
@@ -140,9 +140,9 @@ def test_a_family_codemod_is_keyed_by_its_family_and_release(
     monkeypatch.setattr(cache, "cached", spy)
     family = next(c for p in CATALOGUE.patches for c in p.transforms if c.family is not None)
     plain = next(c for p in CATALOGUE.patches for c in p.transforms if c.family is None)
-    family.rewrite("x = 1\n", "0.15.1")
-    family.rewrite("x = 1\n", "0.16.0")
-    plain.rewrite("x = 1\n", "0.15.1")
+    codemod.rewrite(family, "x = 1\n", "0.15.1")
+    codemod.rewrite(family, "x = 1\n", "0.16.0")
+    codemod.rewrite(plain, "x = 1\n", "0.15.1")
     (t1, e1), (t2, e2), (t3, e3) = seen
     assert t1 == t2 == family.transform and e1 != e2
     assert family.family is not None and family.family.name in e1 and "0.15.1" in e1

@@ -22,7 +22,7 @@ from vllm_patcher.catalogue.model import Catalogue, FileChange
 from vllm_patcher.errors import PatcherError
 from vllm_patcher.install.locate import locate_in_directory
 from vllm_patcher.patching import txn
-from vllm_patcher.transforms import Rewrite
+from vllm_patcher.transforms import Rewrite, codemod
 from vllm_patcher.wheels import sources
 
 from ..conftest import CATALOGUE, scratch_tree, snapshot
@@ -44,7 +44,7 @@ def _rewrite(rel: str, text: str) -> Rewrite:
     """Every codemod of ``rel`` in series order, as apply runs them."""
     changed = False
     for change in CHANGES[rel]:
-        result = change.rewrite(text, VERSION)
+        result = codemod.rewrite(change, text, VERSION)
         text, changed = result.source, changed or result.changed
     return Rewrite(text, changed)
 
@@ -156,12 +156,12 @@ def test_apply_then_revert_restores_an_edited_tree_byte_for_byte(
             site, rel, _insert(_sources()[rel], [(p, line) for p, _, line in inserts]).encode()
         )
         before = snapshot(site)
-        result = txn.apply(locate_in_directory(str(site)), CODEMODS)
+        result = txn.apply(locate_in_directory(str(site), CATALOGUE), CODEMODS)
         assert {e.path for e in result.edits} == set(FILES)
         assert {e.method for e in result.edits if e.path == rel} == {"transform"}
         for other in FILES:
             compile((site / other).read_bytes(), other, "exec")
-        txn.revert(locate_in_directory(str(site)))
+        txn.revert(locate_in_directory(str(site), CATALOGUE))
         after = {k: v for k, v in snapshot(site).items() if not k.startswith(".vllm-patcher/")}
         assert after == before
 
@@ -194,7 +194,7 @@ def test_corrupted_touched_regions_are_patched_cleanly_or_refused_cleanly(
         _rewrite_record(site, rel, corrupted.encode())
         before = snapshot(site)
         try:
-            txn.apply(locate_in_directory(str(site)), CODEMODS)
+            txn.apply(locate_in_directory(str(site), CATALOGUE), CODEMODS)
         except PatcherError:
             assert snapshot(site) == before, "a refused apply wrote something"
             return

@@ -9,9 +9,9 @@ import libcst as cst
 import pytest
 
 from vllm_patcher.errors import PatchShapeError
-from vllm_patcher.transforms import image_token, supports_eagle3, whitelist
+from vllm_patcher.transforms import allow_list, codemod, image_token_kimi, supports_eagle3
 
-from ..conftest import DEEPSEEK_RELEASES, KIMI_RELEASES
+from ..conftest import CATALOGUE, DEEPSEEK_RELEASES, KIMI_RELEASES
 
 SPEC = "vllm/config/speculative.py"
 EAGLE = "vllm/v1/spec_decode/eagle.py"
@@ -38,13 +38,13 @@ def test_whitelist_adds_the_four_model_types_once(
     pristine_trees: dict[str, Path], version: str
 ) -> None:
     before = read(pristine_trees, version, SPEC)
-    result = whitelist.rewrite(before)
+    result = allow_list.append_deepseek_kimi(before)
     assert result.changed
     compile(result.source, SPEC, "exec")
     for name in ("deepseek_v2", "deepseek_v3", "kimi_k2", "kimi_k25"):
         assert result.source.count(f'"{name}"') == before.count(f'"{name}"') + 1
     assert all("_supported = [" in line for line in removed_lines(before, result.source))
-    again = whitelist.rewrite(result.source)
+    again = allow_list.append_deepseek_kimi(result.source)
     assert not again.changed and again.source == result.source
 
 
@@ -53,7 +53,7 @@ def test_image_token_branch_reads_media_placeholder(
     pristine_trees: dict[str, Path], version: str
 ) -> None:
     before = read(pristine_trees, version, EAGLE)
-    result = image_token.rewrite(before)
+    result = image_token_kimi.rewrite(before)
     assert result.changed
     compile(result.source, EAGLE, "exec")
     assert (
@@ -66,7 +66,7 @@ def test_image_token_branch_reads_media_placeholder(
     branch = result.source.index("KimiK25ForConditionalGeneration")
     fallback = result.source.index("target_model.config.image_token_index", branch)
     assert branch < fallback, "the Kimi branch must come before the generic fallback"
-    assert not image_token.rewrite(result.source).changed
+    assert not image_token_kimi.rewrite(result.source).changed
 
 
 @pytest.mark.parametrize("version", DEEPSEEK_RELEASES)
@@ -114,16 +114,16 @@ def test_supports_eagle3_on_kimi_delegates_to_its_language_model(
 def test_upstream_0_18_needs_nothing() -> None:
     from vllm_patcher.wheels import sources
 
-    tree = sources.fetch_release("0.18.0")
-    assert not whitelist.rewrite((tree / SPEC).read_text()).changed
-    assert not image_token.rewrite((tree / EAGLE).read_text()).changed
+    tree = sources.fetch_release("0.18.0", CATALOGUE.all_paths())
+    assert not allow_list.append_deepseek_kimi((tree / SPEC).read_text()).changed
+    assert not image_token_kimi.rewrite((tree / EAGLE).read_text()).changed
     assert not supports_eagle3.rewrite_deepseek((tree / DEEPSEEK).read_text()).changed
     assert not supports_eagle3.rewrite_kimi((tree / KIMI).read_text()).changed
 
 
 def test_single_line_lists_keep_their_style() -> None:
     src = 'class SpeculativeConfig:\n    def f(self):\n        eagle3_target_supported = ["llama", "qwen"]\n'
-    out = whitelist.rewrite(src).source
+    out = allow_list.append_deepseek_kimi(src).source
     assert (
         'eagle3_target_supported = ["llama", "qwen", "deepseek_v2", "deepseek_v3", "kimi_k2", "kimi_k25"]\n'
         in out
@@ -136,7 +136,7 @@ def test_exploded_list_with_trailing_comma_stays_exploded() -> None:
         head
         + '        aux_hidden_states_supported = [\n            "llama",\n            "qwen",\n        ]\n'
     )
-    out = whitelist.rewrite(src).source
+    out = allow_list.append_deepseek_kimi(src).source
     added = "".join(
         f'            "{t}",\n' for t in ("deepseek_v2", "deepseek_v3", "kimi_k2", "kimi_k25")
     )
@@ -146,14 +146,14 @@ def test_exploded_list_with_trailing_comma_stays_exploded() -> None:
 @pytest.mark.parametrize(
     ("func", "source", "fragment"),
     [
-        (whitelist.rewrite, "x = 1\n", "no EAGLE-3 allow-list"),
+        (allow_list.append_deepseek_kimi, "x = 1\n", "no EAGLE-3 allow-list"),
         (
-            whitelist.rewrite,
+            allow_list.append_deepseek_kimi,
             "class C:\n    def f(self):\n        eagle3_target_supported = [1]\n",
             "other than plain strings",
         ),
-        (whitelist.rewrite, "def f(:\n", "not valid Python"),
-        (image_token.rewrite, "if a:\n    pass\nelse:\n    pass\n", "no image-token fallback"),
+        (allow_list.append_deepseek_kimi, "def f(:\n", "not valid Python"),
+        (image_token_kimi.rewrite, "if a:\n    pass\nelse:\n    pass\n", "no image-token fallback"),
         (
             supports_eagle3.rewrite_deepseek,
             "from .interfaces import SupportsPP\n",
@@ -264,11 +264,11 @@ def test_the_proposer_gives_a_qwen3_vl_drafter_its_image_token_id(version: str) 
     """Each shape of the proposer's image-token branch (none in 0.11.0; Qwen2.5-VL alone in
     0.11.1; Qwen3-VL without its MoE in 0.12-0.14) ends naming both Qwen3-VL classes in the
     branch that reads image_token_id; 0.15.1, upstream, is left alone."""
-    from vllm_patcher.transforms import vl_image_token
+    from vllm_patcher.transforms import image_token_qwen3_vl
     from vllm_patcher.wheels import sources
 
     src = (sources.fetch_release(version, [EAGLE]) / EAGLE).read_text(encoding="utf-8")
-    result = vl_image_token.rewrite(src)
+    result = image_token_qwen3_vl.rewrite(src)
     assert result.changed is (version != "0.15.1")
     out = result.source
     compile(out, EAGLE, "exec")
@@ -277,7 +277,7 @@ def test_the_proposer_gives_a_qwen3_vl_drafter_its_image_token_id(version: str) 
     for name in ("Qwen3VLForConditionalGeneration", "Qwen3VLMoeForConditionalGeneration"):
         assert f'"{name}",' in branch[0][-400:], (version, name)  # in that branch's test
     assert "target_model.config.image_token_index" in branch[1]  # the fallback stays
-    assert vl_image_token.rewrite(out).changed is False
+    assert image_token_qwen3_vl.rewrite(out).changed is False
     assert removed_lines(src, out) == [] or version in ("0.11.0", "0.11.1")
 
 
@@ -309,8 +309,6 @@ def test_family_codemod_leaves_a_model_that_captures_already_unchanged(version: 
     EagleModelMixin base and import it)."""
     from vllm_patcher.wheels import sources
 
-    from ..conftest import CATALOGUE
-
     patch = CATALOGUE.get("eagle3-qwen3-vl")
     assert patch is not None
     changes = [c for c in patch.transforms if c.family is not None]
@@ -319,5 +317,5 @@ def test_family_codemod_leaves_a_model_that_captures_already_unchanged(version: 
     for change in changes:
         source = (tree / change.path).read_text()
         assert "self._maybe_add_hidden_state(" in source  # upstream's capture, the mixin's
-        got = change.rewrite(source, version)
+        got = codemod.rewrite(change, source, version)
         assert not got.changed and got.source == source, change.path

@@ -40,7 +40,7 @@ DEAD_INDEX = "http://127.0.0.1:9/simple"  # nothing listens there: any network u
 @functools.cache
 def _pristine(version: str) -> Path:
     """The shared cache's pristine tree of ``version`` (read only), fetched on first use."""
-    return sources.fetch_release(version)
+    return sources.fetch_release(version, CATALOGUE.all_paths())
 
 
 def build_wheel(
@@ -251,7 +251,9 @@ def test_a_server_without_ranges_gets_one_whole_download(
     stats = fetch.FetchStats()
     said: list[events.FetchEvent] = []
     cache = tmp_path / "cache"
-    tree = sources.fetch_release("0.15.1", cache=cache, stats=stats, say=said.append)
+    tree = sources.fetch_release(
+        "0.15.1", CATALOGUE.all_paths(), cache=cache, stats=stats, say=said.append
+    )
     assert _members(tree) == {
         k: v for k, v in _members(_pristine("0.15.1")).items() if k in _members(tree)
     }

@@ -84,7 +84,7 @@ def import_diff(
         raise PatchFolderError(f"{source} changes no file under vllm/; nothing to import")
     # NAME goes after every patch the catalogue has, so its base is what they all leave
     ordered = Catalogue(tuple(p for p in catalogue.patches if p.name != name))
-    tree = tree_target(public_version(version), sorted(per_file), wheels)
+    tree = tree_target(public_version(version), sorted(per_file), catalogue, wheels)
     outcomes: dict[str, tuple[str, str, str, str]] = {}  # rel -> (base, text, conflict, rejects)
     for rel, file_diff in per_file.items():
         if rel not in tree.record:
@@ -151,7 +151,7 @@ def continue_import(
     fixed = resolved_files(pending, again, target.record)
     refuse_markers(pending, fixed, again)
     ordered = Catalogue(tuple(p for p in catalogue.patches if p.name != name))
-    tree = tree_target(public_version(version), sorted(fixed), wheels)
+    tree = tree_target(public_version(version), sorted(fixed), catalogue, wheels)
     files = []
     result = ImportResult(name, version, folder / name, True)
     outcomes = {}

@@ -16,6 +16,7 @@ from ..errors import LocallyModified
 from ..events import FetchEvent
 from ..install.locate import locate_in_directory
 from ..install.record import file_hash
+from ..transforms import codemod
 from ..wheels import sources
 
 
@@ -33,8 +34,8 @@ def pin_release(
     say: Callable[[FetchEvent], None] | None = None,
     wheels: Mapping[str, Path] | None = None,
 ) -> PinResult:
-    tree = sources.fetch_release(version, say=say, wheels=wheels, catalogue=catalogue)
-    target = locate_in_directory(str(tree))
+    tree = sources.fetch_release(version, catalogue.all_paths(), say=say, wheels=wheels)
+    target = locate_in_directory(str(tree), catalogue)
     support.classify(catalogue, target.version)
     coded = [p for p in catalogue.patches if p.transforms]
     lay = layout(Catalogue(tuple(coded)), target.version, target.record)
@@ -58,7 +59,7 @@ def pin_release(
         entries = []
         for change in patch.applicable_transforms(target.record, target.version):
             before = running[change.path]
-            result = change.rewrite(before, target.version)
+            result = codemod.rewrite(change, before, target.version)
             if result.changed:
                 entries.append((change.path, before, result.source))
                 running[change.path] = result.source

@@ -107,8 +107,6 @@ def resolved_files(pending: Path, again: str, known: Collection[str]) -> dict[st
     earlier version of the tool has no list of its files: then the files there that ``known``
     (the release's files the patch may touch) names are taken. ``again`` is the command to rerun.
     """
-    from ..fileops import is_package_path
-
     listing = pending / CONFLICT_FILES
     if listing.is_file():
         try:
@@ -119,7 +117,7 @@ def resolved_files(pending: Path, again: str, known: Collection[str]) -> dict[st
             raise PatchFolderError(
                 f"{listing} is unreadable ({exc}); run the port or import again to remake {pending}"
             ) from None
-        bad = [r for r in rels if not is_package_path(r)]
+        bad = [r for r in rels if not fileops.is_package_path(r)]
         if bad:
             raise PatchFolderError(f"{listing} names a path outside vllm/ ({bad[0]})")
     else:
@@ -222,8 +220,12 @@ def base_bytes(catalogue: Catalogue, name: str, target: Target, rel: str, start:
     return after
 
 
-def tree_target(version: str, paths: list[str], wheels: Mapping[str, Path] | None = None) -> Target:
-    return locate_in_directory(str(sources.fetch_release(version, paths, wheels=wheels)))
+def tree_target(
+    version: str, paths: list[str], catalogue: Catalogue, wheels: Mapping[str, Path] | None = None
+) -> Target:
+    """The pristine tree of ``version`` holding ``paths``, located (``catalogue``: the command's)."""
+    tree = sources.fetch_release(version, paths, wheels=wheels)
+    return locate_in_directory(str(tree), catalogue)
 
 
 def port(
@@ -355,8 +357,8 @@ def _port_one(
 ) -> ReleaseOutcome:
     pin = patch.pin(source)
     assert pin is not None
-    src = tree_target(source, needed, wheels)
-    dst = tree_target(version, needed, wheels)
+    src = tree_target(source, needed, catalogue, wheels)
+    dst = tree_target(version, needed, catalogue, wheels)
     merged: dict[str, tuple[str, str, int]] = {}  # rel -> (ours, merged text, conflicts)
     absent = []
     for rel in sorted(pin.files):
@@ -430,7 +432,7 @@ def _continue(
                 for rel, line in sorted(marked.items())
             )
             continue
-        dst = tree_target(version, needed, wheels)
+        dst = tree_target(version, needed, catalogue, wheels)
         files = []
         for rel, text in texts.items():
             start = dst.path(rel).read_bytes()

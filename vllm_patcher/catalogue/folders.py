@@ -103,9 +103,15 @@ def _str_list(value: object) -> bool:
     return isinstance(value, list) and all(isinstance(v, str) for v in value)
 
 
-def load_catalogue(folders: Iterable[Path] = (), select: Iterable[str] = ()) -> Catalogue:
-    """The built-ins plus every patch in ``folders``; a clash or a malformed folder is refused."""
-    patches = list(_load_folder(builtin_root(), BUILTIN))
+def load_catalogue(
+    folders: Iterable[Path] = (), select: Iterable[str] = (), builtins: Catalogue | None = None
+) -> Catalogue:
+    """The built-ins plus every patch in ``folders``; a clash or a malformed folder is refused.
+    ``builtins``: the built-ins this run loaded already (``Catalogue.builtins``), not read again."""
+    if builtins is None:
+        patches = list(_load_folder(builtin_root(), BUILTIN))
+    else:
+        patches = list(builtins.builtins().patches)
     for folder in folders:
         if folder.exists() and not folder.is_dir():
             raise PatchFolderError(

@@ -147,7 +147,7 @@ def _pinned_step(patch: Patch, version: str, rel: str) -> PinnedFile | None:
 
 def builtin_paths(catalogue: Catalogue, version: str) -> list[str]:
     """The files a built-in patch of ``catalogue`` may touch on ``version``."""
-    return Catalogue(tuple(p for p in catalogue.patches if p.builtin)).paths_for(version)
+    return catalogue.builtins().paths_for(version)
 
 
 def pinned_reference(catalogue: Catalogue, version: str) -> tuple[dict[str, str], str]:

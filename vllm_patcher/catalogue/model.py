@@ -8,7 +8,6 @@ compiles its methods at import), see docs/benchmarks.md."""
 from __future__ import annotations
 
 import functools
-import importlib
 import json
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -18,6 +17,7 @@ from packaging.specifiers import Specifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from ..errors import BadSetting, PatchFolderError
+from ..fileops import is_package_path, package_path_problem
 from ..releases import base_version, has_allow_list, public_version, release_of
 
 PATCH_TOML = "patch.toml"
@@ -125,7 +125,6 @@ def _with_release(v: Version, release: tuple[int, ...]) -> Version:
 
 
 if TYPE_CHECKING:
-    from ..transforms import Rewrite
     from .family import Family
 
 
@@ -133,10 +132,11 @@ ALLOW_LIST_CODEMOD = "allow_list:rewrite"  # a family's allow-list entry (folder
 
 
 class FileChange(NamedTuple):
-    """One file a patch rewrites, and the transform that rewrites it."""
+    """One file a patch rewrites, and the codemod that rewrites it (by name: the data only;
+    ``transforms.codemod`` runs it)."""
 
     path: str
-    transform: str  # "module:function" under vllm_patcher.transforms, imported on first use
+    transform: str  # "module:function" under vllm_patcher.transforms, as patch.toml names it
     needs: str | None = None  # only applicable when the release ships this file
     family: Family | None = None  # a family codemod's description (its patch.toml's [family])
 
@@ -150,25 +150,6 @@ class FileChange(NamedTuple):
             except InvalidVersion:
                 pass  # the caller refuses an unreadable release with its own words
         return self.path in record and (self.needs is None or self.needs in record)
-
-    def rewrite(self, source: str, version: str | None = None) -> Rewrite:
-        """``source`` rewritten; a family codemod also gets the family and the release
-        (its generation decides the shape of the change)."""
-        from ..transforms.cache import cached
-
-        def run() -> Rewrite:
-            module_name, func_name = self.transform.split(":")
-            module = importlib.import_module(f"vllm_patcher.transforms.{module_name}")
-            func = getattr(module, func_name)
-            if self.family is not None:
-                result: Rewrite = func(source, self.path, family=self.family, version=version)
-            else:
-                result = func(source, self.path)
-            return result
-
-        # a family codemod's output depends on the family and the release; the others' on neither
-        extra = "" if self.family is None else f"{self.family!r} {version!r}"
-        return cached(run, source, self.path, self.transform, extra)
 
 
 class PinnedFile(NamedTuple):
@@ -327,6 +308,11 @@ class Catalogue(NamedTuple):
             )
         return Catalogue(self.patches, frozenset(wanted))
 
+    def builtins(self) -> Catalogue:
+        """The built-in patches alone, none singled out: what an install is judged by
+        (``install.reference``), whatever folders of the user's this run has."""
+        return Catalogue(tuple(p for p in self.patches if p.builtin))
+
     def unselected(self) -> Catalogue:
         """The same patches with none singled out: the view status gives of every patch."""
         return Catalogue(self.patches)
@@ -360,8 +346,6 @@ def version_key(version: str) -> tuple[Any, ...]:
 
 @functools.cache
 def load_pin(patch: str, version: str, folder: Path) -> Pin:
-    from ..fileops import is_package_path, package_path_problem
-
     path = folder / MANIFEST
     try:
         data = json.loads(path.read_text(encoding="utf-8"))

@@ -11,6 +11,8 @@ from typing import Any
 from packaging.version import Version
 
 from .. import fileops
+from ..diffs.pinned import make_diff
+from ..install.record import file_hash
 from .folders import read_toml
 from .model import DIFF, MANIFEST, PATCH_TOML, SERIES
 
@@ -89,9 +91,6 @@ def write_pin(folder: Path, version: str, patch: str, files: list[tuple[str, str
 
     Returns True when anything on disk changed (pinning an unchanged tree rewrites nothing).
     """
-    from ..diffs.pinned import make_diff
-    from ..install.record import file_hash
-
     entries = {}
     parts = []
     for rel, before, after in sorted(files):

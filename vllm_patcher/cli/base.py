@@ -33,7 +33,7 @@ from .streams import echo
 class Options:
     """The run's global options (a plain class: no dataclass on the start-up path)."""
 
-    __slots__ = ("python", "directory", "as_json", "patch_dirs", "located")
+    __slots__ = ("python", "directory", "as_json", "patch_dirs", "located", "_builtins", "_whole")
 
     def __init__(
         self,
@@ -47,10 +47,12 @@ class Options:
         self.as_json = as_json
         self.patch_dirs = patch_dirs
         self.located = locate_mod.Located()  # this run's: each install is located once
+        self._builtins: Catalogue | None = None  # this run's catalogue, loaded once (below)
+        self._whole: Catalogue | None = None
 
     def target(self) -> target_mod.Target:
         """The vLLM install to work on (--python, --target or the default), located once."""
-        return self.located.locate(self.python, self.directory)
+        return self.located.locate(self.python, self.directory, self.builtins())
 
     def vllm_target(self, what: str) -> target_mod.Target:
         """The install of a command that runs vLLM, located once (its interpreter is the one to
@@ -84,10 +86,28 @@ class Options:
         serve-args), through this run's locate."""
         return locate_mod.hub_python(self.python, self.directory, self.target)
 
+    def builtins(self) -> Catalogue:
+        """The built-in patches, loaded once a run (or taken from the whole catalogue when the run
+        loaded that first): all locate needs, so a command that reads no patch of the user's
+        (revert, payoff, rehearse) never reads their folders."""
+        if self._builtins is None:
+            whole = self._whole
+            self._builtins = whole.builtins() if whole is not None else load_catalogue()
+        return self._builtins
+
+    def whole(self) -> Catalogue:
+        """Every patch the run knows, the built-ins plus the user's folders, none selected:
+        loaded once a run (the built-ins reused when locate loaded them first)."""
+        if self._whole is None:
+            folders, _ = user_folders(self.patch_dirs)
+            self._whole = load_catalogue(folders, builtins=self._builtins)
+        return self._whole
+
     def catalogue(self, names: tuple[str, ...] = ()) -> Catalogue:
         """The built-ins plus the user's folders; ``names`` (or pyproject's select) narrows it."""
-        folders, select = user_folders(self.patch_dirs)
-        return load_catalogue(folders, names or tuple(select))
+        _, select = user_folders(self.patch_dirs)
+        wanted = names or tuple(select)
+        return self.whole().select(wanted) if wanted else self.whole()
 
     def patch_folders(self, command: str) -> list[Path]:
         """The user's patches folders in the order given (NAME goes into the last, or the one

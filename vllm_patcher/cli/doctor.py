@@ -60,7 +60,6 @@ NOT_CHECKED = (
 def venv_finding(opts: Options, model_dir: str, report: Any) -> Finding | None:
     """Whether the venv doctor judges (the installed vLLM) has the patches this target needs on
     its release: a problem naming the apply that fixes it, or an ok line saying so."""
-    from ..catalogue.folders import load_catalogue, user_folders
     from ..catalogue.targets import family_of
     from ..patching import status as status_mod
     from ..patching.states import READY, PatchState
@@ -68,8 +67,7 @@ def venv_finding(opts: Options, model_dir: str, report: Any) -> Finding | None:
     t = report.target
     if t is None:
         return None
-    folders, _ = user_folders(opts.patch_dirs)
-    catalogue = load_catalogue(folders)
+    catalogue = opts.whole()
     family = family_of((t.model_type, t.text_model_type), catalogue)
     if family is None:
         return None

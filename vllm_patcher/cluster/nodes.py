@@ -27,11 +27,18 @@ import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..errors import ClusterError, PatcherError, TargetNotFound
+from ..catalogue.folders import builtin_root, load_catalogue
+from ..errors import ClusterError, FileSystemError, PatcherError, TargetNotFound
+from ..fileops import os_error_message
+from ..install import locate as locate_mod
 from ..intarget import scripts
 from ..runtime import ScriptNotRun, run_script
+
+if TYPE_CHECKING:
+    from ..catalogue.model import Catalogue
+    from ..install.target import Target
 
 # the vllm_patcher package (shipped whole to the nodes)
 PACKAGE = Path(__file__).resolve().parent.parent
@@ -116,8 +123,11 @@ class ClusterReport:
 
 
 def run_on_node(command: str, strict: bool = False) -> dict[str, Any]:
-    """Run one command on this node's vLLM and return plain data; called by the driver's task."""
-    from ..install import locate as locate_mod
+    """Run one command on this node's vLLM and return plain data; called by the driver's task.
+
+    The node's run is a command of its own: it loads the catalogue once (the built-ins for
+    locate, then the user folders the driver shipped) and hands it down."""
+    # the node side's patching: the driver machine, which imports this module too, never runs it
     from ..patching import status as status_mod
 
     started = time.perf_counter()
@@ -128,12 +138,15 @@ def run_on_node(command: str, strict: bool = False) -> dict[str, Any]:
         "site_env": site,
         "tool": str(PACKAGE),
     }
-    target = None
+    target: Target | None = None
+    catalogue: Catalogue | None = None
     try:
-        target = locate_mod.locate_in_directory(site) if site else locate_mod.locate_current()
-        from ..catalogue.folders import load_catalogue
-
-        catalogue = load_catalogue(_shipped_user_folders())
+        builtins = load_catalogue()
+        if site:
+            target = locate_mod.locate_in_directory(site, builtins)
+        else:
+            target = locate_mod.locate_current(builtins)
+        catalogue = load_catalogue(_shipped_user_folders(), builtins=builtins)
         if command == "apply":
             from ..patching import txn
 
@@ -150,18 +163,11 @@ def run_on_node(command: str, strict: bool = False) -> dict[str, Any]:
         answer["status"] = status_mod.read_status(target, catalogue).to_dict()
     except PatcherError as exc:
         answer["error"] = {"message": exc.message, "exit_code": exc.exit_code}
-        if target is not None and "status" not in answer:
+        if target is not None and catalogue is not None and "status" not in answer:
             # all or nothing on the node: show what it is left in
             with contextlib.suppress(PatcherError):
-                from ..catalogue.folders import load_catalogue
-
-                answer["status"] = status_mod.read_status(
-                    target, load_catalogue(_shipped_user_folders())
-                ).to_dict()
+                answer["status"] = status_mod.read_status(target, catalogue).to_dict()
     except OSError as exc:
-        from ..errors import FileSystemError
-        from ..fileops import os_error_message
-
         answer["error"] = {
             "message": os_error_message(None, exc),
             "exit_code": FileSystemError.exit_code,
@@ -208,8 +214,6 @@ def stage_tool(dest: Path, user_dirs: list[Path] | None = None) -> list[Path]:
         ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "patches", USER_PATCHES),
     )
     user_dirs = user_dirs or []
-    from ..catalogue.folders import builtin_root
-
     # The built-ins, then the user's folders in their order: the nodes load the same catalogue.
     shutil.copytree(
         builtin_root(), staged / "patches", ignore=shutil.ignore_patterns("__pycache__", "*.pyc")

@@ -12,11 +12,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import PatchFolderError, StateError
+from ..fileops import package_path_problem
 
 
 def _check_rel(rel: str, where: Path | str) -> None:
-    from ..fileops import package_path_problem
-
     problem = package_path_problem(rel)
     if problem:
         raise PatchFolderError(f"{where} names {problem}; refusing to use it")

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..errors import DiffShapeError
+from ..fileops import is_package_path
 from .text import file_text, parse_diff
 
 if TYPE_CHECKING:
@@ -23,8 +24,6 @@ def split_upstream_diff(diff_text: str) -> tuple[dict[str, str], list[str]]:
     Raises ``DiffShapeError`` when the diff does not parse, holds no file, or creates, deletes,
     renames, copies, changes the mode of or makes a binary change to a file under ``vllm/``.
     """
-    from ..fileops import is_package_path
-
     kept: dict[str, str] = {}
     dropped: list[str] = []
     for patched in parse_diff(diff_text, "the diff"):

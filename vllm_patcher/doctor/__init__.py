@@ -8,12 +8,12 @@ Everything is read from the two ``config.json`` files and the drafter's safetens
 reads from the drafter's config, because a one-layer shift there does not crash: it silently costs
 acceptance. ``checks`` judges (``aux_layers`` and ``drafter`` hold the two big checks; ``acceptance``
 those of a drafter that runs but will rarely be accepted: its d2t map, its positions, the target
-it was trained for), ``flags`` the drafter flags each release reads, ``capture`` the targets whose
-vLLM class claims EAGLE-3 and captures nothing, ``kv_page`` a hybrid target whose KV page cannot
+it was trained for), ``flags`` the drafter flags each release reads, ``empty_capture`` the targets
+whose vLLM class claims EAGLE-3 and captures nothing, ``kv_page`` a hybrid target whose KV page cannot
 hold the drafter's, ``faults`` vLLM's own faults measured on a
 GPU with their workarounds, ``upgrade`` the one release every fix that needs a newer vLLM
 names, ``fix`` writes the key ``--fix`` can, ``serve_args`` prints the speculative config;
-``report`` holds what doctor found, for the renderers.
+``doctor_report`` holds what doctor found, for the renderers.
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ from __future__ import annotations
 from ..findings import OK, PROBLEM, WARNING, Finding
 from .aux_layers import check_aux_layers
 from .checks import check, check_release, check_roles
+from .doctor_report import AppliedFix, DoctorReport, WrittenValue
 from .drafter import check_drafter
 from .fix import run, write_aux_layer_ids
-from .report import AppliedFix, DoctorReport, WrittenValue
 from .rules import (
     GUESSED,
     KNOWN,

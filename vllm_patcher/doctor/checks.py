@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from packaging.version import Version
 
-from ..catalogue.folders import load_catalogue
 from ..catalogue.model import Catalogue, Patch
 from ..catalogue.shipped import first_release_with
 from ..catalogue.targets import DEEPSEEK_PATCHES, family_of
@@ -32,12 +31,12 @@ from ..models.roles import (
 )
 from ..releases import PP_CARRY_FAMILIES, PP_CARRY_FROM
 from .aux_layers import check_aux_layers
-from .capture import check_capture
+from .doctor_report import DoctorReport
 from .drafter import check_drafter
+from .empty_capture import check_capture
 from .faults import findings as fault_findings
 from .flags import check_flags
 from .kv_page import check_kv_page
-from .report import DoctorReport
 from .rules import AuxLayerPlan, release_version
 from .upgrade import Upgrade
 
@@ -260,8 +259,8 @@ def check(
     model_dir: str | Path,
     drafter_dir: str | Path,
     vllm_version: str,
+    catalogue: Catalogue,
     python: Callable[[], str] | None = None,
-    catalogue: Catalogue | None = None,
     served_len: int | None = None,
     pipeline: int | None = None,
     tensor: int | None = None,
@@ -272,11 +271,9 @@ def check(
 
     ``model_dir`` and ``drafter_dir`` may be Hugging Face repo ids, looked up in the local cache
     through ``python()``'s huggingface_hub (this interpreter's when None). ``catalogue`` is the
-    command's (the built-ins when None): the releases its patches cover and pin.
+    command's: the releases its patches cover and pin.
     """
     release_version(vllm_version)  # a usage error before anything is read
-    if catalogue is None:
-        catalogue = load_catalogue()
     model_source = locate_model(model_dir, "model", python)
     drafter_source = locate_model(drafter_dir, "drafter", python)
     model_config = read_config(Path(model_source.path), "model")

@@ -8,14 +8,13 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from ..catalogue.folders import load_catalogue
 from ..catalogue.model import Catalogue
 from ..errors import BadSetting, NotWritable
 from ..fileops import atomic_write
 from ..findings import WARNING, Finding
 from ..models.configs import AUX_KEY
 from .checks import check
-from .report import AppliedFix, DoctorReport, WrittenValue
+from .doctor_report import AppliedFix, DoctorReport, WrittenValue
 from .rules import GUESSED
 
 
@@ -68,18 +67,16 @@ def run(
     model_dir: str | Path,
     drafter_dir: str | Path,
     vllm_version: str,
+    catalogue: Catalogue,
     fix: bool = False,
     python: Callable[[], str] | None = None,
-    catalogue: Catalogue | None = None,
     served_len: int | None = None,
     pipeline: int | None = None,
     tensor: int | None = None,
 ) -> DoctorReport:
     """check(); with ``fix``, write the top-level key it calls for, then check again."""
-    if catalogue is None:
-        catalogue = load_catalogue()
     report = check(
-        model_dir, drafter_dir, vllm_version, python, catalogue, served_len, pipeline, tensor
+        model_dir, drafter_dir, vllm_version, catalogue, python, served_len, pipeline, tensor
     )
     plan = report.aux
     if not fix or plan is None or plan.write_ids is None or report.drafter is None:
@@ -98,7 +95,7 @@ def run(
     )
     backup = write_aux_layer_ids(report.drafter.path, ids)
     after = check(
-        model_dir, drafter_dir, vllm_version, python, catalogue, served_len, pipeline, tensor
+        model_dir, drafter_dir, vllm_version, catalogue, python, served_len, pipeline, tensor
     )
     after.fix = AppliedFix(str(report.drafter.config_path), str(backup), ids, (written,))
     if written.basis == GUESSED:

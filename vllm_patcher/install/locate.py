@@ -28,11 +28,12 @@ import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
 from ..errors import TargetNotFound
 from ..intarget import scripts
+from ..intarget.scripts.where_vllm import gather
 from .dist import DistFolder, dist_key, find_distribution
 from .record import RecordRow
 from .reference import by_pin, by_record
@@ -48,6 +49,9 @@ from .target import (
     WHEEL,
     Target,
 )
+
+if TYPE_CHECKING:
+    from ..catalogue.model import Catalogue
 
 
 def _refuse_two_dist_infos(directory: Path) -> None:
@@ -156,11 +160,14 @@ def _source_version(package: Path) -> str | None:
     return found.group(1) if found else None
 
 
-def _resolve(dist: DistFolder, package: Path | None, python: Path | None) -> Target:
+def _resolve(
+    dist: DistFolder, package: Path | None, python: Path | None, catalogue: Catalogue
+) -> Target:
     """Pick the shape of one distribution and the reference its real files are judged against.
 
     ``package`` is where the interpreter imports ``vllm`` from (None when there is no interpreter
-    to ask, or it could not find it).
+    to ask, or it could not find it); ``catalogue`` is the command's (``reference`` reads its
+    built-ins).
     """
     dist_dir = dist.path
     home = _home(dist)
@@ -181,23 +188,29 @@ def _resolve(dist: DistFolder, package: Path | None, python: Path | None) -> Tar
                 f"vLLM {version} is an editable install ({dist_dir}) but its source tree was not "
                 "found (moved or deleted?); reinstall it with pip install -e SOURCE_TREE"
             )
-        return by_pin(package.resolve(), version, name, python, EDITABLE, "an editable install")
+        return by_pin(
+            package.resolve(), version, name, python, EDITABLE, "an editable install", catalogue
+        )
     if egg:
         package = package or _package(home)
         if package is None:
             raise TargetNotFound(f"vLLM {version} ({dist_dir}) has no vllm/ package beside it")
-        return by_pin(package.resolve(), version, name, python, SOURCE, "a source install")
+        return by_pin(
+            package.resolve(), version, name, python, SOURCE, "a source install", catalogue
+        )
     if package is not None and package.resolve().parent != home:
         if lists_package:
             raise TargetNotFound(
                 f"{python or 'this interpreter'} imports vLLM from {package}, not from the files "
                 f"of the installed distribution {dist_dir}; remove one of the two"
             )
-        return by_pin(package.resolve(), version, name, python, SOURCE, "a source install")
-    return by_record(version, name, files, home, python, WHEEL)
+        return by_pin(
+            package.resolve(), version, name, python, SOURCE, "a source install", catalogue
+        )
+    return by_record(version, name, files, home, python, WHEEL, catalogue)
 
 
-def _locate(info: dict[str, Any], python: Path | None, who: str) -> Target:
+def _locate(info: dict[str, Any], python: Path | None, who: str, catalogue: Catalogue) -> Target:
     package = Path(info["package_dir"]) if info.get("package_dir") else None
     dists = info.get("dists") or []
     if not dists:
@@ -213,14 +226,14 @@ def _locate(info: dict[str, Any], python: Path | None, who: str) -> Target:
                 "vllm/_version.py, so its release is unknown; install it with pip (pip install -e "
                 "for a source tree)"
             )
-        return by_pin(package.resolve(), version, "vllm", python, SOURCE, "a source tree")
+        return by_pin(
+            package.resolve(), version, "vllm", python, SOURCE, "a source tree", catalogue
+        )
     dist = DistFolder(Path(dists[0]["path"]))
-    return _resolve(dist, package, python)
+    return _resolve(dist, package, python, catalogue)
 
 
 def _gather_here() -> dict[str, Any]:
-    from ..intarget.scripts.where_vllm import gather
-
     result: dict[str, Any] = gather(list(DIST_NAMES))
     return result
 
@@ -229,8 +242,8 @@ def _has_vllm(info: dict[str, Any]) -> bool:
     return bool(info.get("dists") or info.get("package_dir"))
 
 
-def locate_current() -> Target:
-    return _locate(_gather_here(), Path(sys.executable), sys.executable)
+def locate_current(catalogue: Catalogue) -> Target:
+    return _locate(_gather_here(), Path(sys.executable), sys.executable, catalogue)
 
 
 def interpreter(python: str) -> str:
@@ -282,9 +295,9 @@ def _query(python: str) -> dict[str, Any]:
     return proc.answer
 
 
-def locate_with_python(python: str) -> Target:
+def locate_with_python(python: str, catalogue: Catalogue) -> Target:
     python = interpreter(python)
-    return _locate(_query(python), Path(python), python)
+    return _locate(_query(python), Path(python), python, catalogue)
 
 
 def _active_venv_python() -> str | None:
@@ -301,17 +314,17 @@ def _active_venv_python() -> str | None:
     return str(exe) if exe.exists() else None
 
 
-def locate_default() -> Target:
+def locate_default(catalogue: Catalogue) -> Target:
     """No --python, no --target: this interpreter when it has vLLM (the tool runs inside the
     vLLM venv), else the active ``VIRTUAL_ENV`` when that venv has vLLM."""
     here = _gather_here()
     if _has_vllm(here):
-        return _locate(here, Path(sys.executable), sys.executable)
+        return _locate(here, Path(sys.executable), sys.executable, catalogue)
     venv_python = _active_venv_python()
     if venv_python is not None:
         info = _query(venv_python)
         if _has_vllm(info):
-            return _locate(info, Path(venv_python), venv_python)
+            return _locate(info, Path(venv_python), venv_python, catalogue)
     also = f" nor in VIRTUAL_ENV {os.environ['VIRTUAL_ENV']}" if venv_python else ""
     raise TargetNotFound(
         f"no vLLM installed for {sys.executable}{also}; point at the vLLM venv with "
@@ -327,9 +340,7 @@ def default_python() -> str:
     return _active_venv_python() or sys.executable
 
 
-def hub_python(
-    python: str | None, directory: str | None, installed: Callable[[], Target] = locate_default
-) -> str:
+def hub_python(python: str | None, directory: str | None, installed: Callable[[], Target]) -> str:
     """The interpreter whose huggingface_hub looks repo ids up in the local cache (doctor,
     serve-args): --python's, else the vLLM install's (``installed``: the one ``vllm serve`` runs
     in; the run's own locate, so it is asked once), else this one. Called only when an argument
@@ -346,7 +357,7 @@ def hub_python(
     return sys.executable
 
 
-def locate_in_directory(directory: str) -> Target:
+def locate_in_directory(directory: str, catalogue: Catalogue) -> Target:
     if not directory.strip():
         raise TargetNotFound("--target got an empty path; give the site-packages directory")
     root = Path(directory)
@@ -358,17 +369,18 @@ def locate_in_directory(directory: str) -> Target:
         raise TargetNotFound(
             f"no vllm-*.dist-info in {directory}; --target wants the site-packages directory"
         )
-    return _resolve(dist, None, None)
+    return _resolve(dist, None, None, catalogue)
 
 
-def locate(python: str | None = None, directory: str | None = None) -> Target:
-    """The install to work on, with why it was chosen (``chosen_by``)."""
+def locate(python: str | None, directory: str | None, catalogue: Catalogue) -> Target:
+    """The install to work on, with why it was chosen (``chosen_by``); ``catalogue`` is the
+    command's, whose built-ins judge the install's files (``reference``)."""
     if python is not None:
-        target, why = locate_with_python(python), CHOSEN_PYTHON
+        target, why = locate_with_python(python, catalogue), CHOSEN_PYTHON
     elif directory is not None:
-        target, why = locate_in_directory(directory), CHOSEN_TARGET
+        target, why = locate_in_directory(directory, catalogue), CHOSEN_TARGET
     else:
-        target = locate_default()
+        target = locate_default(catalogue)
         why = CHOSEN_HERE if target.python == Path(sys.executable) else CHOSEN_VENV
     return target._replace(chosen_by=why)
 
@@ -382,8 +394,8 @@ class Located:
     def __init__(self) -> None:
         self._found: dict[tuple[str | None, str | None], Target] = {}
 
-    def locate(self, python: str | None, directory: str | None) -> Target:
+    def locate(self, python: str | None, directory: str | None, catalogue: Catalogue) -> Target:
         key = (python, directory)
         if key not in self._found:
-            self._found[key] = locate(python, directory)
+            self._found[key] = locate(python, directory, catalogue)
         return self._found[key]

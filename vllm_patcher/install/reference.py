@@ -1,12 +1,18 @@
 """What an install's files are judged against: its RECORD (wheel and directory shapes), or the
-pinned manifest of its release (editable and source shapes, which have no installer hashes)."""
+pinned manifest of its release (editable and source shapes, which have no installer hashes).
+
+The built-in patches of the command's catalogue name the files relied on, the releases pinned
+and the pins' pristine hashes; the patches of the user's folders never change the reference."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..errors import TargetNotFound
+from .. import releases
+from ..catalogue import support
+from ..catalogue.layout import builtin_paths, pinned_reference, pinned_versions
+from ..errors import PatcherError, TargetNotFound
 from .record import HASH_MODE, RecordRow, file_hash
 from .target import RECORD_REFERENCE, Target
 
@@ -21,6 +27,7 @@ def by_record(
     site: Path,
     python: Path | None,
     shape: str,
+    catalogue: Catalogue,
 ) -> Target:
     """A wheel-shaped install: the installer's RECORD hashes every file beside it."""
     if files is None:
@@ -32,12 +39,7 @@ def by_record(
         rel = entry.as_posix()
         if rel.startswith("vllm/") and entry.hash is not None and entry.hash.mode == HASH_MODE:
             record[rel] = entry.hash.value
-    from ..catalogue.folders import load_catalogue
-    from ..catalogue.layout import builtin_paths  # the built-ins name the files we rely on
-
-    builtins = (
-        load_catalogue()
-    )  # locate loads the built-ins itself: it is not handed the command's catalogue
+    builtins = catalogue.builtins()  # they name the files relied on
     unhashed = [
         rel
         for rel in builtin_paths(builtins, version)
@@ -66,10 +68,6 @@ def _refuse_empty_reference(
 ) -> None:
     """Every release from 0.11.0 ships the allow-list file: a reference without it would make
     every patch ``not-applicable`` (a false green)."""
-    from .. import releases
-    from ..catalogue import support
-    from ..errors import PatcherError
-
     try:
         patchable = support.classify(builtins, version) is releases.Release.PATCHABLE
     except PatcherError:
@@ -83,17 +81,16 @@ def _refuse_empty_reference(
 
 
 def by_pin(
-    package: Path, version: str, distribution: str, python: Path | None, shape: str, why: str
+    package: Path,
+    version: str,
+    distribution: str,
+    python: Path | None,
+    shape: str,
+    why: str,
+    catalogue: Catalogue,
 ) -> Target:
     """An editable or source install: judge the real files against the pinned release's hashes."""
-    from .. import releases
-    from ..catalogue import support
-    from ..catalogue.folders import load_catalogue
-    from ..catalogue.layout import builtin_paths, pinned_reference, pinned_versions
-
-    builtins = (
-        load_catalogue()
-    )  # locate loads the built-ins itself: it is not handed the command's catalogue
+    builtins = catalogue.builtins()
     root = package.parent
     pinned_record, pinned_as = pinned_reference(builtins, version)
     if pinned_record:

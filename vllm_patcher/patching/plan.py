@@ -280,6 +280,8 @@ def run_steps(
             f"no pinned diff for {', '.join(s.patch for s in steps)} matches {rel} of vLLM "
             f"{target.version} here{under}; run without --strict to use the libcst transform"
         )
+    from ..transforms import codemod  # the codemods load only when a file goes through one
+
     try:
         text = start.decode("utf-8")
     except UnicodeDecodeError:
@@ -300,7 +302,7 @@ def run_steps(
             else:
                 why = f"vLLM {target.version} differs from the pinned manifest"
             notes.append(f"{step.patch}: {why}; used the libcst transform")
-        text = step.transform.rewrite(text, target.version).source
+        text = codemod.rewrite(step.transform, text, target.version).source
     return text.encode("utf-8"), TRANSFORM
 
 

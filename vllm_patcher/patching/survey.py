@@ -155,11 +155,13 @@ def _outdated_output(
             f"be compared; {target.reinstall_hint}, then "
             f"`{apply_command(target, catalogue, [s.patch for s in steps])}`"
         )
+    from ..transforms import codemod  # an unpinned release's only: libcst is not loaded otherwise
+
     try:
         text = pristine.decode("utf-8")
         for s in steps:
             assert s.transform is not None
-            text = s.transform.rewrite(text, target.version).source
+            text = codemod.rewrite(s.transform, text, target.version).source
     except (PatchShapeError, UnicodeDecodeError) as exc:
         return (
             f"{rel} holds what other codemods of {done} made; this tool's fail on it ({exc}); {fix}"
@@ -316,7 +318,9 @@ def _judge_file(
 
 
 def transform_would_change(change: FileChange, data: bytes, version: str) -> bool:
+    from ..transforms import codemod  # an unpinned release's only: libcst is not loaded otherwise
+
     try:
-        return change.rewrite(data.decode("utf-8"), version).changed
+        return codemod.rewrite(change, data.decode("utf-8"), version).changed
     except (PatchShapeError, UnicodeDecodeError):
         return True  # apply reports the precise reason; status just says the change is not there

@@ -114,7 +114,7 @@ def module_name(rel: str) -> str:
 
 
 # The checks every family backport gets from its [family] table, run with it as ctx.family.
-FAMILY_CHECKS = Path(__file__).resolve().parent.parent / "intarget" / "checklib" / "family.py"
+FAMILY_CHECKS = Path(__file__).resolve().parent.parent / "intarget" / "checklib" / "backport.py"
 
 
 def check_files(lay: Layout) -> list[tuple[str, Path] | tuple[str, Path, dict[str, Any]]]:

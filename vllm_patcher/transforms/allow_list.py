@@ -1,11 +1,17 @@
-"""A family's allow-list entry: ``SpeculativeConfig`` admits its model types for EAGLE-3, exactly.
+"""The EAGLE-3 allow-list of ``SpeculativeConfig``, widened two ways: two codemods on one list.
 
-Through 0.21.x ``SpeculativeConfig`` refuses ``eagle3`` unless the target's text model type
-contains one of the allow-list's strings. Appending ``"granite"`` to that list would also admit
-``granitemoe`` (whose model has no EAGLE-3 support), so a family's entry is one more clause of
-the refusal's condition instead, ``and <model_type> != "granite"`` for each of its model types:
-the type itself is admitted and nothing else. A type the list already admits gets no clause; a
-release without the list (0.22.0 on) is left as it is.
+Through 0.21.x ``SpeculativeConfig`` refuses method ``eagle3`` unless the target's text model
+type contains one of the strings in an allow-list (``eagle3_target_supported`` up to 0.16,
+``aux_hidden_states_supported`` from 0.17). The check itself stays.
+
+- ``append_deepseek_kimi`` (eagle3-whitelist): appends ``deepseek_v2``, ``deepseek_v3``,
+  ``kimi_k2`` and ``kimi_k25`` to the list, as upstream 0.18.0 does.
+- ``rewrite`` (a family's allow-list entry, ``catalogue.model.ALLOW_LIST_CODEMOD``): appending
+  ``"granite"`` to the list would also admit ``granitemoe`` (whose model has no EAGLE-3
+  support), so a family's entry is one more clause of the refusal's condition instead,
+  ``and <model_type> != "granite"`` for each of its model types: the type itself is admitted and
+  nothing else. A type the list already admits gets no clause; a release without the list
+  (0.22.0 on) is left as it is.
 """
 
 from __future__ import annotations
@@ -16,15 +22,45 @@ import libcst as cst
 
 from ..errors import PatchShapeError
 from . import Rewrite
-from ._cst import assign_target, body_of, classes, dotted, find_all, parse, replace_top
+from ._cst import (
+    SPACE_COMMA,
+    append_items,
+    assign_target,
+    body_of,
+    classes,
+    dotted,
+    find_all,
+    parse,
+    replace_top,
+)
 from ._cst import replace_statement as replace_in
-from .whitelist import ALLOW_LIST_NAMES
 
 if TYPE_CHECKING:
     from ..catalogue.family import Family
 
+SPEC = "vllm/config/speculative.py"
+ALLOW_LIST_NAMES = ("eagle3_target_supported", "aux_hidden_states_supported")
+ADDED_MODEL_TYPES = ("deepseek_v2", "deepseek_v3", "kimi_k2", "kimi_k25")  # eagle3-whitelist's
 
-def _entries(value: cst.BaseExpression) -> list[str]:
+Found = tuple[cst.ClassDef, cst.FunctionDef, cst.BaseStatement, str, cst.BaseExpression]
+
+
+def _allow_lists(module: cst.Module) -> list[Found]:
+    """Each assignment of an allow-list name at the top level of a method of a top-level class
+    (the list is a plain assignment in one ``SpeculativeConfig`` method)."""
+    found: list[Found] = []
+    for cls in classes(module):
+        for fn in body_of(cls):
+            if not isinstance(fn, cst.FunctionDef):
+                continue
+            for stmt in body_of(fn):
+                name, value = assign_target(stmt)
+                if name in ALLOW_LIST_NAMES and value is not None:
+                    found.append((cls, fn, stmt, name, value))
+    return found
+
+
+def _strings(value: cst.BaseExpression) -> list[str]:
     if not isinstance(value, cst.List):
         raise PatchShapeError("the EAGLE-3 allow-list is not a list literal")
     out = []
@@ -33,6 +69,36 @@ def _entries(value: cst.BaseExpression) -> list[str]:
             raise PatchShapeError("the EAGLE-3 allow-list holds something other than plain strings")
         out.append(str(element.value.evaluated_value))
     return out
+
+
+def append_deepseek_kimi(source: str, path: str = SPEC) -> Rewrite:
+    """The eagle3-whitelist patch's change: the DeepSeek-V3 family's and Kimi's model types
+    appended to the list."""
+    module = parse(source, path)
+    found = [f for f in _allow_lists(module) if isinstance(f[4], cst.List)]
+    if not found:
+        raise PatchShapeError(
+            f"{path}: no EAGLE-3 allow-list ({' or '.join(ALLOW_LIST_NAMES)} = [...]) found"
+        )
+    if len(found) > 1:
+        raise PatchShapeError(f"{path}: {len(found)} EAGLE-3 allow-lists found, expected one")
+    cls, fn, stmt, _, value = found[0]
+    assert isinstance(value, cst.List)
+    try:
+        present = _strings(value)
+    except PatchShapeError as exc:
+        raise PatchShapeError(f"{path}: {exc.message}") from None
+    missing = [t for t in ADDED_MODEL_TYPES if t not in present]
+    if not missing:
+        return Rewrite(source, changed=False)
+    new = [cst.Element(cst.SimpleString(f'"{t}"')) for t in missing]
+    new_value = value.with_changes(elements=append_items(value.elements, new, SPACE_COMMA))
+    assert isinstance(stmt, cst.SimpleStatementLine)
+    assign = stmt.body[0]
+    assert isinstance(assign, cst.Assign)
+    new_stmt = stmt.with_changes(body=[assign.with_changes(value=new_value)])
+    new_cls = replace_in(cls, fn, replace_in(fn, stmt, new_stmt))
+    return Rewrite(replace_top(module, cls, new_cls).code, changed=True)
 
 
 def _uses(node: cst.CSTNode, name: str) -> bool:
@@ -57,28 +123,22 @@ def _model_type(test: cst.BaseExpression, name: str) -> cst.BaseExpression:
 
 def rewrite(
     source: str,
-    path: str = "vllm/config/speculative.py",
+    path: str = SPEC,
     *,
     family: Family,
     version: str | None = None,
 ) -> Rewrite:
+    """A family's clause: each of its model types admitted exactly (the ``[family]`` table's
+    ``model_types``), where the release has the list."""
     if not any(name in source for name in ALLOW_LIST_NAMES):
         return Rewrite(source, changed=False)  # no allow-list in this release: nothing to widen
     module = parse(source, path)
-    found = []
-    for cls in classes(module):
-        for fn in body_of(cls):
-            if not isinstance(fn, cst.FunctionDef):
-                continue
-            for stmt in body_of(fn):
-                name, value = assign_target(stmt)
-                if name in ALLOW_LIST_NAMES and value is not None:
-                    found.append((cls, fn, name, value))
+    found = _allow_lists(module)
     if len(found) != 1:
         raise PatchShapeError(f"{path}: {len(found)} EAGLE-3 allow-lists found, expected one")
-    cls, fn, name, value = found[0]
+    cls, fn, _, name, value = found[0]
     try:
-        entries = _entries(value)
+        entries = _strings(value)
         refusals = [
             s
             for s in body_of(fn)

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urljoin, urlsplit
 
+from .. import __version__
 from ..errors import FetchError
 from ..events import FetchEvent, LookingUp
 from .members import PROJECT, FetchStats, short_error, version_of_filename
@@ -173,8 +174,6 @@ def _parse_json(data: dict[str, Any], base: str) -> list[WheelLink]:
 
 def index_session() -> requests.Session:
     import requests
-
-    from .. import __version__
 
     session = requests.Session()
     session.headers["User-Agent"] = f"vllm-patcher/{__version__}"

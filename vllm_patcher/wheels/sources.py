@@ -22,7 +22,6 @@ from ..fileops import cache_root
 from ..releases import public_version
 
 if TYPE_CHECKING:
-    from ..catalogue.model import Catalogue
     from .members import FetchStats
 
 
@@ -33,17 +32,15 @@ def release_tree(version: str, cache: Path | None = None) -> Path:
 
 def fetch_release(
     version: str,
-    paths: Iterable[str] | None = None,
+    paths: Iterable[str],
     cache: Path | None = None,
     *,
     say: Callable[[FetchEvent], None] | None = None,
     wheels: Mapping[str, Path] | None = None,
     stats: FetchStats | None = None,
-    catalogue: Catalogue | None = None,
 ) -> Path:
-    """Return the pristine tree of ``version`` holding at least ``paths`` (default: every file
-    a patch of ``catalogue`` names, the built-ins when it is None), fetching the members the
-    cached tree lacks.
+    """Return the pristine tree of ``version`` holding at least ``paths`` (every file the
+    patches name: ``Catalogue.all_paths``; or fewer), fetching the members the cached tree lacks.
 
     The members come from ``wheels[version]`` when the user gave that release's wheel
     (``--wheel FILE``: its own tree, keyed by its RECORD, never mixed with the index's), else from
@@ -63,12 +60,6 @@ def fetch_release(
         tree = cache / "src" / f"{version}-wheel-{digest[:16]}" / "site-packages"
     else:
         tree = release_tree(version, cache)
-    if paths is None:
-        if catalogue is None:  # a caller without a command (a test, the bench): the built-ins
-            from ..catalogue.folders import load_catalogue
-
-            catalogue = load_catalogue()
-        paths = catalogue.all_paths()
     wanted = sorted(set(paths))
     if _covers(tree, wanted):
         return tree

@@ -7,7 +7,6 @@ from pathlib import Path
 import click
 
 from ... import progress
-from ...catalogue.folders import load_catalogue
 from ...errors import BadSetting
 from ...wheels.sources import wheels_by_release
 from ..app import Command, pass_app
@@ -43,7 +42,7 @@ def pin(
         raise BadSetting("pin needs VERSIONS (releases to pin) or --wheel FILE (repeatable)")
     wheels = wheels_by_release(wheel_files)
     root = out_dir or builtin_root()
-    catalogue = load_catalogue()
+    catalogue = app.options.builtins()
     lines = None if app.options.as_json else progress.Progress.for_stderr(False, prefix="pin")
     fetching = None if lines is None else (lambda note: lines(fetch_line(note)))
     releases = list(dict.fromkeys([*versions, *wheels]))

@@ -69,10 +69,10 @@ def select(
         raise BadSetting("--model needs the target model's directory or repo id")
     if names and model is not None:
         raise BadSetting("give patch NAMES or --model, not both")
-    from ...catalogue.folders import load_catalogue, user_folders
+    from ...catalogue.folders import user_folders
 
-    folders, select_list = user_folders(opts.patch_dirs)
-    whole = load_catalogue(folders)
+    _, select_list = user_folders(opts.patch_dirs)
+    whole = opts.whole()
     if model is not None:
         family, found = family_patches(opts, model, whole)
         patches = with_needs(whole, found)

@@ -11,8 +11,8 @@ name before it loads any check file, built-in or from a user's patch folder::
   layers; the EAGLE-3 allow-list of ``SpeculativeConfig`` (``skip_without_allow_list``, which
   reads the tool's verdict ``ctx.allow_list``, ``speculative_config``, ``refusal``); the one skip
   where a release has no Kimi-K2.5 model (``skip_without_kimi_k25``).
-- ``family``: not a library but the check file every family backport runs (``verify`` adds it
-  with the patch's ``[family]`` table as ``ctx.family``): SupportsEagle3, the capture is the
+- ``backport``: not a library but the check file every family backport runs (``verify`` adds
+  it with the patch's ``[family]`` table as ``ctx.family``): SupportsEagle3, the capture is the
   residual stream, the allow-list entry is exact.
 - ``proposer``: the release's own ``EagleProposer.load_model`` for a multimodal target, driven
   up to the branch that gives the drafter the target's image token (Kimi-K2.5, Qwen3-VL).

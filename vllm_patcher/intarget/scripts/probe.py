@@ -28,7 +28,7 @@ The check API (check files live in ``patches/<patch-name>/checks/*.py``):
   ``ctx.unloadable``: the modules the import tier did not judge (``missing_dependency``), each
   with the package this interpreter lacks for it.
   ``ctx.family``: a family backport's description (its ``[family]`` table, for the checks every
-  family gets: ``checklib/family.py``), else None.
+  family gets: ``checklib/backport.py``), else None.
 - A check passes when it returns without raising; a returned string is shown as its detail. When it
   raises, it fails with the exception's message and where it was raised (in vLLM when vLLM's code
   raised it; ``<patch>/checks/<file>:<line>`` for an AssertionError with a message raised in the

@@ -1,4 +1,5 @@
-"""vl_image_token: the EAGLE proposer reads Qwen3-VL's image token from ``image_token_id``.
+"""eagle3-qwen3-vl's transform: the EAGLE proposer reads Qwen3-VL's image token from
+``image_token_id``.
 
 When the target is multimodal, the proposer's ``load_model`` copies the target's image token id
 into the drafter's config. Qwen3-VL's config (and Qwen3-VL-MoE's) has ``image_token_id``, not the
@@ -28,7 +29,7 @@ from ._cst import (
     parse,
     replace_statement,
 )
-from .image_token import multimodal_branches, with_branch
+from .image_token_kimi import multimodal_branches, with_branch
 
 NAMES = ("Qwen3VLForConditionalGeneration", "Qwen3VLMoeForConditionalGeneration")
 TARGET = "self.model.config.image_token_index"

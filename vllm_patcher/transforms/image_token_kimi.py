@@ -81,7 +81,7 @@ Branch = tuple[cst.ClassDef, cst.FunctionDef, cst.If]
 def multimodal_branches(module: cst.Module) -> list[Branch]:
     """(class, its load_model, the branch) of each ``if supports_multimodal(target_model):`` in
     a proposer's ``load_model``: where the drafter gets the target's image token (this codemod
-    and ``vl_image_token`` both rewrite it)."""
+    and ``image_token_qwen3_vl`` both rewrite it)."""
     found = []
     for cls in classes(module):
         fn = method(cls, "load_model")
