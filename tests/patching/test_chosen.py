@@ -140,3 +140,39 @@ def test_apply_model_picks_a_family_upstream_never_did_and_only_its_files(
     run_cli(*target, "revert", check=True)
     after = snapshot(site)
     assert {k: v for k, v in after.items() if ".vllm-patcher" not in k} == before
+
+
+def _own_patch_over_the_builtins(site: Path, mine: Path) -> tuple[str, ...]:
+    """Every built-in applied, then a patch of the user's captured on top of them: its pinned
+    diff is stacked on the whole series (no transform to run alone)."""
+    mine.mkdir()
+    args = ("--target", str(site), "--patches", str(mine))
+    run_cli(*args, "apply", check=True)
+    spec = site / "vllm/config/speculative.py"
+    spec.write_text(spec.read_text() + "\n# my edit\n")
+    run_cli(*args, "capture", "my-fix", "--summary", "mine", check=True)
+    run_cli(*args, "apply", check=True)
+    return args
+
+
+def test_revert_model_refuses_before_any_change_what_it_could_not_apply_again(
+    tree_copy, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    """The patches ``revert --model`` keeps are applied again over pristine files: where they
+    cannot be (the user's patch is stacked on the model's), every file stays as it was. It had
+    taken every patch out, then refused the second transaction with "nothing was patched"."""
+    site = tree_copy("0.15.1")
+    args = _own_patch_over_the_builtins(site, tmp_path / "mine")
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text(
+        json.dumps({"model_type": "deepseek_v3", "architectures": ["DeepseekV3ForCausalLM"]})
+    )
+    before = snapshot(site)
+    proc = run_cli(*args, "revert", "--model", str(model))
+    assert_refused(proc, 13, "do not apply again without the model's", "nothing was reverted")
+    _unchanged(site, before)
+    # the folder not given: the user's patch is refused, not dropped
+    proc = run_cli("--target", str(site), "revert", "--model", str(model))
+    assert_refused(proc, 13, "my-fix applied here, but not among the patches given")
+    _unchanged(site, before)

@@ -79,3 +79,32 @@ def test_a_forced_revert_that_fails_while_keeping_the_copies_leaves_no_folder(tr
         assert_refused(proc, 6, "no space left")
         assert snapshot(site) == before
         assert not saved.exists() or not any(saved.iterdir()), list(saved.iterdir())
+
+
+def test_revert_with_its_state_record_lost_restores_the_files_from_the_copies_record_vouches_for(
+    tree_copy,
+) -> None:  # type: ignore[no-untyped-def]
+    """state.json deleted while the files stay patched: revert puts back each kept pristine copy
+    that the installer's RECORD vouches for. It had said "nothing to revert" and deleted the
+    copies, the one way back. A copy RECORD does not vouch for is refused, nothing changed."""
+    site = tree_copy("0.15.1")
+    pristine = snapshot(site)
+    run_cli("--target", str(site), "apply", check=True)
+    state = site / ".vllm-patcher"
+    (state / "state.json").unlink()
+    copies = state / "pristine"
+    kept = sorted(p for p in copies.rglob("*") if p.is_file())
+    assert kept  # the way back is there
+    # one copy tampered with: RECORD cannot vouch for it, so nothing moves
+    first = kept[0]
+    good = first.read_bytes()
+    first.write_bytes(good + b"# not pip's\n")
+    before = snapshot(site)
+    assert_refused(run_cli("--target", str(site), "revert"), 7, "RECORD does not vouch")
+    assert snapshot(site) == before
+    first.write_bytes(good)
+    proc = run_cli("--target", str(site), "revert", check=True)
+    assert "nothing to revert" not in proc.stdout, proc.stdout
+    after = {k: v for k, v in snapshot(site).items() if not k.startswith(".vllm-patcher")}
+    assert after == pristine
+    assert not any(p.is_file() for p in copies.rglob("*"))  # restored, then tidied

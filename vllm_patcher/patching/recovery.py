@@ -9,11 +9,17 @@ import time
 from pathlib import Path
 
 from .. import fileops
-from ..errors import LocallyModified, NotWritable
+from ..errors import LocallyModified, NotWritable, StateError
 from ..install.record import file_hash
-from ..install.target import Target
+from ..install.target import RECORD_REFERENCE, Target
 from . import journal as journal_mod
-from .files import check_inside_package, read_pristine_copy, roll_back, write_file
+from .files import (
+    check_inside_package,
+    read_pristine_copy,
+    require_writable,
+    roll_back,
+    write_file,
+)
 from .journal import Journal
 from .plan import FileEdit
 from .survey import read_once
@@ -145,3 +151,34 @@ def save_edits(
         fileops.discard_tree(folder)
         raise
     return saved
+
+
+def restore_unrecorded(target: Target) -> list[str]:
+    """With no state record: each file whose kept pristine copy differs from it goes back to that
+    copy, once the installer's RECORD vouches for every such copy (the record was lost while the
+    files stayed patched). A copy of a file the run never changed (a run killed before its record
+    was written) restores nothing. Refused, nothing changed, where RECORD cannot vouch."""
+    pristine = journal_mod.pristine_dir(target.site_packages)
+    if not pristine.is_dir():
+        return []
+    back: dict[str, bytes] = {}
+    for copy in sorted(p for p in pristine.rglob("*") if p.is_file()):
+        rel = copy.relative_to(pristine).as_posix()
+        data = copy.read_bytes()
+        path = target.path(rel)
+        if path.is_file() and path.read_bytes() == data:
+            continue
+        installed = target.record.get(rel) if target.reference == RECORD_REFERENCE else None
+        if installed != file_hash(data):
+            raise StateError(
+                f"the state record is missing and {path} differs from its kept pristine copy, "
+                f"which the installer's RECORD does not vouch for; nothing was changed; "
+                f"{target.reinstall_hint}"
+            )
+        back[rel] = data
+    for rel in back:
+        check_inside_package(target, rel)
+    require_writable(target, list(back))
+    for rel, data in back.items():
+        write_file(target, rel, data)
+    return sorted(back)

@@ -27,8 +27,8 @@ from . import status as status_mod
 from .commit import commit_apply, commit_revert
 from .files import check_inside_package, check_record, read_pristine_copy, require_writable
 from .journal import Journal
-from .plan import FileEdit, plan_apply, plan_revert
-from .recovery import drop_copies_if_in_place, recover, save_edits, tidy
+from .plan import FileEdit, plan_apply, plan_revert, run_steps
+from .recovery import drop_copies_if_in_place, recover, restore_unrecorded, save_edits, tidy
 from .states import Status, patch_method
 from .survey import read_once, survey
 
@@ -211,6 +211,23 @@ def _pristine_copies(target: Target, journal: Journal | None) -> Callable[[str, 
     return copy
 
 
+def check_applies_over_pristine(target: Target, catalogue: Catalogue) -> None:
+    """Refuse, before any file changes, a selection whose series would not run over the pristine
+    bytes (what ``revert --model`` applies again once every file is back): the same steps the
+    apply after it runs, over each file's kept pristine copy (its current bytes where no patch
+    changed it), nothing written."""
+    every = layout(catalogue.unselected(), target.version, target.record)
+    journal = journal_mod.load(target.site_packages)
+    copy = _pristine_copies(target, journal)
+    notes: list[str] = []
+    for rel, steps in every.narrowed(catalogue, {}).steps.items():
+        ours = journal.files.get(rel) if journal is not None else None
+        if ours is None and not target.path(rel).is_file():
+            continue  # the apply itself names a missing file
+        start = copy(rel, ours.before) if ours is not None else target.path(rel).read_bytes()
+        run_steps(target, rel, steps, start, False, notes, set(), catalogue)
+
+
 def revert(
     target: Target, *, force: bool = False, on_wait: Callable[[str], None] | None = None
 ) -> RevertResult:
@@ -230,10 +247,11 @@ def _revert(target: Target, force: bool, on_wait: Callable[[str], None] | None) 
         return RevertResult()  # never applied here: no lock, no state folder created
     with journal_mod.locked(root, on_wait=on_wait):
         journal = journal_mod.load(root)
-        rels = sorted(journal.files) if journal else []
-        tidy(target, journal, rels)
-        if journal is None:
-            return RevertResult()
+        if journal is None:  # copies no record names: a killed run's, or a lost state file's
+            restored = restore_unrecorded(target)
+            tidy(target, None, [])
+            return RevertResult(restored=restored)
+        tidy(target, journal, sorted(journal.files))
         for rel in journal.files:
             check_inside_package(target, rel)
         require_writable(target, list(journal.files))

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import click
 
+from ...catalogue.model import Catalogue
+from ...errors import PatchFolderError, StrictRefusal
+from ...install.target import Target
 from ...patching import chosen
 from ...patching import journal as journal_mod
 from ...patching.journal import left_in_place
@@ -40,7 +43,16 @@ def revert(app: Application, force: bool, model: str | None) -> None:
         recorded = chosen.read(root)
         journal = journal_mod.load(root)
         kept = recorded.patches if recorded is not None else (journal.patches if journal else [])
-        again = [n for n in kept if n not in gone and n in sel.catalogue.names]
+        missing = [n for n in kept if n not in gone and n not in sel.catalogue.names]
+        if missing:
+            raise PatchFolderError(
+                f"{', '.join(missing)} applied here, but not among the patches given; nothing "
+                "was reverted; give its folder (--patches DIR) to keep it, or run "
+                f"`{target.command('revert')}` to take every patch out"
+            )
+        again = [n for n in kept if n not in gone]
+        if again:  # refused now, not once every file is back to pristine
+            _check_again(target, sel.catalogue.unselected().select(again))
     result = txn.revert(target, force=force, on_wait=waiting(opts, "revert"))
     chosen.forget(root)  # every file is pristine: no choice stands
     shown = render.revert(result, target, left_in_place(root))
@@ -50,3 +62,17 @@ def revert(app: Application, force: bool, model: str | None) -> None:
         chosen.write(root, chosen.Choice(tuple(again)))
         shown = render.reapplied(shown, again)
     app.show(shown)
+
+
+def _check_again(target: Target, keep: Catalogue) -> None:
+    """The patches ``revert --model`` keeps must apply again over pristine files on their own."""
+    from ...patching import txn
+
+    try:
+        txn.check_applies_over_pristine(target, keep)
+    except (PatchFolderError, StrictRefusal) as exc:
+        raise PatchFolderError(
+            f"the patches kept ({', '.join(sorted(keep.selected))}) do not apply again without the "
+            f"model's: {exc.message.split('; ')[0]}; nothing was reverted; run "
+            f"`{target.command('revert')}` to take every patch out"
+        ) from None
