@@ -364,8 +364,8 @@ def test_one_parser_reads_every_list_of_whole_numbers() -> None:
             options.integers("--concurrency", bad, "1,4,16")
 
 
-BENCH = ("payoff", "bench", "http://127.0.0.1:9", "--baseline-url", "http://127.0.0.1:9")
-SWEEP = ("payoff", "sweep", "--url", "0=http://127.0.0.1:9", "--url", "1=http://127.0.0.1:9")
+BENCH = ("payoff", "bench", "http://127.0.0.1:9", "--baseline-url", "http://127.0.0.1:10")
+SWEEP = ("payoff", "sweep", "--url", "0=http://127.0.0.1:9", "--url", "1=http://127.0.0.1:10")
 
 
 @pytest.mark.parametrize("command", [BENCH, SWEEP])

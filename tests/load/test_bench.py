@@ -377,3 +377,21 @@ def test_ctrl_c_while_the_rows_are_judged_is_the_benchs_interruption(
     monkeypatch.setattr(bench, "analyse", interrupted)
     with pytest.raises(BenchInterrupted, match="the load client is stopped"):
         _run(monkeypatch, FakeServers({1: [1.5]}), [1])
+
+
+@pytest.mark.parametrize(
+    ("url", "baseline", "said"),
+    [
+        ("afile", "http://127.0.0.1:10", "URL 'afile': give the server's http://"),
+        ("http://127.0.0.1:9", "ftp://x", "--baseline-url 'ftp://x': give the server's http://"),
+        ("http://127.0.0.1:9", "http://127.0.0.1:9/", "given as both servers"),
+    ],
+)
+def test_the_two_urls_are_refused_before_any_load_unless_two_http_servers(
+    url: str, baseline: str, said: str
+) -> None:
+    """The tryout: a file name as URL printed "warming afile up" and failed under the load (exit
+    18), and the same server given twice was measured against itself."""
+    from ..conftest import assert_refused, run_cli
+
+    assert_refused(run_cli("payoff", "bench", url, "--baseline-url", baseline), 2, said)

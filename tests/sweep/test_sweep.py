@@ -106,7 +106,8 @@ def test_a_server_that_did_not_start_is_named_with_its_signal_and_log() -> None:
     [
         (["--url", "3"], "give K=URL"),
         (["--url", "x=http://h:1"], "give K=URL"),
-        (["--url", "1=ftp://h"], "give K=URL"),
+        (["--url", "1=ftp://h"], "'ftp://h' is not an http:// or https:// URL"),
+        (["--url", "0=http://a:1", "--url", "2=http://a:1/"], "for two k"),
         (["--url", "0=http://a:1", "--url", "0=http://b:1"], "k = 0 twice"),
         (["--url", "0=http://a:1", "--", "/m/t"], "not both"),
         (["--url", "0=http://a:1", "--k", "0,1"], "drop --k"),

@@ -15,6 +15,7 @@ import tempfile
 from dataclasses import dataclass, field
 
 from ..errors import BadSetting, BenchInterrupted, NoDrafts
+from ..payoff import scrape
 from ..payoff.analysis import analyse
 from ..payoff.judge import PAYS, UNKNOWN
 from . import engine
@@ -59,8 +60,17 @@ class BenchResult:
         }
 
 
-def check(extra: tuple[str, ...]) -> None:
-    """The user's client arguments (after ``--``) refused when they name one the load sets."""
+def check(extra: tuple[str, ...], url: str = "", baseline_url: str = "") -> None:
+    """The two servers' URLs (http or https, not the same one) and the user's client arguments
+    (after ``--``), refused when they name one the load sets."""
+    for given, value in (("URL", url), ("--baseline-url", baseline_url)):
+        if value and not scrape.is_url(value):
+            raise BadSetting(f"{given} {value!r}: give the server's http:// or https:// URL")
+    if url and url.rstrip("/") == baseline_url.rstrip("/"):
+        raise BadSetting(
+            f"{url} is given as both servers: give the speculative server as URL and the same "
+            "model served without speculation as --baseline-url"
+        )
     engine.refuse_set_by_the_load(extra, "{} after --", "payoff bench")
 
 

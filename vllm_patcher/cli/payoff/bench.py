@@ -42,7 +42,7 @@ def payoff_bench(
     from ...load import bench
 
     opts = app.options
-    bench.check(client_args)  # before the interpreter is looked for
+    bench.check(client_args, url, baseline_url)  # before the interpreter is looked for
     if plot is not None:
         from ..render.plot import check_available
 

@@ -21,10 +21,14 @@ def _running(urls: tuple[str, ...]) -> dict[int, str]:
     out: dict[int, str] = {}
     for given in urls:
         k, eq, url = given.partition("=")
-        if not eq or not k.strip().isdigit() or not is_url(url):
+        if not eq or not k.strip().isdigit():
             raise BadSetting(f"--url {given!r}: give K=URL, e.g. --url 3=http://10.0.0.5:8000")
+        if not is_url(url):
+            raise BadSetting(f"--url {given!r}: {url!r} is not an http:// or https:// URL")
         if int(k) in out:
             raise BadSetting(f"--url names k = {int(k)} twice")
+        if url.rstrip("/") in out.values():
+            raise BadSetting(f"--url gives {url} for two k: each k is a server of its own")
         out[int(k)] = url.rstrip("/")
     return out
 
