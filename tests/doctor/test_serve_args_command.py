@@ -243,3 +243,25 @@ def test_a_refusal_on_a_named_venv_names_the_doctor_run_for_that_venv(
     doctor = run_cli(*shlex.split(hint)[1:])
     assert doctor.returncode == 1 and "aux-layers" in doctor.stdout, doctor.stderr
     assert "doctor: 2 problems" in doctor.stdout, doctor.stdout
+
+
+def test_doctor_on_a_venv_whose_patched_file_was_edited_names_revert_force_first(
+    tree_copy, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    """The breaker: the fix for a drifted file was `apply --model`, which refuses such a file
+    (exit 5); the fix that works is `revert --force`, then the apply."""
+    site = tree_copy("0.15.1")
+    target, drafter = ready_kimi_pair(tmp_path)
+    run_cli("--target", str(site), "apply", "--model", str(target), check=True)
+    spec = site / "vllm/config/speculative.py"
+    spec.write_text(spec.read_text() + "# my edit\n")
+    proc = run_cli(
+        "--target", str(site), "--json", "doctor", "--model", str(target), "--drafter",
+        str(drafter),
+    )  # fmt: skip
+    (venv,) = [f for f in json.loads(proc.stdout)["findings"] if f["check"] == "venv"]
+    assert venv["level"] == "problem" and "drifted" in venv["message"], venv
+    assert "revert --force" in venv["fix"] and venv["fix"].endswith(f"apply --model {target}")
+    fixed = run_cli("--target", str(site), "revert", "--force")
+    assert fixed.returncode == 0, fixed.stderr
+    run_cli("--target", str(site), "apply", "--model", str(target), check=True)

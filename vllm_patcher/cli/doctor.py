@@ -80,16 +80,20 @@ def venv_finding(opts: Options, model_dir: str, report: Any) -> Finding | None:
         said = ", ".join(f"{p.name} {p.state.value}" for p in mine)
         return Finding("venv", OK, f"{where} has what a {family.name} target needs: {said}")
     said = ", ".join(f"{p.name} {p.state.value}" for p in failing)
+    apply = target.command(f"apply --model {shlex.quote(model_dir)}")
+    if any(p.state is PatchState.DRIFTED for p in failing):  # apply refuses such a file
+        why = "a file it changes is not as apply left it or pip installed it (edited?)"
+        fix = f"{target.command('revert --force')} (your copy is kept), then {apply}"
+    elif all(p.state is PatchState.OUTDATED for p in failing):
+        why = "it holds an earlier version of the patches (the apply below brings this one's)"
+        fix = apply
+    else:
+        why, fix = "its vLLM would refuse the EAGLE-3 drafter after the load", apply
     return Finding(
         "venv",
         PROBLEM,
-        f"{where} lacks what a {family.name} target needs on vLLM {target.version} ({said}): "
-        + (
-            "it holds an earlier version of the patches (the apply below brings this one's)"
-            if all(p.state is PatchState.OUTDATED for p in failing)
-            else "its vLLM would refuse the EAGLE-3 drafter after the load"
-        ),
-        target.command(f"apply --model {shlex.quote(model_dir)}"),
+        f"{where} lacks what a {family.name} target needs on vLLM {target.version} ({said}): {why}",
+        fix,
     )
 
 
