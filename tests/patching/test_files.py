@@ -107,3 +107,16 @@ def test_revert_refuses_a_pristine_copy_that_record_contradicts(tree_copy) -> No
     hint = f"pip install --force-reinstall --no-deps --upgrade --target {site} vllm==0.15.1"
     assert_refused(proc, 7, SPEC, "RECORD", hint)
     assert snapshot(site) == before
+
+
+def test_a_missing_package_folder_is_missing_not_read_only(tree_copy) -> None:  # type: ignore[no-untyped-def]
+    """The breaker: a deleted vllm/config was reported as read-only (exit 6, "run as the
+    environment's owner"); it is a missing part of the install (exit 5, reinstall)."""
+    import shutil
+
+    site = tree_copy("0.15.1")
+    shutil.rmtree(site / "vllm/config")
+    before = snapshot(site)
+    proc = run_cli("--target", str(site), "apply")
+    assert_refused(proc, 5, "vllm/config is missing; nothing was changed; pip install")
+    assert snapshot(site) == before

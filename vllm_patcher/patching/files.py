@@ -47,6 +47,8 @@ def require_writable(target: Target, rels: list[str]) -> None:
     if state_dir.exists():
         dirs.add(state_dir)
     for d in sorted(dirs):
+        if not d.is_dir():  # a folder of the package gone: not a permission matter
+            raise LocallyModified(f"{d} is missing; nothing was changed; {target.reinstall_hint}")
         if not _writable_dir(d):
             raise NotWritable(
                 f"{d} is read-only; run as the environment's owner or make it writable, nothing was changed"
