@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from pathlib import Path
 
 from vllm_patcher.install.record import file_hash
 
@@ -93,3 +94,36 @@ def test_a_deleted_patched_file_is_restored_by_revert(tree_copy) -> None:  # typ
     (site / "vllm/model_executor/models/kimi_k25.py").unlink()
     run_cli("--target", str(site), "revert", check=True)
     assert all(touched_match_record(site).values())
+
+
+def test_a_patch_naming_a_file_the_release_does_not_install_is_the_patchs_fault(
+    tree_copy, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    """The breaker: a patch of the user's whose diff names vllm/config/nosuch.py was refused with
+    "is missing; reinstall vLLM" (exit 5), which no reinstall fixes. It is the patch folder's
+    matter (exit 13), named with the way on; nothing changes."""
+    import difflib
+
+    site = tree_copy("0.15.1")
+    text = (site / "vllm/config/speculative.py").read_text()
+    patched = text + "# mine\n"
+    rel = "vllm/config/nosuch.py"
+    folder = tmp_path / "mine" / "my-fix"
+    (folder / "vllm-0.15.1").mkdir(parents=True)
+    (folder / "patch.toml").write_text(
+        'name = "my-fix"\nsummary = "a file of another release"\nreleases = "==0.15.1"\n'
+    )
+    diff = difflib.unified_diff(
+        text.splitlines(keepends=True), patched.splitlines(keepends=True), f"a/{rel}", f"b/{rel}"
+    )
+    (folder / "vllm-0.15.1" / "patch.diff").write_text("".join(diff))
+    manifest = {
+        "vllm_version": "0.15.1",
+        "patch": "my-fix",
+        "files": {rel: {"before": file_hash(text.encode()), "after": file_hash(patched.encode())}},
+    }
+    (folder / "vllm-0.15.1" / "manifest.json").write_text(json.dumps(manifest))
+    before = snapshot(site)
+    proc = run_cli("--target", str(site), "--patches", str(tmp_path / "mine"), "apply", "my-fix")
+    assert_refused(proc, 13, "my-fix changes vllm/config/nosuch.py, which vLLM 0.15.1 does not")
+    assert snapshot(site) == before

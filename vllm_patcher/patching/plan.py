@@ -22,7 +22,7 @@ from ..errors import (
     StrictRefusal,
 )
 from ..install.record import file_hash
-from ..install.target import Target
+from ..install.target import RECORD_REFERENCE, Target
 from .journal import FileRecord, Journal
 from .states import PINNED_DIFF, TODO, TRANSFORM, FileState, FileStatus
 from .survey import outdated, pinned_end, producer
@@ -62,6 +62,17 @@ def refuse_blocking(target: Target, files: list[FileStatus]) -> None:
     bad = [f for f in files if f.state in (FileState.MODIFIED, FileState.EDITED, FileState.MISSING)]
     if not bad:
         return
+    listed = target.reference == RECORD_REFERENCE  # the installer's RECORD: every file it put
+    foreign = [
+        f for f in bad if f.state is FileState.MISSING and listed and f.path not in target.record
+    ]
+    if foreign:  # no install of this release has it: the patch names a file of another
+        f = foreign[0]
+        raise PatchFolderError(
+            f"{f.patch} changes {f.path}, which vLLM {target.version} does not install; nothing "
+            f"was patched; port it to this release's files "
+            f"(`vllm-patcher port {f.patch} --to {target.version}`) or narrow its releases"
+        )
     names = ", ".join(dict.fromkeys(str(target.path(f.path)) for f in bad))
     first = bad[0]
     if first.state is FileState.EDITED:
