@@ -108,3 +108,29 @@ def test_revert_with_its_state_record_lost_restores_the_files_from_the_copies_re
     after = {k: v for k, v in snapshot(site).items() if not k.startswith(".vllm-patcher")}
     assert after == pristine
     assert not any(p.is_file() for p in copies.rglob("*"))  # restored, then tidied
+
+
+def test_an_apply_after_the_state_record_was_lost_keeps_the_copies_revert_restores_from(
+    tree_copy, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    """apply tidies away copies no record names (a killed run's); the copy of a file that differs
+    from it, which RECORD vouches for, is the way back of a lost record and stays for revert."""
+    site = tree_copy("0.15.1")
+    pristine = snapshot(site)
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text(
+        json.dumps({"model_type": "deepseek_v3", "architectures": ["DeepseekV3ForCausalLM"]})
+    )
+    args = ("--target", str(site))
+    run_cli(*args, "apply", "--model", str(model), check=True)
+    (site / ".vllm-patcher" / "state.json").unlink()
+    granite = site / "vllm/model_executor/models/granite.py"  # no patch applied to it yet
+    granite.write_text(granite.read_text() + "# an edit\n")
+    again = run_cli(*args, "apply", "eagle3-granite")  # tidies, then refuses the edited file
+    assert again.returncode == 5, again.stderr
+    assert (site / ".vllm-patcher/pristine/vllm/config/speculative.py").is_file()
+    proc = run_cli(*args, "revert", check=True)
+    assert "restored vllm/config/speculative.py" in proc.stdout, proc.stdout
+    after = {k: v for k, v in snapshot(site).items() if not k.startswith(".vllm-patcher")}
+    assert {k for k in after if after[k] != pristine.get(k)} == {str(granite.relative_to(site))}

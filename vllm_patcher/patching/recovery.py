@@ -26,7 +26,9 @@ from .survey import read_once
 
 
 def tidy(target: Target, journal: Journal | None, rels: list[str]) -> None:
-    """Remove what a killed run may have left: temp files, and pristine copies no record names."""
+    """Remove what a killed run may have left: temp files, and pristine copies no record names
+    (but the copy of a file that differs from it where RECORD vouches for the copy: the way back
+    of a lost state record, which ``revert`` restores)."""
     root = target.site_packages
     directory = journal_mod.state_dir(root)
     pristine = journal_mod.pristine_dir(root)
@@ -35,12 +37,25 @@ def tidy(target: Target, journal: Journal | None, rels: list[str]) -> None:
         named = set(journal.files) if journal is not None else set()
         for copy in [p for p in pristine.rglob("*") if p.is_file()]:
             rel = copy.relative_to(pristine).as_posix()
-            if rel not in named:
+            if rel not in named and not _way_back(target, rel, copy):
                 with contextlib.suppress(OSError):
                     copy.unlink()
             folders.add(copy.parent)
         fileops.prune_empty_dirs(pristine)
     fileops.sweep_temp_files(sorted(d for d in folders if d.is_dir()))
+
+
+def _way_back(target: Target, rel: str, copy: Path) -> bool:
+    """An unrecorded copy that RECORD vouches for, of a file that now differs from it."""
+    if target.reference != RECORD_REFERENCE or rel not in target.record:
+        return False
+    try:
+        data = copy.read_bytes()
+        path = target.path(rel)
+        differs = not path.is_file() or path.read_bytes() != data
+    except OSError:
+        return False
+    return differs and file_hash(data) == target.record[rel]
 
 
 def recover(
