@@ -176,3 +176,27 @@ def test_revert_model_refuses_before_any_change_what_it_could_not_apply_again(
     proc = run_cli("--target", str(site), "revert", "--model", str(model))
     assert_refused(proc, 13, "my-fix applied here, but not among the patches given")
     _unchanged(site, before)
+
+
+def test_revert_model_keeps_a_patch_captured_after_the_choice_was_recorded(
+    tree_copy, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    """The breaker: a capture records its patch as applied, not chosen; revert --model kept only
+    the recorded choice and dropped the capture, exit 0."""
+    site = tree_copy("0.15.1")
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text(
+        json.dumps({"model_type": "deepseek_v3", "architectures": ["DeepseekV3ForCausalLM"]})
+    )
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    args = ("--target", str(site), "--patches", str(mine))
+    run_cli(*args, "apply", check=True)
+    run_cli(*args, "revert", "--model", str(model), check=True)  # records the choice kept
+    eagle = site / "vllm/v1/spec_decode/eagle.py"
+    eagle.write_text(eagle.read_text() + "# my fix\n")
+    run_cli(*args, "capture", "my-fix", "--summary", "mine", check=True)
+    proc = run_cli(*args, "revert", "--model", str(model), check=True)
+    assert "my-fix" in proc.stdout.splitlines()[-1], proc.stdout  # applied again
+    assert eagle.read_text().endswith("# my fix\n")

@@ -84,9 +84,12 @@ def test_a_forced_revert_that_fails_while_keeping_the_copies_leaves_no_folder(tr
 def test_revert_with_its_state_record_lost_restores_the_files_from_the_copies_record_vouches_for(
     tree_copy,
 ) -> None:  # type: ignore[no-untyped-def]
-    """state.json deleted while the files stay patched: revert puts back each kept pristine copy
-    that the installer's RECORD vouches for. It had said "nothing to revert" and deleted the
-    copies, the one way back. A copy RECORD does not vouch for is refused, nothing changed."""
+    """state.json deleted while the files stay patched: no record tells the patches from edits,
+    so revert refuses (exit 5) and ``revert --force`` puts back each kept pristine copy that the
+    installer's RECORD vouches for, each current file kept under saved/ first (an edit of the
+    user's among them survives). It had said "nothing to revert" and deleted the copies, the one
+    way back. A copy RECORD does not vouch for, or one that is a link, is refused, nothing
+    changed."""
     site = tree_copy("0.15.1")
     pristine = snapshot(site)
     run_cli("--target", str(site), "apply", check=True)
@@ -100,14 +103,33 @@ def test_revert_with_its_state_record_lost_restores_the_files_from_the_copies_re
     good = first.read_bytes()
     first.write_bytes(good + b"# not pip's\n")
     before = snapshot(site)
-    assert_refused(run_cli("--target", str(site), "revert"), 7, "RECORD does not vouch")
+    assert_refused(run_cli("--target", str(site), "revert", "--force"), 7, "RECORD does not vouch")
     assert snapshot(site) == before
     first.write_bytes(good)
-    proc = run_cli("--target", str(site), "revert", check=True)
+    # a copy that is a link (its bytes RECORD's): refused too
+    second = kept[1]
+    moved = second.with_name(second.name + ".real")
+    second.rename(moved)
+    second.symlink_to(moved)
+    before = snapshot(site)
+    assert_refused(run_cli("--target", str(site), "revert", "--force"), 7, "is a link")
+    assert snapshot(site) == before
+    second.unlink()
+    moved.rename(second)
+    # an edit of the user's on a patched file: no record tells it from the patch
+    gemma = site / "vllm/model_executor/models/gemma2.py"
+    mine = gemma.read_bytes() + b"# my edit\n"
+    gemma.write_bytes(mine)
+    before = snapshot(site)
+    assert_refused(run_cli("--target", str(site), "revert"), 5, "revert --force")
+    assert snapshot(site) == before
+    proc = run_cli("--target", str(site), "revert", "--force", check=True)
     assert "nothing to revert" not in proc.stdout, proc.stdout
     after = {k: v for k, v in snapshot(site).items() if not k.startswith(".vllm-patcher")}
     assert after == pristine
     assert not any(p.is_file() for p in copies.rglob("*"))  # restored, then tidied
+    kept_edit = list((state / "saved").rglob("gemma2.py"))
+    assert len(kept_edit) == 1 and kept_edit[0].read_bytes() == mine, proc.stdout
 
 
 def test_an_apply_after_the_state_record_was_lost_keeps_the_copies_revert_restores_from(
@@ -130,7 +152,24 @@ def test_an_apply_after_the_state_record_was_lost_keeps_the_copies_revert_restor
     again = run_cli(*args, "apply", "eagle3-granite")  # tidies, then refuses the edited file
     assert again.returncode == 5, again.stderr
     assert (site / ".vllm-patcher/pristine/vllm/config/speculative.py").is_file()
-    proc = run_cli(*args, "revert", check=True)
+    proc = run_cli(*args, "revert", "--force", check=True)
     assert "restored vllm/config/speculative.py" in proc.stdout, proc.stdout
     after = {k: v for k, v in snapshot(site).items() if not k.startswith(".vllm-patcher")}
     assert {k for k in after if after[k] != pristine.get(k)} == {str(granite.relative_to(site))}
+
+
+def test_a_pristine_folder_that_is_a_link_is_never_read_or_written_through(
+    tree_copy, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    """The breaker: with .vllm-patcher/pristine a link to a folder elsewhere, apply wrote its
+    copies there and revert deleted them there."""
+    site = tree_copy("0.15.1")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "keep.txt").write_text("mine")
+    (site / ".vllm-patcher").mkdir()
+    (site / ".vllm-patcher" / "pristine").symlink_to(elsewhere)
+    before = snapshot(site)
+    for command in ("apply", "revert"):
+        assert_refused(run_cli("--target", str(site), command), 5, "not a folder of its own")
+    assert snapshot(site) == before and [p.name for p in elsewhere.iterdir()] == ["keep.txt"]

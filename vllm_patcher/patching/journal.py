@@ -162,7 +162,9 @@ def _fix_hint(root: Path) -> str:
 
 
 def check_state_dir(root: Path) -> None:
-    """Our state folder must be a real folder beside vllm/, never a link elsewhere."""
+    """Our state folder must be a real folder beside vllm/, never a link elsewhere, and so must
+    its folder of pristine copies (a link there would have copies written and removed
+    elsewhere)."""
     directory = state_dir(root)
     if directory.is_symlink() or (
         directory.exists() and directory.resolve().parent != root.resolve()
@@ -170,6 +172,12 @@ def check_state_dir(root: Path) -> None:
         raise LocallyModified(
             f"{directory} is a link; refusing to read or write vllm-patcher state through it "
             "(remove the link)"
+        )
+    copies = pristine_dir(root)
+    if copies.is_symlink() or (copies.exists() and not copies.is_dir()):
+        raise LocallyModified(
+            f"{copies} is not a folder of its own (a link or a file); refusing to read or write "
+            "pristine copies through it (remove it)"
         )
 
 

@@ -168,20 +168,30 @@ def save_edits(
     return saved
 
 
-def restore_unrecorded(target: Target) -> list[str]:
+def restore_unrecorded(target: Target, force: bool) -> tuple[list[str], dict[str, str]]:
     """With no state record: each file whose kept pristine copy differs from it goes back to that
     copy, once the installer's RECORD vouches for every such copy (the record was lost while the
-    files stayed patched). A copy of a file the run never changed (a run killed before its record
-    was written) restores nothing. Refused, nothing changed, where RECORD cannot vouch."""
+    files stayed patched). No record tells the tool's change from an edit of the user's, so only
+    with ``force``, each current file kept under saved/ first. A copy of a file the run never
+    changed (a run killed before its record was written) restores nothing. Refused, nothing
+    changed, where RECORD cannot vouch or a copy is a link. The files restored, and where each
+    current file was kept."""
     pristine = journal_mod.pristine_dir(target.site_packages)
     if not pristine.is_dir():
-        return []
+        return [], {}
     back: dict[str, bytes] = {}
-    for copy in sorted(p for p in pristine.rglob("*") if p.is_file()):
+    current: dict[str, bytes | None] = {}
+    for copy in sorted(p for p in pristine.rglob("*") if p.is_file() or p.is_symlink()):
         rel = copy.relative_to(pristine).as_posix()
+        if any(q.is_symlink() for q in (copy, *copy.parents) if pristine in q.parents):
+            raise StateError(
+                f"the kept pristine copy {copy} is a link; nothing was changed; "
+                f"{target.reinstall_hint}"
+            )
         data = copy.read_bytes()
         path = target.path(rel)
-        if path.is_file() and path.read_bytes() == data:
+        now = path.read_bytes() if path.is_file() else None
+        if now == data:
             continue
         installed = target.record.get(rel) if target.reference == RECORD_REFERENCE else None
         if installed != file_hash(data):
@@ -190,10 +200,18 @@ def restore_unrecorded(target: Target) -> list[str]:
                 f"which the installer's RECORD does not vouch for; nothing was changed; "
                 f"{target.reinstall_hint}"
             )
-        back[rel] = data
+        back[rel], current[rel] = data, now
+    if back and not force:
+        raise LocallyModified(
+            f"the state record is missing and {len(back)} file(s) differ from their kept "
+            f"pristine copies (first {target.path(sorted(back)[0])}): no record tells the "
+            "patches from your edits; nothing was changed; run "
+            f"`{target.command('revert --force')}` to restore them, each current file kept first"
+        )
     for rel in back:
         check_inside_package(target, rel)
     require_writable(target, list(back))
+    saved = save_edits(target, [r for r in back if current[r] is not None], current)
     for rel, data in back.items():
         write_file(target, rel, data)
-    return sorted(back)
+    return sorted(back), saved

@@ -248,9 +248,9 @@ def _revert(target: Target, force: bool, on_wait: Callable[[str], None] | None) 
     with journal_mod.locked(root, on_wait=on_wait):
         journal = journal_mod.load(root)
         if journal is None:  # copies no record names: a killed run's, or a lost state file's
-            restored = restore_unrecorded(target)
+            restored, saved = restore_unrecorded(target, force)
             tidy(target, None, [])
-            return RevertResult(restored=restored)
+            return RevertResult(restored=restored, saved_edits=saved)
         tidy(target, journal, sorted(journal.files))
         for rel in journal.files:
             check_inside_package(target, rel)

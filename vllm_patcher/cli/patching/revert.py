@@ -42,7 +42,9 @@ def revert(app: Application, force: bool, model: str | None) -> None:
         gone = set(sel.catalogue.selected)
         recorded = chosen.read(root)
         journal = journal_mod.load(root)
-        kept = recorded.patches if recorded is not None else (journal.patches if journal else [])
+        # the recorded choice and every patch applied here (a capture is applied, not chosen)
+        applied = journal.patches if journal is not None else []
+        kept = list(dict.fromkeys([*(recorded.patches if recorded is not None else ()), *applied]))
         missing = [n for n in kept if n not in gone and n not in sel.catalogue.names]
         if missing:
             raise PatchFolderError(
