@@ -305,8 +305,9 @@ from vllm_patcher.cli.base import Options
 client.SCRIPT = Path(sys.argv[1])  # a load client that loads nothing and never ends
 Options.vllm_target = lambda self, what: SimpleNamespace(python=sys.executable)
 body = metrics(per_pos=(0.0, 0.0)).encode()
-with http_server(lambda n: (200, "text/plain", body)) as url:
-    main(["payoff", "bench", url, "--baseline-url", url, "--concurrency", "1"],
+with http_server(lambda n: (200, "text/plain", body)) as url, \
+        http_server(lambda n: (200, "text/plain", body)) as base:
+    main(["payoff", "bench", url, "--baseline-url", base, "--concurrency", "1"],
          prog_name="vllm-patcher")
 """
 
